@@ -1,0 +1,42 @@
+# One-line entry points. `make test` on a fresh machine: venv + deps + system packages + the real
+# local stack (brought up by the test session) + the whole suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: test unit lint demo demo-ui stack-up stack-down system-deps clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -e ".[dev]"
+	touch $@
+
+system-deps:
+	@# Chromium renders the HTML report and the Airflow UI in screenshot tests.
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium missing: sudo apt-get install chromium (browser tests will be skipped)"; fi; }
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; \
+	  else echo "java missing: sudo apt-get install openjdk-17-jdk-headless"; exit 1; fi; }
+
+test: $(BIN)/.installed system-deps
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: $(BIN)/.installed
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/mypy airflow_flink_replay
+
+stack-up: $(BIN)/.installed
+	$(BIN)/flink-replay stack up
+
+stack-down: $(BIN)/.installed
+	$(BIN)/flink-replay stack down
+
+clean:
+	-$(BIN)/flink-replay stack down
+	rm -rf $(VENV) .stack

@@ -1,0 +1,43 @@
+"""``flink-replay``: the command line (stack, compare, manifest, demo).
+
+Each sub-command lives in ``airflow_flink_replay.commands.<name>`` with ``add_parser(subparsers)``; this
+module only wires them, so importing it stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Sub-command modules, in the order ``--help`` lists them.
+COMMANDS = ("stack", "compare", "manifest", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every available sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="flink-replay",
+        description="Replay a changed Flink Agents job on production state, and gate it.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"airflow_flink_replay.commands.{name}")
+        except ModuleNotFoundError as err:
+            if err.name == f"airflow_flink_replay.commands.{name}":
+                continue  # not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; the return value is the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of ``flink-replay``: each module has ``add_parser(subparsers)``."""

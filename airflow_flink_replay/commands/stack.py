@@ -1,0 +1,79 @@
+"""``flink-replay stack up | down | status``: the embedded local stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from airflow_flink_replay.local.components import StackSetupError
+from airflow_flink_replay.local.stack import LocalStack, StackConfig, default_workdir
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``stack`` and its actions."""
+    p = sub.add_parser("stack", help="set up, start, inspect or stop the embedded local stack")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--workdir", type=Path, default=None, help="work folder (default: $FLINK_REPLAY_STACK_DIR or ./.stack)")
+    p.add_argument("--flink-rest-port", type=int, default=8081)
+    p.add_argument("--flink-rpc-port", type=int, default=6123)
+    p.add_argument("--kafka-port", type=int, default=9092)
+    p.add_argument("--chroma-port", type=int, default=8000)
+    p.add_argument("--task-slots", type=int, default=4)
+    p.add_argument("--json", action="store_true", help="print machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out the stack action."""
+    config = StackConfig(
+        workdir=(args.workdir or default_workdir()),
+        flink_rest_port=args.flink_rest_port,
+        flink_rpc_port=args.flink_rpc_port,
+        kafka_port=args.kafka_port,
+        chroma_port=args.chroma_port,
+        task_slots=args.task_slots,
+    )
+    stack = LocalStack(config)
+    if args.action == "up":
+        started = time.monotonic()
+        try:
+            info = stack.up()
+        except StackSetupError as err:
+            print(f"stack up failed: {err}", file=sys.stderr)
+            return 1
+        if args.json:
+            print(info.model_dump_json(indent=2))
+        else:
+            print(f"stack up in {time.monotonic() - started:.1f}s")
+            print(f"  Flink REST   {info.flink_rest_url}")
+            print(f"  Kafka        {info.kafka_bootstrap} (tansu)")
+            print(f"  Mem0 store   chroma http://{info.chroma_host}:{info.chroma_port}")
+            print(f"  connections  {info.connections_file}")
+            print(f"  stack file   {stack.stack_file}")
+        return 0
+    if args.action == "down":
+        stopped = stack.down()
+        print(json.dumps({"stopped": stopped}) if args.json else f"stopped: {', '.join(stopped) or 'nothing'}")
+        return 0
+    status = stack.status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        _print_status(status)
+    return 0 if status.get("up") else 1
+
+
+def _print_status(status: dict) -> None:
+    if "flink" not in status:
+        print(f"down: {status.get('reason')}")
+        return
+    mark = {True: "up  ", False: "DOWN"}
+    fl, kf, m0 = status["flink"], status["kafka"], status["mem0"]
+    print(f"{mark[fl['taskmanagers'] >= 1]} Flink  {fl['rest_url']}  taskmanagers={fl['taskmanagers']}")
+    print(f"{mark[kf['answers']]} Kafka  {kf['bootstrap']}  (tansu metadata)")
+    print(f"{mark[m0['answers']]} Mem0   {m0['chroma']}  (chroma heartbeat)")
+    for name, p in status["processes"].items():
+        print(f"     {name:<18} pid {p['pid']:<8} {'alive' if p['alive'] else 'DEAD'}")

@@ -1,0 +1,1 @@
+"""Pure core: models and logic that import neither Airflow nor PyFlink."""

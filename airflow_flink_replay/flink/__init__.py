@@ -1,0 +1,1 @@
+"""Job side: runs inside Flink's Python (pyflink + flink_agents). Never imports Airflow."""

@@ -1,0 +1,512 @@
+"""The embedded local stack: a Flink session cluster, the tansu broker and a Chroma server for Mem0.
+
+``up`` does every set-up step it needs on a fresh machine and is idempotent: a stack that is already up is
+reported, not started twice. ``down`` stops exactly the processes ``up`` started, by pid. Everything lives
+in one work folder (``.stack/`` by default); ``stack.json`` there records every address, path and pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+from pydantic import BaseModel, Field
+
+from airflow_flink_replay.local.components import (
+    StackSetupError,
+    ensure_connector_jars,
+    ensure_flink_venv,
+    ensure_tansu,
+    find_java_home,
+    venv_site_packages,
+)
+
+STACK_FILE = "stack.json"
+CONNECTIONS_FILE = "connections.json"
+ENV_FILE = "stack.env"
+#: The collection Flink Agents' Mem0 long-term memory uses by default.
+MEM0_COLLECTION = "flink_agents_mem0_ltm"
+
+
+def default_workdir() -> Path:
+    """``$FLINK_REPLAY_STACK_DIR`` or ``./.stack``."""
+    return Path(os.environ.get("FLINK_REPLAY_STACK_DIR", ".stack")).resolve()
+
+
+class StackConfig(BaseModel):
+    """Where the stack lives and which loopback ports it takes."""
+
+    workdir: Path = Field(default_factory=default_workdir)
+    flink_rest_port: int = 8081
+    flink_rpc_port: int = 6123
+    kafka_port: int = 9092
+    chroma_port: int = 8000
+    task_slots: int = 4
+    jobmanager_memory: str = "1024m"
+    taskmanager_memory: str = "1600m"
+    start_timeout: float = 120.0
+
+
+class ProcessInfo(BaseModel):
+    """One process the stack started."""
+
+    name: str
+    pid: int
+    log: str
+
+
+class StackInfo(BaseModel):
+    """What ``stack.json`` records: addresses, paths, pids and the environment the sides need."""
+
+    workdir: str
+    flink_home: str
+    flink_conf_dir: str
+    flink_python: str
+    flink_rest_url: str
+    kafka_bootstrap: str
+    chroma_host: str
+    chroma_port: int
+    mem0_dir: str
+    connector_jars: list[str]
+    savepoint_dir: str
+    checkpoint_dir: str
+    java_home: str
+    processes: list[ProcessInfo]
+    env: dict[str, str]
+    connections_file: str
+
+    def mem0_config(self, collection: str = MEM0_COLLECTION) -> dict[str, Any]:
+        """A mem0 config for the stack's Chroma server (embedder/LLM chosen by the caller)."""
+        return {
+            "vector_store": {
+                "provider": "chroma",
+                "config": {
+                    "host": self.chroma_host,
+                    "port": self.chroma_port,
+                    "collection_name": collection,
+                },
+            },
+            "history_db_path": str(Path(self.mem0_dir) / "history.db"),
+        }
+
+
+def offline_env(mem0_dir: Path) -> dict[str, str]:
+    """Environment that keeps mem0 / chroma / Hugging Face offline and out of the home folder."""
+    return {
+        "MEM0_TELEMETRY": "False",
+        "MEM0_DIR": str(mem0_dir),
+        "HF_HUB_OFFLINE": "1",
+        "ANONYMIZED_TELEMETRY": "False",
+    }
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
+
+
+def _wait(check: Any, timeout: float, what: str, proc: ProcessInfo | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc is not None and not _pid_alive(proc.pid):
+            raise StackSetupError(
+                f"{proc.name} (pid {proc.pid}) died at start; last lines of {proc.log}:\n{_tail(Path(proc.log))}"
+            )
+        time.sleep(0.5)
+    detail = f"; last lines of {proc.log}:\n{_tail(Path(proc.log))}" if proc else ""
+    raise StackSetupError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+
+
+def _spawn(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> ProcessInfo:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    return ProcessInfo(name=name, pid=proc.pid, log=str(log))
+
+
+# ------------------------------------------------------------------------------------------ readiness
+
+
+def flink_taskmanagers(rest_url: str) -> int:
+    """Number of TaskManagers registered at the JobManager (-1 when REST does not answer)."""
+    try:
+        r = requests.get(f"{rest_url}/overview", timeout=2)
+        r.raise_for_status()
+        return int(r.json().get("taskmanagers", 0))
+    except (requests.RequestException, ValueError):
+        return -1
+
+
+def kafka_answers(bootstrap: str, timeout: float = 2.0) -> bool:
+    """True when the broker answers a metadata request."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
+def chroma_answers(host: str, port: int) -> bool:
+    """True when the Chroma server's heartbeat answers."""
+    try:
+        return requests.get(f"http://{host}:{port}/api/v2/heartbeat", timeout=2).ok
+    except requests.RequestException:
+        return False
+
+
+# ------------------------------------------------------------------------------------------- the stack
+
+
+class LocalStack:
+    """Set up, start, inspect and stop the embedded stack in one work folder."""
+
+    def __init__(self, config: StackConfig | None = None) -> None:
+        self.config = config or StackConfig()
+        self.workdir = self.config.workdir.resolve()
+
+    # paths
+    @property
+    def stack_file(self) -> Path:
+        """Path of ``stack.json``."""
+        return self.workdir / STACK_FILE
+
+    def _p(self, *parts: str) -> Path:
+        return self.workdir.joinpath(*parts)
+
+    # -- reading
+    def info(self) -> StackInfo | None:
+        """The recorded stack, or None when none was started here."""
+        if not self.stack_file.exists():
+            return None
+        return StackInfo.model_validate_json(self.stack_file.read_text())
+
+    def status(self) -> dict[str, Any]:
+        """What is up: per process alive/dead, Flink TaskManagers, Kafka metadata, Chroma heartbeat."""
+        info = self.info()
+        if info is None:
+            return {"up": False, "reason": f"no {STACK_FILE} in {self.workdir}"}
+        procs = {p.name: {"pid": p.pid, "alive": _pid_alive(p.pid)} for p in info.processes}
+        tms = flink_taskmanagers(info.flink_rest_url)
+        kafka = kafka_answers(info.kafka_bootstrap)
+        chroma = chroma_answers(info.chroma_host, info.chroma_port)
+        up = all(p["alive"] for p in procs.values()) and tms >= 1 and kafka and chroma
+        return {
+            "up": up,
+            "flink": {"rest_url": info.flink_rest_url, "taskmanagers": max(tms, 0), "answers": tms >= 0},
+            "kafka": {"bootstrap": info.kafka_bootstrap, "answers": kafka},
+            "mem0": {"chroma": f"http://{info.chroma_host}:{info.chroma_port}", "answers": chroma},
+            "processes": procs,
+            "stack_file": str(self.stack_file),
+        }
+
+    # -- starting
+    def up(self) -> StackInfo:
+        """Set up whatever is missing and start the stack; return the recorded info."""
+        current = self.info()
+        if current is not None:
+            if self.status()["up"]:
+                return current
+            # Something of a previous stack is half up: stop what is left, then start clean.
+            self.down()
+        cfg = self.config
+        busy = [
+            (n, p)
+            for n, p in (
+                ("flink_rest_port", cfg.flink_rest_port),
+                ("flink_rpc_port", cfg.flink_rpc_port),
+                ("kafka_port", cfg.kafka_port),
+                ("chroma_port", cfg.chroma_port),
+            )
+            if not _port_free(p)
+        ]
+        if busy:
+            names = ", ".join(f"{n}={p}" for n, p in busy)
+            raise StackSetupError(
+                f"port(s) already taken on 127.0.0.1: {names}. Stop what holds them, or pick other ports "
+                "(e.g. `flink-replay stack up --flink-rest-port 18081 --kafka-port 19092`)."
+            )
+        java_home = find_java_home()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        setup_log = self._p("logs", "setup.log")
+        downloads = self._p("downloads")
+        flink_python = ensure_flink_venv(self._p("flink-venv"), setup_log)
+        tansu = ensure_tansu(self._p("bin"), downloads, setup_log)
+        jars = ensure_connector_jars(self._p("jars"), downloads, setup_log)
+        flink_home = venv_site_packages(self._p("flink-venv")) / "pyflink"
+        conf_dir = self._write_flink_conf(flink_home, flink_python, java_home)
+        mem0_dir = self._p("mem0")
+        mem0_dir.mkdir(parents=True, exist_ok=True)
+        env = offline_env(mem0_dir)
+
+        procs: list[ProcessInfo] = []
+        rest_url = f"http://127.0.0.1:{cfg.flink_rest_port}"
+        bootstrap = f"127.0.0.1:{cfg.kafka_port}"
+        try:
+            procs.append(
+                _spawn(
+                    "tansu",
+                    [str(tansu), "broker", "--listener-url", f"tcp://{bootstrap}",
+                     "--advertised-listener-url", f"tcp://{bootstrap}", "--storage-engine", "memory://tansu/"],
+                    self._p("logs", "tansu.log"),
+                )
+            )
+            chroma_bin = flink_python.parent / "chroma"
+            procs.append(
+                _spawn(
+                    "chroma",
+                    [str(chroma_bin), "run", "--path", str(self._p("chroma")), "--host", "127.0.0.1",
+                     "--port", str(cfg.chroma_port)],
+                    self._p("logs", "chroma.log"),
+                    env=env,
+                )
+            )
+            procs.extend(self._start_flink(flink_home, conf_dir, java_home))
+            by_name = {p.name: p for p in procs}
+            _wait(lambda: kafka_answers(bootstrap), cfg.start_timeout, "tansu metadata", by_name["tansu"])
+            _wait(lambda: chroma_answers("127.0.0.1", cfg.chroma_port), cfg.start_timeout,
+                  "the Chroma heartbeat", by_name["chroma"])
+            _wait(lambda: flink_taskmanagers(rest_url) >= 1, cfg.start_timeout,
+                  "a Flink TaskManager to register", by_name["flink-taskmanager"])
+        except BaseException:
+            for p in procs:
+                _terminate(p.pid)
+            raise
+
+        info = StackInfo(
+            workdir=str(self.workdir),
+            flink_home=str(flink_home),
+            flink_conf_dir=str(conf_dir),
+            flink_python=str(flink_python),
+            flink_rest_url=rest_url,
+            kafka_bootstrap=bootstrap,
+            chroma_host="127.0.0.1",
+            chroma_port=cfg.chroma_port,
+            mem0_dir=str(mem0_dir),
+            connector_jars=[str(j) for j in jars],
+            savepoint_dir=str(self._p("savepoints")),
+            checkpoint_dir=str(self._p("checkpoints")),
+            java_home=str(java_home),
+            processes=procs,
+            env=env,
+            connections_file=str(self._p(CONNECTIONS_FILE)),
+        )
+        self._write_connections(info)
+        self._p(ENV_FILE).write_text(
+            "".join(f"export {k}={v}\n" for k, v in {**env, "FLINK_HOME": str(flink_home),
+                                                      "FLINK_CONF_DIR": str(conf_dir),
+                                                      "JAVA_HOME": str(java_home)}.items())
+        )
+        self.stack_file.write_text(info.model_dump_json(indent=2))
+        return info
+
+    def _write_flink_conf(self, flink_home: Path, flink_python: Path, java_home: Path) -> Path:
+        cfg = self.config
+        conf_dir = self._p("flink-conf")
+        if conf_dir.exists():
+            shutil.rmtree(conf_dir)
+        shutil.copytree(flink_home / "conf", conf_dir)
+        original = yaml.safe_load((flink_home / "conf" / "config.yaml").read_text()) or {}
+        java_opts = _lookup(original, "env.java.opts.all")
+        # Fix 2 of STACK.md: flink-python in lib/ (+ pemja parent-first) so a second job on a TM works.
+        for jar in (flink_home / "opt").glob("flink-python-*.jar"):
+            target = flink_home / "lib" / jar.name
+            if not target.exists():
+                shutil.copy2(jar, target)
+        for d in ("logs", "pids", "tmp", "web", "savepoints", "checkpoints"):
+            self._p(d).mkdir(parents=True, exist_ok=True)
+        conf: dict[str, Any] = {
+            "env.java.opts.all": java_opts or "",
+            "env.java.home": str(java_home),
+            "env.log.dir": str(self._p("logs")),
+            "env.pid.dir": str(self._p("pids")),
+            "jobmanager.bind-host": "127.0.0.1",
+            "jobmanager.rpc.address": "127.0.0.1",
+            "jobmanager.rpc.port": cfg.flink_rpc_port,
+            "jobmanager.memory.process.size": cfg.jobmanager_memory,
+            "taskmanager.bind-host": "127.0.0.1",
+            "taskmanager.host": "127.0.0.1",
+            "taskmanager.numberOfTaskSlots": cfg.task_slots,
+            "taskmanager.memory.process.size": cfg.taskmanager_memory,
+            "parallelism.default": 1,
+            "rest.address": "127.0.0.1",
+            "rest.bind-address": "127.0.0.1",
+            "rest.port": cfg.flink_rest_port,
+            "execution.checkpointing.dir": f"file://{self._p('checkpoints')}",
+            "execution.checkpointing.savepoint-dir": f"file://{self._p('savepoints')}",
+            "web.tmpdir": str(self._p("web")),
+            "io.tmp.dirs": str(self._p("tmp")),
+            "python.executable": str(flink_python),
+            "python.client.executable": str(flink_python),
+            # Small Python bundles: savepoints complete in about a second instead of hanging.
+            "python.fn-execution.bundle.size": 20,
+            "python.fn-execution.bundle.time": 200,
+            "classloader.parent-first-patterns.additional": "pemja.",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "2 s",
+        }
+        (conf_dir / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=True))
+        (conf_dir / "masters").write_text(f"127.0.0.1:{cfg.flink_rest_port}\n")
+        (conf_dir / "workers").write_text("127.0.0.1\n")
+        return conf_dir
+
+    def _start_flink(self, flink_home: Path, conf_dir: Path, java_home: Path) -> list[ProcessInfo]:
+        env = {
+            **os.environ,
+            "FLINK_CONF_DIR": str(conf_dir),
+            "JAVA_HOME": str(java_home),
+            "FLINK_LOG_DIR": str(self._p("logs")),
+            "FLINK_PID_DIR": str(self._p("pids")),
+            **offline_env(self._p("mem0")),
+        }
+        started: list[ProcessInfo] = []
+        for name, script, kind in (
+            ("flink-jobmanager", "jobmanager.sh", "standalonesession"),
+            ("flink-taskmanager", "taskmanager.sh", "taskexecutor"),
+        ):
+            log = self._p("logs", f"{name}-start.log")
+            with log.open("ab") as out:
+                subprocess.run(  # noqa: S603
+                    ["bash", str(flink_home / "bin" / script), "start"],
+                    env=env, stdout=out, stderr=subprocess.STDOUT, check=False,
+                )
+            pid = _read_flink_pid(self._p("pids"), kind)
+            if pid is None:
+                raise StackSetupError(f"{script} start wrote no pid; see {log}:\n{_tail(log)}")
+            flink_log = next(iter(sorted(self._p("logs").glob(f"flink-*-{kind}-*.log"))), log)
+            started.append(ProcessInfo(name=name, pid=pid, log=str(flink_log)))
+        return started
+
+    def _write_connections(self, info: StackInfo) -> None:
+        conns = {
+            "flink_default": {"conn_type": "flink_rest", "host": info.flink_rest_url},
+            "kafka_default": {
+                "conn_type": "kafka",
+                "extra": json.dumps({"bootstrap.servers": info.kafka_bootstrap}),
+            },
+            "mem0_default": {"conn_type": "mem0", "extra": json.dumps(info.mem0_config())},
+        }
+        Path(info.connections_file).write_text(json.dumps(conns, indent=2))
+
+    # -- stopping
+    def down(self, timeout: float = 20.0) -> list[str]:
+        """Stop the processes ``up`` started (SIGTERM, then SIGKILL); return their names."""
+        info = self.info()
+        if info is None:
+            return []
+        stopped = []
+        for proc in info.processes:
+            if _terminate(proc.pid, timeout):
+                stopped.append(proc.name)
+        for pid_file in self._p("pids").glob("*.pid"):
+            pid_file.unlink(missing_ok=True)
+        self.stack_file.unlink(missing_ok=True)
+        return stopped
+
+
+def _lookup(tree: dict[str, Any], dotted: str) -> Any:
+    """Read a key from Flink's config.yaml, nested or flattened."""
+    if dotted in tree:
+        return tree[dotted]
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _read_flink_pid(pid_dir: Path, kind: str) -> int | None:
+    for _ in range(40):
+        for f in pid_dir.glob(f"flink-*-{kind}.pid"):
+            text = f.read_text().split()
+            if text:
+                return int(text[-1])
+        time.sleep(0.25)
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """All processes below ``pid`` (Python workers of a TaskManager, the gateway JVM flink_agents starts)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _terminate(pid: int, timeout: float = 20.0) -> bool:
+    """SIGTERM a process and everything below it, SIGKILL after ``timeout``. True if it was alive."""
+    if not _pid_alive(pid):
+        return False
+    family = [pid, *_descendants(pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for member in family:
+            try:
+                os.kill(member, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(_pid_alive(m) for m in family):
+                return True
+            time.sleep(0.2)
+    return True

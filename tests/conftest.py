@@ -1,0 +1,65 @@
+"""Shared fixtures: a test-only AIRFLOW_HOME with a migrated sqlite DB, and the real local stack.
+
+AIRFLOW_HOME is set before anything imports Airflow. The ``stack`` fixture brings the embedded stack up
+once per session with the same code as ``flink-replay stack up``; a stack that is already up (for
+example from an earlier ``stack up``) is reused and left running.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_AIRFLOW_HOME = Path(os.environ.get("FLINK_REPLAY_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="afr-airflow-"))
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
+os.environ.setdefault("FLINK_REPLAY_STACK_DIR", str(ROOT / ".stack"))
+for _k, _v in {"MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}.items():
+    os.environ.setdefault(_k, _v)
+os.environ.setdefault("MEM0_DIR", str(_AIRFLOW_HOME / "mem0"))
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated sqlite metadata DB in the test-only AIRFLOW_HOME."""
+    marker = _AIRFLOW_HOME / ".migrated"
+    if not marker.exists():
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            capture_output=True,
+            env=os.environ.copy(),
+        )
+        marker.write_text("ok")
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator:
+    """The real local stack (Flink, tansu, Chroma), up for the whole session."""
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+    local = LocalStack(StackConfig())
+    already_up = local.info() is not None and local.status()["up"]
+    info = local.up()
+    yield info
+    if not already_up and not os.environ.get("FLINK_REPLAY_KEEP_STACK"):
+        local.down()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests under tests/integration are integration tests, the rest unit tests, unless marked."""
+    for item in items:
+        if "integration" in item.path.parts and not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.integration)
+        elif not item.get_closest_marker("integration") and not item.get_closest_marker("unit"):
+            item.add_marker(pytest.mark.unit)
