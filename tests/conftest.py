@@ -20,7 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 _AIRFLOW_HOME = Path(os.environ.get("FLINK_REPLAY_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="afr-airflow-"))
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
 os.environ.setdefault("FLINK_REPLAY_STACK_DIR", str(ROOT / ".stack"))
 for _k, _v in {"MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}.items():

@@ -16,7 +16,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``stack`` and its actions."""
     p = sub.add_parser("stack", help="set up, start, inspect or stop the embedded local stack")
     p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--workdir", type=Path, default=None, help="work folder (default: $FLINK_REPLAY_STACK_DIR or ./.stack)")
+    p.add_argument(
+        "--workdir", type=Path, default=None, help="work folder (default: $FLINK_REPLAY_STACK_DIR or ./.stack)"
+    )
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="where the Flink-side venv and downloads are cached (default: the workdir)")
     p.add_argument("--flink-rest-port", type=int, default=8081)
     p.add_argument("--flink-rpc-port", type=int, default=6123)
     p.add_argument("--kafka-port", type=int, default=9092)
@@ -30,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     """Carry out the stack action."""
     config = StackConfig(
         workdir=(args.workdir or default_workdir()),
+        cache_dir=args.cache_dir,
         flink_rest_port=args.flink_rest_port,
         flink_rpc_port=args.flink_rpc_port,
         kafka_port=args.kafka_port,

@@ -7,6 +7,7 @@ in one work folder (``.stack/`` by default); ``stack.json`` there records every 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -46,6 +47,9 @@ class StackConfig(BaseModel):
     """Where the stack lives and which loopback ports it takes."""
 
     workdir: Path = Field(default_factory=default_workdir)
+    #: Where the Flink-side venv, downloads and extracted binaries are cached (default: the workdir).
+    #: Several stacks (other ports, other workdirs) can share one cache.
+    cache_dir: Path | None = None
     flink_rest_port: int = 8081
     flink_rpc_port: int = 6123
     kafka_port: int = 9092
@@ -161,7 +165,7 @@ def _wait(check: Any, timeout: float, what: str, proc: ProcessInfo | None = None
 def _spawn(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> ProcessInfo:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+        proc = subprocess.Popen(
             cmd,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -213,6 +217,7 @@ class LocalStack:
     def __init__(self, config: StackConfig | None = None) -> None:
         self.config = config or StackConfig()
         self.workdir = self.config.workdir.resolve()
+        self.cache_dir = (self.config.cache_dir or self.workdir).resolve()
 
     # paths
     @property
@@ -278,11 +283,12 @@ class LocalStack:
         java_home = find_java_home()
         self.workdir.mkdir(parents=True, exist_ok=True)
         setup_log = self._p("logs", "setup.log")
-        downloads = self._p("downloads")
-        flink_python = ensure_flink_venv(self._p("flink-venv"), setup_log)
-        tansu = ensure_tansu(self._p("bin"), downloads, setup_log)
-        jars = ensure_connector_jars(self._p("jars"), downloads, setup_log)
-        flink_home = venv_site_packages(self._p("flink-venv")) / "pyflink"
+        downloads = self.cache_dir / "downloads"
+        flink_venv = self.cache_dir / "flink-venv"
+        flink_python = ensure_flink_venv(flink_venv, setup_log)
+        tansu = ensure_tansu(self.cache_dir / "bin", downloads, setup_log)
+        jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
+        flink_home = venv_site_packages(flink_venv) / "pyflink"
         conf_dir = self._write_flink_conf(flink_home, flink_python, java_home)
         mem0_dir = self._p("mem0")
         mem0_dir.mkdir(parents=True, exist_ok=True)
@@ -416,7 +422,7 @@ class LocalStack:
         ):
             log = self._p("logs", f"{name}-start.log")
             with log.open("ab") as out:
-                subprocess.run(  # noqa: S603
+                subprocess.run(
                     ["bash", str(flink_home / "bin" / script), "start"],
                     env=env, stdout=out, stderr=subprocess.STDOUT, check=False,
                 )
@@ -500,10 +506,8 @@ def _terminate(pid: int, timeout: float = 20.0) -> bool:
     family = [pid, *_descendants(pid)]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for member in family:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(member, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not any(_pid_alive(m) for m in family):

@@ -1,0 +1,38 @@
+"""Clear errors from `stack up` before anything starts."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from airflow_flink_replay.local.components import StackSetupError
+from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_taken_port_is_named_with_the_fix(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        stack = LocalStack(StackConfig(workdir=tmp_path / "s", kafka_port=port, flink_rest_port=_free_port(),
+                                       flink_rpc_port=_free_port(), chroma_port=_free_port()))
+        with pytest.raises(StackSetupError, match=rf"kafka_port={port}.*--kafka-port"):
+            stack.up()
+    assert not (tmp_path / "s" / "stack.json").exists()
+
+
+def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from airflow_flink_replay.local.components import find_java_home
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(StackSetupError, match=r"No Java found.*JAVA_HOME"):
+        find_java_home()
