@@ -22,7 +22,9 @@ system-deps:
 	  else echo "java missing: sudo apt-get install openjdk-17-jdk-headless"; exit 1; fi; }
 
 test: $(BIN)/.installed system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 unit: $(BIN)/.installed
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

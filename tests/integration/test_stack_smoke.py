@@ -107,3 +107,24 @@ def test_flink_runs_a_stateful_job_reading_and_writing_tansu(stack) -> None:
         assert [o for o in outputs if o.startswith("a,")] == ["a,1", "a,2", "a,3"]
     finally:
         requests.patch(f"{stack.flink_rest_url}/jobs/{job_id}?mode=cancel", timeout=5)
+
+
+def test_mem0_memory_on_the_stack_chroma_server(stack, tmp_path: Path) -> None:
+    from airflow_flink_replay.mem0_offline import build_offline_memory
+
+    config = stack.mem0_config(collection=f"smoke_{uuid.uuid4().hex[:8]}")
+    config["history_db_path"] = str(tmp_path / "history.db")
+    memory = build_offline_memory(config, mem0_dir=tmp_path)
+    added = memory.add("Customer c-1 complained about a late delivery", user_id="job-a", agent_id="c-1",
+                       infer=False)
+    assert added["results"] and added["results"][0]["event"] == "ADD"
+    memory.add("Customer c-2 loved the blender", user_id="job-a", agent_id="c-2", infer=False)
+    memory.add("Other job's memory", user_id="job-b", agent_id="c-1", infer=False)
+
+    mine = memory.get_all(filters={"user_id": "job-a", "agent_id": "c-1"})["results"]
+    assert [m["memory"] for m in mine] == ["Customer c-1 complained about a late delivery"]
+    hits = memory.search("late delivery complaint", filters={"user_id": "job-a"})["results"]
+    assert hits[0]["memory"].startswith("Customer c-1 complained")
+    # The store is the stack's server, not an embedded file: a second client sees the same memories.
+    again = build_offline_memory(config, mem0_dir=tmp_path)
+    assert len(again.get_all(filters={"user_id": "job-a"})["results"]) == 2

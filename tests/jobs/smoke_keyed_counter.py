@@ -39,21 +39,23 @@ def main() -> None:
     parser.add_argument("--source", required=True)
     parser.add_argument("--sink", required=True)
     parser.add_argument("--jars", required=True)
+    parser.add_argument("--unbounded", action="store_true", help="keep running (benchmarks)")
     args = parser.parse_args()
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.add_jars(*[f"file://{j}" for j in args.jars.split(",")])
     env.set_parallelism(1)
-    source = (
+    builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(args.bootstrap)
         .set_topics(args.source)
         .set_group_id(f"smoke-{args.source}")
         .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-        .set_bounded(KafkaOffsetsInitializer.latest())
         .set_value_only_deserializer(SimpleStringSchema())
-        .build()
     )
+    if not args.unbounded:
+        builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
+    source = builder.build()
     sink = (
         KafkaSink.builder()
         .set_bootstrap_servers(args.bootstrap)
