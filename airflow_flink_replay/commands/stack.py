@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from airflow_flink_replay.local.components import StackSetupError
-from airflow_flink_replay.local.stack import LocalStack, StackConfig, default_workdir
+from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,10 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="where the Flink-side venv and downloads are cached (default: the workdir)")
-    p.add_argument("--flink-rest-port", type=int, default=8081)
-    p.add_argument("--flink-rpc-port", type=int, default=6123)
-    p.add_argument("--kafka-port", type=int, default=9092)
-    p.add_argument("--chroma-port", type=int, default=8000)
+    p.add_argument("--flink-rest-port", type=int, default=None)
+    p.add_argument("--flink-rpc-port", type=int, default=None)
+    p.add_argument("--kafka-port", type=int, default=None)
+    p.add_argument("--chroma-port", type=int, default=None)
     p.add_argument("--task-slots", type=int, default=4)
     p.add_argument("--json", action="store_true", help="print machine-readable output")
     p.set_defaults(func=run)
@@ -32,15 +32,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out the stack action."""
-    config = StackConfig(
-        workdir=(args.workdir or default_workdir()),
-        cache_dir=args.cache_dir,
-        flink_rest_port=args.flink_rest_port,
-        flink_rpc_port=args.flink_rpc_port,
-        kafka_port=args.kafka_port,
-        chroma_port=args.chroma_port,
-        task_slots=args.task_slots,
-    )
+    overrides = {
+        "workdir": args.workdir,
+        "cache_dir": args.cache_dir,
+        "flink_rest_port": args.flink_rest_port,
+        "flink_rpc_port": args.flink_rpc_port,
+        "kafka_port": args.kafka_port,
+        "chroma_port": args.chroma_port,
+        "task_slots": args.task_slots,
+    }
+    config = StackConfig(**{k: v for k, v in overrides.items() if v is not None})
     stack = LocalStack(config)
     if args.action == "up":
         started = time.monotonic()

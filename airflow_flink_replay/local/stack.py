@@ -43,17 +43,34 @@ def default_workdir() -> Path:
     return Path(os.environ.get("FLINK_REPLAY_STACK_DIR", ".stack")).resolve()
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise StackSetupError(f"{name}={value!r} is not a port number; set it to an integer or unset it") from None
+
+
 class StackConfig(BaseModel):
-    """Where the stack lives and which loopback ports it takes."""
+    """Where the stack lives and which loopback ports it takes.
+
+    Every default can be overridden from the environment: ``FLINK_REPLAY_STACK_DIR``,
+    ``FLINK_REPLAY_CACHE_DIR``, ``FLINK_REPLAY_FLINK_REST_PORT``, ``FLINK_REPLAY_FLINK_RPC_PORT``,
+    ``FLINK_REPLAY_KAFKA_PORT``, ``FLINK_REPLAY_CHROMA_PORT``.
+    """
 
     workdir: Path = Field(default_factory=default_workdir)
     #: Where the Flink-side venv, downloads and extracted binaries are cached (default: the workdir).
     #: Several stacks (other ports, other workdirs) can share one cache.
-    cache_dir: Path | None = None
-    flink_rest_port: int = 8081
-    flink_rpc_port: int = 6123
-    kafka_port: int = 9092
-    chroma_port: int = 8000
+    cache_dir: Path | None = Field(
+        default_factory=lambda: Path(p) if (p := os.environ.get("FLINK_REPLAY_CACHE_DIR")) else None
+    )
+    flink_rest_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_FLINK_REST_PORT", 8081))
+    flink_rpc_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_FLINK_RPC_PORT", 6123))
+    kafka_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_KAFKA_PORT", 9092))
+    chroma_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_CHROMA_PORT", 8000))
     task_slots: int = 4
     jobmanager_memory: str = "1024m"
     taskmanager_memory: str = "1600m"
