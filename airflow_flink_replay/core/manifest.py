@@ -1,0 +1,525 @@
+"""The replay manifest: the one record that makes a replay reproducible.
+
+A :class:`ReplayManifest` links three things that must line up for a replay to mean anything:
+
+- the **production side** — the Flink job, the savepoint it was stopped with (path, format, quiesce mode,
+  timestamps, checkpoint id), the agent operator's identity (vertex id / uid / uid hash, parallelism,
+  max parallelism) and production's plan vertex ids;
+- the **input** — the capture topic and, per partition, the exact offset range ``[start, end)`` with the
+  record count and the first/last record timestamps, how keys and values are (de)serialised, the
+  ordering guarantee, the event-time field and the watermark strategy;
+- the **isolation** — memory namespaces and action-state topics per replay variant, filled in by later
+  steps of the chain.
+
+The manifest is sealed by a sha256 digest over its canonical JSON (sorted keys, no whitespace, the
+``digest`` field left out), so any edit after writing — by hand or by accident — is detected on load.
+
+Pure: pydantic only (works with pydantic 2.11 on the Flink side and 2.14 on the Airflow side). Reading
+and writing through URIs lives in :mod:`airflow_flink_replay.core.manifest_io`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+#: The manifest format this code writes and reads.
+SCHEMA_VERSION = 1
+
+#: Serializers a replay source knows how to read.
+SERIALIZERS = ("string", "json", "bytes", "avro")
+
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+#: How to fix a field that is missing altogether (used when a required field is absent).
+_MISSING_FIXES: dict[str, str] = {
+    "production.savepoint": (
+        "a manifest must link to the savepoint the replay restores from: run the quiesce step "
+        "(QuiesceAndSavepointOperator) or pass the path of an existing savepoint"
+    ),
+    "production.savepoint.path": (
+        "set the savepoint location (operation.location of the completed stop/savepoint request)"
+    ),
+    "production.agent": "give the agent operator's vertex id and max parallelism from production's plan",
+    "production.job_id": "give production's Flink job id (GET /jobs/overview)",
+    "input": "describe the capture topic and the offset window per partition",
+    "input.topic": "name the capture topic the replay reads",
+    "input.partitions": "list the offset window of every partition of the capture topic",
+    "run_id": "give the replay run id (the Airflow run id is a good choice)",
+}
+
+
+class ManifestError(ValueError):
+    """A manifest is invalid; ``problems`` holds one ``field: what is wrong. Fix: ...`` line each."""
+
+    def __init__(self, problems: list[str], title: str = "invalid replay manifest") -> None:
+        self.problems = list(problems)
+        super().__init__(f"{title}:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class ManifestTamperedError(ManifestError):
+    """The stored digest does not match the content: the manifest changed after it was sealed."""
+
+
+def _fail(problem: str, fix: str) -> ValueError:
+    return ValueError(f"{problem}. Fix: {fix}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------- input
+class SerializerSpec(_Model):
+    """How the bytes of a record's key or value are read. ``avro`` needs its writer schema."""
+
+    format: str = Field(description="one of string, json, bytes, avro")
+    avro_schema: str | None = Field(default=None, description="Avro writer schema (JSON text) for avro")
+    json_schema: dict[str, Any] | None = Field(
+        default=None, description="optional JSON schema the decoded json value conforms to"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"format": data} if isinstance(data, str) else data
+
+    @field_validator("format")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in SERIALIZERS:
+            raise _fail(f"unknown serializer {value!r}", f"use one of {', '.join(SERIALIZERS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _schema_fits(self) -> SerializerSpec:
+        if self.format == "avro" and not self.avro_schema:
+            raise _fail("serializer 'avro' without avro_schema", "add the Avro writer schema (JSON text)")
+        if self.avro_schema is not None:
+            if self.format != "avro":
+                raise _fail(f"avro_schema given for serializer {self.format!r}", "drop it or use 'avro'")
+            try:
+                json.loads(self.avro_schema)
+            except json.JSONDecodeError as err:
+                raise _fail(f"avro_schema is not valid JSON ({err.msg})", "give the schema as JSON text") from err
+        if self.json_schema is not None and self.format != "json":
+            raise _fail(f"json_schema given for serializer {self.format!r}", "drop it or use 'json'")
+        return self
+
+
+class EventTime(_Model):
+    """Where a record's event time comes from: the Kafka record timestamp or a JSONPath into the value."""
+
+    source: Literal["kafka_timestamp", "field"] = "kafka_timestamp"
+    field: str | None = Field(default=None, description="JSONPath into the value, e.g. $.event.ts_ms")
+    unit: Literal["ms", "s", "iso8601"] = "ms"
+
+    @model_validator(mode="after")
+    def _field_fits(self) -> EventTime:
+        if self.source == "field" and not self.field:
+            raise _fail("event time source 'field' without a field", "give a JSONPath such as $.ts")
+        if self.source == "kafka_timestamp" and self.field:
+            raise _fail("a field was given for event time source 'kafka_timestamp'", "set source: field")
+        if self.field is not None and not self.field.startswith("$"):
+            raise _fail(f"event time field {self.field!r} is not a JSONPath", "start it with '$', e.g. $.ts")
+        return self
+
+
+class WatermarkSpec(_Model):
+    """Bounded out-of-orderness watermarks, with an optional idleness timeout per partition."""
+
+    max_out_of_orderness_ms: int = Field(default=0, ge=0)
+    idleness_ms: int | None = Field(default=None, gt=0)
+
+
+class PartitionWindow(_Model):
+    """One partition's slice of the capture topic: offsets ``[start_offset, end_offset)``."""
+
+    partition: int = Field(ge=0)
+    start_offset: int = Field(ge=0, description="first offset of the window (inclusive)")
+    end_offset: int = Field(ge=0, description="offset after the window's last record (exclusive)")
+    record_count: int = Field(ge=0, description="records actually present in the range, counted by reading")
+    first_timestamp_ms: int | None = Field(default=None, description="Kafka timestamp of the first record")
+    last_timestamp_ms: int | None = Field(default=None, description="Kafka timestamp of the last record")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PartitionWindow:
+        if self.start_offset > self.end_offset:
+            raise _fail(
+                f"partition {self.partition}: start_offset {self.start_offset} is after end_offset "
+                f"{self.end_offset}",
+                "the window must end at or after its start; read the end offsets after the start offsets",
+            )
+        span = self.end_offset - self.start_offset
+        if self.record_count > span:
+            raise _fail(
+                f"partition {self.partition}: record_count {self.record_count} exceeds the offset range "
+                f"[{self.start_offset}, {self.end_offset}) of {span}",
+                "count the records by reading the range again",
+            )
+        if self.record_count and (self.first_timestamp_ms is None or self.last_timestamp_ms is None):
+            raise _fail(
+                f"partition {self.partition}: {self.record_count} records but no first/last timestamp",
+                "read the first and last record of the range and record their timestamps",
+            )
+        if not self.record_count and (self.first_timestamp_ms is not None or self.last_timestamp_ms is not None):
+            raise _fail(f"partition {self.partition}: timestamps given for an empty range", "drop them")
+        return self
+
+
+class CaptureInput(_Model):
+    """The replay's input: a window of the capture topic and how to read it."""
+
+    kafka_conn_id: str = Field(description="Airflow connection id of the Kafka cluster (never credentials)")
+    bootstrap_servers: str | None = Field(
+        default=None, description="host:port list for the Flink job (no credentials: those stay in the connection)"
+    )
+    topic: str = Field(min_length=1)
+    partitions: list[PartitionWindow] = Field(min_length=1)
+    key_serializer: SerializerSpec = SerializerSpec(format="string")
+    value_serializer: SerializerSpec = SerializerSpec(format="json")
+    ordering: Literal["per_partition"] = Field(
+        default="per_partition",
+        description="records of one key stay in order because a key maps to one partition and each "
+        "partition is replayed in offset order; there is no order across partitions",
+    )
+    event_time: EventTime = EventTime()
+    watermark: WatermarkSpec = WatermarkSpec()
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _no_secrets(cls, value: str | None) -> str | None:
+        if value and ("@" in value or "://" in value):
+            raise _fail(
+                "bootstrap_servers looks like it carries a scheme or credentials",
+                "give plain host:port pairs; credentials belong in the Airflow connection",
+            )
+        return value
+
+    @field_validator("partitions")
+    @classmethod
+    def _unique_sorted(cls, value: list[PartitionWindow]) -> list[PartitionWindow]:
+        seen: set[int] = set()
+        for window in value:
+            if window.partition in seen:
+                raise _fail(
+                    f"duplicate partition {window.partition}",
+                    "list each partition of the capture topic once",
+                )
+            seen.add(window.partition)
+        return sorted(value, key=lambda w: w.partition)
+
+    @property
+    def record_count(self) -> int:
+        """Records in the whole window (sum over partitions)."""
+        return sum(w.record_count for w in self.partitions)
+
+    def start_offsets(self) -> dict[int, int]:
+        """``{partition: start_offset}``."""
+        return {w.partition: w.start_offset for w in self.partitions}
+
+    def end_offsets(self) -> dict[int, int]:
+        """``{partition: end_offset}`` (exclusive)."""
+        return {w.partition: w.end_offset for w in self.partitions}
+
+
+# -------------------------------------------------------------------------------------- production
+class SavepointInfo(_Model):
+    """The savepoint production was stopped (or snapshotted) with."""
+
+    path: str = Field(description="savepoint location, e.g. file:///…/savepoint-abc")
+    format: Literal["CANONICAL", "NATIVE"] = "CANONICAL"
+    quiesce_mode: Literal["drain", "stop", "savepoint", "existing"]
+    triggered_at: datetime | None = None
+    completed_at: datetime | None = None
+    checkpoint_id: int | None = Field(default=None, ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _present(cls, value: str) -> str:
+        if not value.strip():
+            raise _fail("missing savepoint: the path is empty", _MISSING_FIXES["production.savepoint"])
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SavepointInfo:
+        if self.triggered_at and self.completed_at and self.completed_at < self.triggered_at:
+            raise _fail("completed_at is before triggered_at", "record the times from the same clock (UTC)")
+        return self
+
+
+class AgentVertex(_Model):
+    """The Flink Agents operator's identity in production (what the replay must map its state to)."""
+
+    vertex_id: str = Field(description="32 hex chars: production's operator id of the agent operator")
+    name: str = "action-execute-operator"
+    uid: str | None = Field(default=None, description="the pinned uid, if production set one")
+    uid_hash: str | None = Field(default=None, description="the pinned uid hash, if production set one")
+    parallelism: int = Field(ge=1)
+    max_parallelism: int = Field(ge=1)
+
+    @field_validator("vertex_id", "uid_hash")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not _HEX32.match(value):
+            raise _fail(f"{value!r} is not a Flink operator id", "use the 32 lower-case hex chars from the plan")
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AgentVertex:
+        if self.parallelism > self.max_parallelism:
+            raise _fail(
+                f"parallelism {self.parallelism} exceeds max_parallelism {self.max_parallelism}",
+                "copy both from production's job details (GET /jobs/{id})",
+            )
+        return self
+
+
+class ProductionSide(_Model):
+    """The production job at the moment of the savepoint."""
+
+    job_id: str
+    job_name: str
+    flink_version: str | None = None
+    savepoint: SavepointInfo
+    agent: AgentVertex
+    plan_vertex_ids: list[str] = Field(default_factory=list, description="all vertex ids of production's plan")
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id(cls, value: str) -> str:
+        if not _HEX32.match(value):
+            raise _fail(f"{value!r} is not a Flink job id", "use the 32 hex chars from GET /jobs/overview")
+        return value
+
+    @model_validator(mode="after")
+    def _agent_in_plan(self) -> ProductionSide:
+        if self.plan_vertex_ids and self.agent.vertex_id not in self.plan_vertex_ids:
+            raise _fail(
+                f"agent vertex {self.agent.vertex_id} is not among production's plan_vertex_ids",
+                "take both from the same plan (GET /jobs/{id}/plan)",
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------------- isolation
+class Isolation(_Model):
+    """Where each replay variant keeps its own state, so nothing touches production's."""
+
+    production_memory_namespace: str | None = None
+    memory_namespaces: dict[str, str] = Field(default_factory=dict, description="variant -> Mem0 namespace")
+    production_action_state_topic: str | None = None
+    action_state_topics: dict[str, str] = Field(default_factory=dict, description="variant -> topic")
+
+    @model_validator(mode="after")
+    def _not_production(self) -> Isolation:
+        for variant, topic in self.action_state_topics.items():
+            if self.production_action_state_topic and topic == self.production_action_state_topic:
+                raise _fail(
+                    f"variant {variant!r} would use production's action-state topic {topic!r}",
+                    "give every variant a fresh topic (IsolateActionStateOperator)",
+                )
+        for variant, ns in self.memory_namespaces.items():
+            if self.production_memory_namespace and ns == self.production_memory_namespace:
+                raise _fail(
+                    f"variant {variant!r} would use production's memory namespace {ns!r}",
+                    "fork production's memory into a replay namespace first",
+                )
+        topics = list(self.action_state_topics.values())
+        if len(set(topics)) != len(topics):
+            raise _fail("two variants share one action-state topic", "give each variant its own topic")
+        return self
+
+
+# -------------------------------------------------------------------------------------- manifest
+class ReplayManifest(_Model):
+    """Everything a replay needs to be reproducible, sealed by a sha256 digest of its canonical JSON."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str = Field(min_length=1)
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    production: ProductionSide
+    input: CaptureInput
+    isolation: Isolation = Isolation()
+    digest: str | None = Field(default=None, description="sha256:<hex> of the canonical JSON without this field")
+
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, value: int) -> int:
+        if value != SCHEMA_VERSION:
+            raise _fail(
+                f"schema_version {value} is not supported (this code reads {SCHEMA_VERSION})",
+                "use the airflow-flink-replay version that wrote the manifest, or re-create it",
+            )
+        return value
+
+    @field_validator("digest")
+    @classmethod
+    def _digest_form(cls, value: str | None) -> str | None:
+        if value is not None and not _DIGEST.match(value):
+            raise _fail(f"digest {value!r} is not of the form sha256:<64 hex>", "re-create the manifest")
+        return value
+
+    # -- construction / parsing ------------------------------------------------------------------
+    @classmethod
+    def parse(cls, data: dict[str, Any] | str | bytes, *, verify: bool = True) -> ReplayManifest:
+        """Build a manifest from a dict or JSON text; raise :class:`ManifestError` with friendly lines.
+
+        With ``verify`` the digest must be present and match the content (else
+        :class:`ManifestTamperedError`).
+        """
+        if isinstance(data, str | bytes):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as err:
+                raise ManifestError([f"(file): not JSON ({err}). Fix: restore the manifest file"]) from err
+        try:
+            manifest = cls.model_validate(data)
+        except ValidationError as err:
+            raise ManifestError(friendly_errors(err)) from None
+        if verify:
+            manifest.verify()
+        return manifest
+
+    # -- canonical form and digest ---------------------------------------------------------------
+    def canonical_json(self) -> bytes:
+        """The canonical JSON bytes the digest covers: sorted keys, compact, UTF-8, no ``digest``."""
+        body = self.model_dump(mode="json", exclude={"digest"})
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    def compute_digest(self) -> str:
+        """``sha256:<hex>`` of :meth:`canonical_json`."""
+        return "sha256:" + hashlib.sha256(self.canonical_json()).hexdigest()
+
+    def sealed(self) -> ReplayManifest:
+        """A copy carrying the digest of its current content."""
+        return self.model_copy(update={"digest": self.compute_digest()})
+
+    def verify(self) -> None:
+        """Raise :class:`ManifestTamperedError` unless the stored digest matches the content."""
+        if self.digest is None:
+            raise ManifestTamperedError(
+                ["digest: missing. Fix: write manifests with save_manifest()/CreateReplayManifestOperator, "
+                 "which seal them"],
+                title="unsealed replay manifest",
+            )
+        actual = self.compute_digest()
+        if actual != self.digest:
+            raise ManifestTamperedError(
+                [
+                    f"digest: mismatch — the file says {self.digest} but its content hashes to {actual}: the "
+                    "manifest was changed after it was written (tampered or edited by hand). Fix: re-create "
+                    "it from the capture window (CreateReplayManifestOperator); never edit it by hand"
+                ],
+                title="replay manifest digest mismatch (tampered)",
+            )
+
+    def with_isolation(self, **changes: Any) -> ReplayManifest:
+        """A re-sealed copy with the isolation section updated (later steps of the chain fill it in)."""
+        merged = {**self.isolation.model_dump(), **changes}
+        try:
+            isolation = Isolation.model_validate(merged)
+        except ValidationError as err:
+            raise ManifestError([f"isolation.{line}" for line in friendly_errors(err)]) from None
+        return self.model_copy(update={"isolation": isolation}).sealed()
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """JSON text (sealed manifests keep their digest)."""
+        return self.model_dump_json(indent=indent)
+
+    # -- human summary -----------------------------------------------------------------------------
+    def summary(self) -> str:
+        """A few lines a person reads before trusting a replay."""
+        p, i, sp = self.production, self.input, self.production.savepoint
+        lines = [
+            f"replay manifest v{self.schema_version}  run {self.run_id}  created {self.created_at.isoformat()}",
+            f"digest      {self.digest or '(unsealed)'}",
+            f"production  job {p.job_name} ({p.job_id})  Flink {p.flink_version or '?'}",
+            f"savepoint   {sp.path}  [{sp.format}, quiesce={sp.quiesce_mode}"
+            + (f", checkpoint {sp.checkpoint_id}" if sp.checkpoint_id is not None else "")
+            + (f", completed {sp.completed_at.isoformat()}" if sp.completed_at else "")
+            + "]",
+            f"agent       vertex {p.agent.vertex_id}"
+            + (f" uid {p.agent.uid!r}" if p.agent.uid else "")
+            + (f" uid-hash {p.agent.uid_hash}" if p.agent.uid_hash else "")
+            + f"  parallelism {p.agent.parallelism}/{p.agent.max_parallelism} (max)",
+            f"input       topic {i.topic} via connection {i.kafka_conn_id!r}: {i.record_count} records in "
+            f"{len(i.partitions)} partition(s); key={i.key_serializer.format} value={i.value_serializer.format}",
+            f"event time  {i.event_time.source}{' ' + i.event_time.field if i.event_time.field else ''}; "
+            f"watermark out-of-orderness {i.watermark.max_out_of_orderness_ms} ms"
+            + (f", idleness {i.watermark.idleness_ms} ms" if i.watermark.idleness_ms else ""),
+        ]
+        for w in i.partitions:
+            ts = ""
+            if w.record_count:
+                ts = f"  ts {_iso_ms(w.first_timestamp_ms)} .. {_iso_ms(w.last_timestamp_ms)}"
+            lines.append(
+                f"  p{w.partition:<3} offsets [{w.start_offset}, {w.end_offset})  {w.record_count} records{ts}"
+            )
+        iso = self.isolation
+        if iso.action_state_topics or iso.memory_namespaces:
+            for variant in sorted(set(iso.action_state_topics) | set(iso.memory_namespaces)):
+                lines.append(
+                    f"variant     {variant}: action state {iso.action_state_topics.get(variant, '-')}, "
+                    f"memory {iso.memory_namespaces.get(variant, '-')}"
+                )
+        else:
+            lines.append("isolation   (not filled in yet)")
+        return "\n".join(lines)
+
+
+def _iso_ms(ms: int | None) -> str:
+    if ms is None:
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def friendly_errors(err: ValidationError) -> list[str]:
+    """Turn pydantic errors into ``field.path: problem. Fix: ...`` lines."""
+    lines = []
+    for e in err.errors(include_url=False):
+        loc = ".".join(str(part) for part in e["loc"])
+        kind = e["type"]
+        if kind == "missing":
+            fix = _MISSING_FIXES.get(loc, "add it")
+            lines.append(f"{loc}: missing. Fix: {fix}")
+        elif kind == "extra_forbidden":
+            lines.append(f"{loc}: unknown field. Fix: remove it or check its spelling")
+        elif kind == "value_error":
+            msg = str(e["msg"]).removeprefix("Value error, ")
+            lines.append(f"{loc or '(manifest)'}: {msg}")
+        else:
+            lines.append(f"{loc}: {e['msg']} (got {e.get('input')!r}). Fix: correct the value")
+    return lines
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SERIALIZERS",
+    "AgentVertex",
+    "CaptureInput",
+    "EventTime",
+    "Isolation",
+    "ManifestError",
+    "ManifestTamperedError",
+    "PartitionWindow",
+    "ProductionSide",
+    "ReplayManifest",
+    "SavepointInfo",
+    "SerializerSpec",
+    "WatermarkSpec",
+    "friendly_errors",
+]

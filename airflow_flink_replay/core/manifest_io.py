@@ -1,0 +1,76 @@
+"""Read and write replay manifests through URIs (``file://``, ``s3://``, plain paths, …).
+
+Strings go through fsspec (installed on both sides; remote schemes need their fsspec backend, e.g.
+``s3fs``). Anything with an ``open(mode)`` method — Airflow's ``ObjectStoragePath``, ``upath.UPath``,
+``pathlib.Path`` — is used as is, so Airflow tasks can pass an ObjectStoragePath carrying a connection.
+No airflow import here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from airflow_flink_replay.core.manifest import ManifestError, ReplayManifest
+
+
+class _Openable(Protocol):
+    def open(self, mode: str = ..., *args: Any, **kwargs: Any) -> Any: ...
+
+
+Target = str | os.PathLike[str] | _Openable
+
+
+def _open(target: Target, mode: str) -> Any:
+    if isinstance(target, Path):
+        if "w" in mode:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        return target.open(mode, encoding="utf-8")
+    if isinstance(target, str | os.PathLike):
+        import fsspec
+
+        return fsspec.open(os.fspath(target), mode, encoding="utf-8", auto_mkdir="w" in mode).open()
+    if "w" in mode and hasattr(target, "parent"):
+        with contextlib.suppress(OSError, NotImplementedError):  # object stores have no directories
+            target.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
+    return target.open(mode)
+
+
+def save_manifest(manifest: ReplayManifest, target: Target) -> ReplayManifest:
+    """Seal ``manifest`` (if it is not) and write it to ``target``; return the sealed manifest."""
+    sealed = manifest if manifest.digest == manifest.compute_digest() else manifest.sealed()
+    with _open(target, "w") as fh:
+        fh.write(sealed.to_json(indent=2))
+        fh.write("\n")
+    return sealed
+
+
+def load_manifest(source: Target, *, verify: bool = True) -> ReplayManifest:
+    """Read a manifest; with ``verify`` (the default) a digest mismatch raises ManifestTamperedError."""
+    try:
+        with _open(source, "r") as fh:
+            text = fh.read()
+    except FileNotFoundError as err:
+        raise ManifestError([f"(file) {os.fspath(source) if isinstance(source, str | os.PathLike) else source}: "
+                             "not found. Fix: check the URI the manifest step returned"]) from err
+    return ReplayManifest.parse(text, verify=verify)
+
+
+def savepoint_problems(manifest: ReplayManifest) -> list[str]:
+    """Check that the linked savepoint still exists (its ``_metadata`` file), where that can be checked.
+
+    Only ``file://`` and plain paths are checked here; other schemes are reported as not checked.
+    """
+    path = manifest.production.savepoint.path
+    local = path.removeprefix("file://") if path.startswith("file://") or "://" not in path else None
+    if local is None:
+        return []
+    metadata = Path(local) / "_metadata"
+    if not metadata.exists():
+        return [
+            f"production.savepoint.path: missing savepoint — {metadata} does not exist. Fix: the savepoint "
+            "was moved or deleted; take a new one (quiesce step) and re-create the manifest"
+        ]
+    return []

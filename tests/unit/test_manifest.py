@@ -1,0 +1,250 @@
+"""ReplayManifest: round trip, canonical digest, every validation error and its message."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.core.manifest import (
+    ManifestError,
+    ManifestTamperedError,
+    ReplayManifest,
+)
+from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest, savepoint_problems
+
+AGENT = "4aab10bf863e9ada48b1abaa99285148"
+JOB = "44036137620ed3b3371375cf3538855a"
+
+
+def _data() -> dict[str, Any]:
+    return {
+        "run_id": "manual__2026-11-29T09:00:00",
+        "created_at": "2026-11-29T09:00:00+00:00",
+        "production": {
+            "job_id": JOB,
+            "job_name": "support-agent",
+            "flink_version": "2.2.1",
+            "savepoint": {
+                "path": "file:///tmp/savepoints/savepoint-440361-abc",
+                "format": "CANONICAL",
+                "quiesce_mode": "drain",
+                "triggered_at": "2026-11-29T08:59:58+00:00",
+                "completed_at": "2026-11-29T08:59:59+00:00",
+                "checkpoint_id": 7,
+            },
+            "agent": {"vertex_id": AGENT, "parallelism": 1, "max_parallelism": 128},
+            "plan_vertex_ids": ["13ac5fc714a257b6cff827eb3ec52113", AGENT],
+        },
+        "input": {
+            "kafka_conn_id": "kafka_default",
+            "bootstrap_servers": "127.0.0.1:9092",
+            "topic": "support-requests-capture",
+            "partitions": [
+                {"partition": 1, "start_offset": 5, "end_offset": 9, "record_count": 4,
+                 "first_timestamp_ms": 1795942352000, "last_timestamp_ms": 1795942353000},
+                {"partition": 0, "start_offset": 3, "end_offset": 6, "record_count": 3,
+                 "first_timestamp_ms": 1795942352100, "last_timestamp_ms": 1795942353100},
+            ],
+            "key_serializer": "string",
+            "value_serializer": {"format": "json", "json_schema": {"type": "object"}},
+            "event_time": {"source": "field", "field": "$.ts"},
+            "watermark": {"max_out_of_orderness_ms": 2000, "idleness_ms": 30000},
+        },
+    }
+
+
+def _shuffled(obj: Any, rng: random.Random) -> Any:
+    if isinstance(obj, dict):
+        items = list(obj.items())
+        rng.shuffle(items)
+        return {k: _shuffled(v, rng) for k, v in items}
+    if isinstance(obj, list):
+        return [_shuffled(v, rng) for v in obj]
+    return obj
+
+
+def test_round_trip_through_a_file_uri(tmp_path: Path) -> None:
+    manifest = ReplayManifest.parse(_data(), verify=False)
+    uri = f"file://{tmp_path}/runs/r1/manifest.json"
+    sealed = save_manifest(manifest, uri)
+    assert sealed.digest and sealed.digest.startswith("sha256:")
+    loaded = load_manifest(uri)
+    assert loaded == sealed
+    assert loaded.input.record_count == 7
+    assert [w.partition for w in loaded.input.partitions] == [0, 1]  # canonical order
+    assert loaded.input.start_offsets() == {0: 3, 1: 5}
+    assert loaded.input.end_offsets() == {0: 6, 1: 9}
+    assert loaded.input.key_serializer.format == "string"
+    # plain paths and Path objects work too
+    save_manifest(manifest, tmp_path / "p.json")
+    assert load_manifest(str(tmp_path / "p.json")) == sealed
+
+
+def test_digest_is_stable_across_key_order() -> None:
+    base = ReplayManifest.parse(_data(), verify=False).sealed()
+    for seed in range(5):
+        shuffled = _shuffled(json.loads(base.to_json()), random.Random(seed))
+        again = ReplayManifest.parse(shuffled)  # verifies the stored digest
+        assert again.compute_digest() == base.digest
+    # partition order in the input does not matter either
+    data = _data()
+    data["input"]["partitions"].reverse()
+    assert ReplayManifest.parse(data, verify=False).compute_digest() == base.digest
+
+
+def test_digest_changes_with_content() -> None:
+    a = ReplayManifest.parse(_data(), verify=False)
+    data = _data()
+    data["input"]["partitions"][0]["end_offset"] = 10
+    b = ReplayManifest.parse(data, verify=False)
+    assert a.compute_digest() != b.compute_digest()
+
+
+def test_tampered_file_fails_validation(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    save_manifest(ReplayManifest.parse(_data(), verify=False), path)
+    doc = json.loads(path.read_text())
+    doc["input"]["partitions"][0]["record_count"] = 2
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ManifestTamperedError, match=r"digest: mismatch .* \(tampered or edited by hand\)"):
+        load_manifest(path)
+    assert load_manifest(path, verify=False).input.partitions[0].record_count == 2
+
+
+def test_unsealed_manifest_is_refused_when_verifying() -> None:
+    with pytest.raises(ManifestTamperedError, match="digest: missing"):
+        ReplayManifest.parse(_data())
+
+
+def _error_for(mutate) -> ManifestError:
+    data = copy.deepcopy(_data())
+    mutate(data)
+    with pytest.raises(ManifestError) as info:
+        ReplayManifest.parse(data, verify=False)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "message"),
+    [
+        (
+            lambda d: d["input"]["partitions"][0].update(start_offset=12),
+            "input.partitions.0",
+            "partition 1: start_offset 12 is after end_offset 9. Fix: the window must end at or after its start",
+        ),
+        (
+            lambda d: d["input"]["partitions"].append(dict(d["input"]["partitions"][0])),
+            "input.partitions",
+            "duplicate partition 1. Fix: list each partition of the capture topic once",
+        ),
+        (
+            lambda d: d["input"].update(value_serializer="protobuf"),
+            "input.value_serializer.format",
+            "unknown serializer 'protobuf'. Fix: use one of string, json, bytes, avro",
+        ),
+        (
+            lambda d: d["input"].update(key_serializer={"format": "avro"}),
+            "input.key_serializer",
+            "serializer 'avro' without avro_schema. Fix: add the Avro writer schema",
+        ),
+        (
+            lambda d: d["production"].pop("savepoint"),
+            "production.savepoint",
+            "missing. Fix: a manifest must link to the savepoint the replay restores from",
+        ),
+        (
+            lambda d: d["production"]["savepoint"].update(path="  "),
+            "production.savepoint.path",
+            "missing savepoint: the path is empty. Fix:",
+        ),
+        (
+            lambda d: d["input"]["partitions"][1].update(record_count=4),
+            "input.partitions.1",
+            "partition 0: record_count 4 exceeds the offset range [3, 6) of 3",
+        ),
+        (
+            lambda d: d["input"].update(event_time={"source": "field"}),
+            "input.event_time",
+            "event time source 'field' without a field. Fix: give a JSONPath",
+        ),
+        (
+            lambda d: d["input"].update(event_time={"source": "field", "field": "ts"}),
+            "input.event_time",
+            "'ts' is not a JSONPath",
+        ),
+        (
+            lambda d: d["input"].update(bootstrap_servers="SASL_SSL://user:secret@broker:9093"),
+            "input.bootstrap_servers",
+            "credentials belong in the Airflow connection",
+        ),
+        (
+            lambda d: d["production"]["agent"].update(vertex_id="action-execute-operator"),
+            "production.agent.vertex_id",
+            "is not a Flink operator id",
+        ),
+        (
+            lambda d: d["production"]["agent"].update(vertex_id="0" * 32),
+            "production",
+            "agent vertex 00000000000000000000000000000000 is not among production's plan_vertex_ids",
+        ),
+        (
+            lambda d: d.update(schema_version=2),
+            "schema_version",
+            "schema_version 2 is not supported (this code reads 1)",
+        ),
+        (
+            lambda d: d["input"].update(topik="x"),
+            "input.topik",
+            "unknown field. Fix: remove it or check its spelling",
+        ),
+        (
+            lambda d: d.update(isolation={"production_action_state_topic": "as",
+                                          "action_state_topics": {"candidate": "as"}}),
+            "isolation",
+            "variant 'candidate' would use production's action-state topic 'as'",
+        ),
+    ],
+    ids=[
+        "start-after-end", "duplicate-partition", "unknown-serializer", "avro-without-schema",
+        "missing-savepoint", "empty-savepoint-path", "count-exceeds-range", "event-field-missing",
+        "event-field-not-jsonpath", "secret-in-bootstrap", "bad-vertex-id", "agent-not-in-plan",
+        "schema-version", "unknown-field", "production-action-state-topic",
+    ],
+)
+def test_validation_errors_name_the_field_and_the_fix(mutate, field: str, message: str) -> None:
+    err = _error_for(mutate)
+    assert any(p.startswith(f"{field}: ") and message in p for p in err.problems), err.problems
+
+
+def test_with_isolation_reseals_and_refuses_production_topic() -> None:
+    m = ReplayManifest.parse(_data(), verify=False).sealed()
+    m2 = m.with_isolation(
+        production_action_state_topic="prod-as", action_state_topics={"baseline": "rp-b", "candidate": "rp-c"}
+    )
+    m2.verify()
+    assert m2.digest != m.digest
+    with pytest.raises(ManifestError, match="would use production's action-state topic"):
+        m2.with_isolation(action_state_topics={"candidate": "prod-as"})
+
+
+def test_summary_mentions_the_essentials() -> None:
+    text = ReplayManifest.parse(_data(), verify=False).sealed().summary()
+    assert "file:///tmp/savepoints/savepoint-440361-abc" in text
+    assert "7 records in 2 partition(s)" in text
+    assert "p0   offsets [3, 6)  3 records" in text
+    assert "quiesce=drain" in text
+
+
+def test_savepoint_existence_check(tmp_path: Path) -> None:
+    data = _data()
+    data["production"]["savepoint"]["path"] = f"file://{tmp_path}/sp"
+    m = ReplayManifest.parse(data, verify=False)
+    assert "missing savepoint" in savepoint_problems(m)[0]
+    (tmp_path / "sp").mkdir()
+    (tmp_path / "sp" / "_metadata").write_bytes(b"x")
+    assert savepoint_problems(m) == []
