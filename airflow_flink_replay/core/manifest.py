@@ -5,9 +5,9 @@ A :class:`ReplayManifest` links three things that must line up for a replay to m
 - the **production side** — the Flink job, the savepoint it was stopped with (path, format, quiesce mode,
   timestamps, checkpoint id), the agent operator's identity (vertex id / uid / uid hash, parallelism,
   max parallelism) and production's plan vertex ids;
-- the **input** — the capture topic and, per partition, the exact offset range ``[start, end)`` with the
-  record count and the first/last record timestamps, how keys and values are (de)serialised, the
-  ordering guarantee, the event-time field and the watermark strategy;
+- the **capture** window (the replay's input) — the capture topic and, per partition, the exact offset
+  range ``[start, end)`` with the record count and the first/last record timestamps, how keys and values
+  are (de)serialised, the ordering guarantee, the event-time field and the watermark strategy;
 - the **isolation** — memory namespaces and action-state topics per replay variant, filled in by later
   steps of the chain.
 
@@ -55,9 +55,9 @@ _MISSING_FIXES: dict[str, str] = {
     ),
     "production.agent": "give the agent operator's vertex id and max parallelism from production's plan",
     "production.job_id": "give production's Flink job id (GET /jobs/overview)",
-    "input": "describe the capture topic and the offset window per partition",
-    "input.topic": "name the capture topic the replay reads",
-    "input.partitions": "list the offset window of every partition of the capture topic",
+    "capture": "describe the capture topic and the offset window per partition",
+    "capture.topic": "name the capture topic the replay reads",
+    "capture.partitions": "list the offset window of every partition of the capture topic",
     "run_id": "give the replay run id (the Airflow run id is a good choice)",
 }
 
@@ -143,6 +143,12 @@ class WatermarkSpec(_Model):
 
     max_out_of_orderness_ms: int = Field(default=0, ge=0)
     idleness_ms: int | None = Field(default=None, gt=0)
+
+    def as_job_argument(self) -> str:
+        """The replay job's ``watermark`` argument: ``monotonous`` (0 ms) or ``bounded:<ms>``."""
+        if self.max_out_of_orderness_ms == 0:
+            return "monotonous"
+        return f"bounded:{self.max_out_of_orderness_ms}"
 
 
 class PartitionWindow(_Model):
@@ -234,6 +240,10 @@ class CaptureInput(_Model):
     def end_offsets(self) -> dict[int, int]:
         """``{partition: end_offset}`` (exclusive)."""
         return {w.partition: w.end_offset for w in self.partitions}
+
+    def replay_window(self) -> dict[str, Any]:
+        """``capture_topic`` / ``start_offsets`` / ``end_offsets``: the keyword arguments a ReplayJobSpec takes."""
+        return {"capture_topic": self.topic, "start_offsets": self.start_offsets(), "end_offsets": self.end_offsets()}
 
 
 # -------------------------------------------------------------------------------------- production
@@ -352,7 +362,7 @@ class ReplayManifest(_Model):
     run_id: str = Field(min_length=1)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     production: ProductionSide
-    input: CaptureInput
+    capture: CaptureInput
     isolation: Isolation = Isolation()
     digest: str | None = Field(default=None, description="sha256:<hex> of the canonical JSON without this field")
 
@@ -443,7 +453,7 @@ class ReplayManifest(_Model):
     # -- human summary -----------------------------------------------------------------------------
     def summary(self) -> str:
         """A few lines a person reads before trusting a replay."""
-        p, i, sp = self.production, self.input, self.production.savepoint
+        p, i, sp = self.production, self.capture, self.production.savepoint
         lines = [
             f"replay manifest v{self.schema_version}  run {self.run_id}  created {self.created_at.isoformat()}",
             f"digest      {self.digest or '(unsealed)'}",
@@ -456,7 +466,7 @@ class ReplayManifest(_Model):
             + (f" uid {p.agent.uid!r}" if p.agent.uid else "")
             + (f" uid-hash {p.agent.uid_hash}" if p.agent.uid_hash else "")
             + f"  parallelism {p.agent.parallelism}/{p.agent.max_parallelism} (max)",
-            f"input       topic {i.topic} via connection {i.kafka_conn_id!r}: {i.record_count} records in "
+            f"capture     topic {i.topic} via connection {i.kafka_conn_id!r}: {i.record_count} records in "
             f"{len(i.partitions)} partition(s); key={i.key_serializer.format} value={i.value_serializer.format}",
             f"event time  {i.event_time.source}{' ' + i.event_time.field if i.event_time.field else ''}; "
             f"watermark out-of-orderness {i.watermark.max_out_of_orderness_ms} ms"

@@ -40,7 +40,7 @@ def _data() -> dict[str, Any]:
             "agent": {"vertex_id": AGENT, "parallelism": 1, "max_parallelism": 128},
             "plan_vertex_ids": ["13ac5fc714a257b6cff827eb3ec52113", AGENT],
         },
-        "input": {
+        "capture": {
             "kafka_conn_id": "kafka_default",
             "bootstrap_servers": "127.0.0.1:9092",
             "topic": "support-requests-capture",
@@ -75,11 +75,11 @@ def test_round_trip_through_a_file_uri(tmp_path: Path) -> None:
     assert sealed.digest and sealed.digest.startswith("sha256:")
     loaded = load_manifest(uri)
     assert loaded == sealed
-    assert loaded.input.record_count == 7
-    assert [w.partition for w in loaded.input.partitions] == [0, 1]  # canonical order
-    assert loaded.input.start_offsets() == {0: 3, 1: 5}
-    assert loaded.input.end_offsets() == {0: 6, 1: 9}
-    assert loaded.input.key_serializer.format == "string"
+    assert loaded.capture.record_count == 7
+    assert [w.partition for w in loaded.capture.partitions] == [0, 1]  # canonical order
+    assert loaded.capture.start_offsets() == {0: 3, 1: 5}
+    assert loaded.capture.end_offsets() == {0: 6, 1: 9}
+    assert loaded.capture.key_serializer.format == "string"
     # plain paths and Path objects work too
     save_manifest(manifest, tmp_path / "p.json")
     assert load_manifest(str(tmp_path / "p.json")) == sealed
@@ -93,14 +93,14 @@ def test_digest_is_stable_across_key_order() -> None:
         assert again.compute_digest() == base.digest
     # partition order in the input does not matter either
     data = _data()
-    data["input"]["partitions"].reverse()
+    data["capture"]["partitions"].reverse()
     assert ReplayManifest.parse(data, verify=False).compute_digest() == base.digest
 
 
 def test_digest_changes_with_content() -> None:
     a = ReplayManifest.parse(_data(), verify=False)
     data = _data()
-    data["input"]["partitions"][0]["end_offset"] = 10
+    data["capture"]["partitions"][0]["end_offset"] = 10
     b = ReplayManifest.parse(data, verify=False)
     assert a.compute_digest() != b.compute_digest()
 
@@ -109,11 +109,11 @@ def test_tampered_file_fails_validation(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     save_manifest(ReplayManifest.parse(_data(), verify=False), path)
     doc = json.loads(path.read_text())
-    doc["input"]["partitions"][0]["record_count"] = 2
+    doc["capture"]["partitions"][0]["record_count"] = 2
     path.write_text(json.dumps(doc))
     with pytest.raises(ManifestTamperedError, match=r"digest: mismatch .* \(tampered or edited by hand\)"):
         load_manifest(path)
-    assert load_manifest(path, verify=False).input.partitions[0].record_count == 2
+    assert load_manifest(path, verify=False).capture.partitions[0].record_count == 2
 
 
 def test_unsealed_manifest_is_refused_when_verifying() -> None:
@@ -133,23 +133,23 @@ def _error_for(mutate) -> ManifestError:
     ("mutate", "field", "message"),
     [
         (
-            lambda d: d["input"]["partitions"][0].update(start_offset=12),
-            "input.partitions.0",
+            lambda d: d["capture"]["partitions"][0].update(start_offset=12),
+            "capture.partitions.0",
             "partition 1: start_offset 12 is after end_offset 9. Fix: the window must end at or after its start",
         ),
         (
-            lambda d: d["input"]["partitions"].append(dict(d["input"]["partitions"][0])),
-            "input.partitions",
+            lambda d: d["capture"]["partitions"].append(dict(d["capture"]["partitions"][0])),
+            "capture.partitions",
             "duplicate partition 1. Fix: list each partition of the capture topic once",
         ),
         (
-            lambda d: d["input"].update(value_serializer="protobuf"),
-            "input.value_serializer.format",
+            lambda d: d["capture"].update(value_serializer="protobuf"),
+            "capture.value_serializer.format",
             "unknown serializer 'protobuf'. Fix: use one of string, json, bytes, avro",
         ),
         (
-            lambda d: d["input"].update(key_serializer={"format": "avro"}),
-            "input.key_serializer",
+            lambda d: d["capture"].update(key_serializer={"format": "avro"}),
+            "capture.key_serializer",
             "serializer 'avro' without avro_schema. Fix: add the Avro writer schema",
         ),
         (
@@ -163,23 +163,23 @@ def _error_for(mutate) -> ManifestError:
             "missing savepoint: the path is empty. Fix:",
         ),
         (
-            lambda d: d["input"]["partitions"][1].update(record_count=4),
-            "input.partitions.1",
+            lambda d: d["capture"]["partitions"][1].update(record_count=4),
+            "capture.partitions.1",
             "partition 0: record_count 4 exceeds the offset range [3, 6) of 3",
         ),
         (
-            lambda d: d["input"].update(event_time={"source": "field"}),
-            "input.event_time",
+            lambda d: d["capture"].update(event_time={"source": "field"}),
+            "capture.event_time",
             "event time source 'field' without a field. Fix: give a JSONPath",
         ),
         (
-            lambda d: d["input"].update(event_time={"source": "field", "field": "ts"}),
-            "input.event_time",
+            lambda d: d["capture"].update(event_time={"source": "field", "field": "ts"}),
+            "capture.event_time",
             "'ts' is not a JSONPath",
         ),
         (
-            lambda d: d["input"].update(bootstrap_servers="SASL_SSL://user:secret@broker:9093"),
-            "input.bootstrap_servers",
+            lambda d: d["capture"].update(bootstrap_servers="SASL_SSL://user:secret@broker:9093"),
+            "capture.bootstrap_servers",
             "credentials belong in the Airflow connection",
         ),
         (
@@ -198,8 +198,8 @@ def _error_for(mutate) -> ManifestError:
             "schema_version 2 is not supported (this code reads 1)",
         ),
         (
-            lambda d: d["input"].update(topik="x"),
-            "input.topik",
+            lambda d: d["capture"].update(topik="x"),
+            "capture.topik",
             "unknown field. Fix: remove it or check its spelling",
         ),
         (
