@@ -1,0 +1,182 @@
+"""Per-field comparators: exact, numeric with tolerance, text by similarity, set.
+
+A comparator takes two leaf values (either may be :data:`MISSING`) and returns a similarity in [0, 1];
+the field "differs" when the similarity is below 1 for exact/numeric/set, or below the text threshold.
+Equal values never reach a comparator (the engine checks ``==`` first), which keeps the hot path cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from airflow_flink_replay.core.compare.config import CompareConfig
+from airflow_flink_replay.core.compare.paths import MISSING
+
+#: (a, b) -> (differs, similarity)
+CompareFn = Callable[[Any, Any], tuple[bool, float]]
+
+
+@dataclass(frozen=True)
+class Comparator:
+    """A resolved comparator for one path: its name (for the report) and its function."""
+
+    name: str
+    fn: CompareFn
+    must_not_change: bool = False
+
+
+def _exact(a: Any, b: Any) -> tuple[bool, float]:
+    if a is MISSING or b is MISSING:
+        return True, 0.0
+    if a == b and type(a) is type(b):
+        return False, 1.0
+    return True, 0.0
+
+
+def _numeric(rel_tol: float, abs_tol: float) -> CompareFn:
+    def cmp(a: Any, b: Any) -> tuple[bool, float]:
+        if not _is_number(a) or not _is_number(b):
+            return _exact(a, b)
+        if math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol):
+            return False, 1.0
+        scale = max(abs(a), abs(b), 1e-12)
+        return True, max(0.0, 1.0 - abs(a - b) / scale)
+
+    return cmp
+
+
+def _text(threshold: float) -> CompareFn:
+    cutoff = threshold * 100.0
+
+    def cmp(a: Any, b: Any) -> tuple[bool, float]:
+        if not isinstance(a, str) or not isinstance(b, str):
+            return _exact(a, b)
+        score = fuzz.ratio(a, b, score_cutoff=0) / 100.0
+        return score * 100.0 < cutoff, score
+
+    return cmp
+
+
+def _canon(v: Any) -> Any:
+    if isinstance(v, dict | list):
+        return json.dumps(v, sort_keys=True, separators=(",", ":"))
+    return v
+
+
+def _set(a: Any, b: Any) -> tuple[bool, float]:
+    if not isinstance(a, list) or not isinstance(b, list):
+        return _exact(a, b)
+    sa = {_canon(v) for v in a}
+    sb = {_canon(v) for v in b}
+    if sa == sb:
+        return False, 1.0
+    union = sa | sb
+    return True, len(sa & sb) / len(union) if union else 1.0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _ignore(a: Any, b: Any) -> tuple[bool, float]:
+    return False, 1.0
+
+
+class ComparatorResolver:
+    """Chooses (and caches) the comparator of each flattened path from the config's rules and types."""
+
+    def __init__(self, config: CompareConfig) -> None:
+        self._config = config
+        self._by_path: dict[str, Comparator | None] = {}
+        self._exact = Comparator("exact", _exact)
+        self._numeric_default = Comparator("numeric", _numeric(config.rel_tol, config.abs_tol))
+        self._text_default = Comparator("text", _text(config.text_threshold))
+        self._set_default = Comparator("set", _set)
+        self._names: dict[str, str] = {}
+
+    def rule_comparator(self, path: str) -> Comparator | None:
+        """The comparator a rule fixes for ``path`` (None: choose by type)."""
+        if path in self._by_path:
+            return self._by_path[path]
+        rule = self._config.rule_for(path)
+        comp: Comparator | None = None
+        if rule is not None:
+            mnc = rule.must_not_change
+            if rule.comparator == "exact":
+                comp = Comparator("exact", _exact, mnc)
+            elif rule.comparator == "numeric":
+                rel = self._config.rel_tol if rule.rel_tol is None else rule.rel_tol
+                ab = self._config.abs_tol if rule.abs_tol is None else rule.abs_tol
+                comp = Comparator(f"numeric(rel={rel:g},abs={ab:g})", _numeric(rel, ab), mnc)
+            elif rule.comparator == "text":
+                th = self._config.text_threshold if rule.text_threshold is None else rule.text_threshold
+                comp = Comparator(f"text(>={th:g})", _text(th), mnc)
+            elif rule.comparator == "set":
+                comp = Comparator("set", _set, mnc)
+            elif rule.comparator == "ignore":
+                comp = Comparator("ignore", _ignore, mnc)
+            else:  # auto, maybe with tolerances/threshold or must_not_change
+                comp = None if not (mnc or rule.rel_tol or rule.abs_tol or rule.text_threshold) else (
+                    self._auto_with_rule(rule.rel_tol, rule.abs_tol, rule.text_threshold, mnc)
+                )
+        self._by_path[path] = comp
+        return comp
+
+    def _auto_with_rule(
+        self, rel: float | None, ab: float | None, th: float | None, mnc: bool
+    ) -> Comparator:
+        num = _numeric(self._config.rel_tol if rel is None else rel, self._config.abs_tol if ab is None else ab)
+        text = _text(self._config.text_threshold if th is None else th)
+        min_len = self._config.text_min_length
+
+        def cmp(a: Any, b: Any) -> tuple[bool, float]:
+            if _is_number(a) and _is_number(b):
+                return num(a, b)
+            if isinstance(a, str) and isinstance(b, str) and (_is_text(a, min_len) or _is_text(b, min_len)):
+                return text(a, b)
+            if isinstance(a, list) and isinstance(b, list):
+                return _set(a, b)
+            return _exact(a, b)
+
+        return Comparator("auto", cmp, mnc)
+
+    def compare(self, path: str, a: Any, b: Any) -> tuple[bool, float, str]:
+        """Compare two unequal values at ``path``: (differs, similarity, comparator name)."""
+        comp = self._by_path.get(path, MISSING)
+        if comp is MISSING:
+            comp = self.rule_comparator(path)
+        if comp is not None:
+            differs, score = comp.fn(a, b)
+            return differs, score, comp.name
+        # by type
+        if _is_number(a) and _is_number(b):
+            differs, score = self._numeric_default.fn(a, b)
+            return differs, score, "numeric"
+        if isinstance(a, str) and isinstance(b, str):
+            min_len = self._config.text_min_length
+            if _is_text(a, min_len) or _is_text(b, min_len):
+                differs, score = self._text_default.fn(a, b)
+                return differs, score, "text"
+            return True, 0.0, "exact"
+        if isinstance(a, list) and isinstance(b, list):
+            differs, score = _set(a, b)
+            return differs, score, "set"
+        differs, score = _exact(a, b)
+        return differs, score, "exact"
+
+    def must_not_change(self, path: str) -> bool:
+        """True if a rule marks ``path`` as must-not-change."""
+        comp = self._by_path.get(path, MISSING)
+        if comp is MISSING:
+            comp = self.rule_comparator(path)
+        return bool(comp is not None and comp.must_not_change)
+
+
+def _is_text(s: str, min_len: int) -> bool:
+    return len(s) >= min_len or " " in s or "\n" in s

@@ -1,0 +1,116 @@
+"""Reading the inputs: output files (JSONL, one agent output object a line) and audit files (JSONL)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+#: A run's outputs or audit: a local path, or an open text stream (e.g. from ObjectStoragePath.open()).
+Source = str | os.PathLike[str] | IO[str]
+
+
+class CompareInputError(ValueError):
+    """An input that cannot be read: names the file, the line and the fix."""
+
+    def __init__(self, source: str, message: str, line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+def source_name(source: Source) -> str:
+    """A printable name of a source."""
+    if isinstance(source, str | os.PathLike):
+        return os.fspath(source)
+    return str(getattr(source, "name", "<stream>"))
+
+
+def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line; 1-based line numbers.
+
+    Raises :class:`CompareInputError` for a missing file, a line that is not JSON, or not a JSON object.
+    """
+    name = source_name(source)
+    stream: IO[str]
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if not path.is_file():
+            raise CompareInputError(name, "file not found (give the path of a JSONL file)")
+        try:
+            stream = path.open("r", encoding="utf-8")
+        except OSError as err:
+            raise CompareInputError(name, f"cannot open: {err.strerror}") from err
+        close = True
+    else:
+        stream = source
+        close = False
+    loads = json.loads
+    try:
+        for lineno, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = loads(line)
+            except ValueError as err:
+                raise CompareInputError(
+                    name, f"invalid JSON ({err}); each line must be one JSON object", line=lineno
+                ) from None
+            if not isinstance(obj, dict):
+                raise CompareInputError(
+                    name, f"expected a JSON object, got {type(obj).__name__}; each line must be one object",
+                    line=lineno,
+                )
+            yield lineno, obj
+    except UnicodeDecodeError as err:
+        raise CompareInputError(name, f"not UTF-8 text ({err})") from None
+    finally:
+        if close:
+            stream.close()
+
+
+class AuditRecord(BaseModel):
+    """One attempted resource call in a replay, as the replay job's resource proxies write it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    variant: str
+    key: str
+    resource_type: Literal["chat_model", "tool", "vector_store", "embedding_model", "unmediated"]
+    resource_name: str
+    method: str
+    args_digest: str
+    args_preview: str = ""
+    decision: Literal["allow", "record", "block"]
+    outcome: Literal["ok", "error", "recorded", "blocked"]
+    error: str | None = None
+    ts: float
+
+
+def read_audit(source: Source) -> list[AuditRecord]:
+    """Read an audit JSONL file; a bad record names its line and field."""
+    name = source_name(source)
+    records = []
+    for lineno, obj in iter_json_lines(source):
+        try:
+            records.append(AuditRecord.model_validate(obj))
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "<record>"
+            raise CompareInputError(
+                name, f"audit record field {field!r}: {first['msg']}", line=lineno
+            ) from None
+    return records
+
+
+def as_stream(text: str, name: str = "<text>") -> IO[str]:
+    """A named text stream (handy for tests and in-memory inputs)."""
+    stream = io.StringIO(text)
+    stream.name = name  # type: ignore[misc]
+    return stream

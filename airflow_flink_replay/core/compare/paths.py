@@ -1,0 +1,232 @@
+"""JSONPath helpers: the correlation-key getter and the flattening of an output into leaf paths.
+
+Both sit on the hot path (hundreds of thousands of objects), so simple paths (``$.id``, ``$.a.b``,
+``$.a[0]``, ``$['x y']``) are compiled to plain dict/list look-ups; anything else goes through jsonpath-ng.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from airflow_flink_replay.core.compare.config import ListMode, is_under, path_pattern
+
+_SIMPLE_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+#: Marker for "no value at this path" (distinct from JSON null).
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>", "__bool__": lambda self: False})()
+
+
+class PathError(ValueError):
+    """A JSONPath that cannot be parsed."""
+
+
+def compile_key(path: str) -> Callable[[Any], Any]:
+    """Return ``getter(obj) -> value | MISSING`` for the JSONPath ``path``.
+
+    Raises :class:`PathError` naming the path if it is not valid JSONPath.
+    """
+    if not path.startswith("$"):
+        raise PathError(f"key {path!r} is not a JSONPath: it must start with '$' (e.g. '$.id')")
+    steps: list[str | int] = []
+    pos = 1
+    while pos < len(path):
+        m = _SIMPLE_STEP.match(path, pos)
+        if not m:
+            steps = []
+            break
+        name = m.group(1) or m.group(3) or m.group(4)
+        steps.append(int(m.group(2)) if m.group(2) is not None else (name or ""))
+        pos = m.end()
+    else:
+        return _simple_getter(tuple(steps))
+    return _jsonpath_getter(path)
+
+
+def _simple_getter(steps: tuple[str | int, ...]) -> Callable[[Any], Any]:
+    if len(steps) == 1 and isinstance(steps[0], str):
+        name = steps[0]
+
+        def one(obj: Any) -> Any:
+            return obj.get(name, MISSING) if isinstance(obj, dict) else MISSING
+
+        return one
+
+    def many(obj: Any) -> Any:
+        for step in steps:
+            if isinstance(step, str):
+                if not isinstance(obj, dict) or step not in obj:
+                    return MISSING
+                obj = obj[step]
+            else:
+                if not isinstance(obj, list) or step >= len(obj):
+                    return MISSING
+                obj = obj[step]
+        return obj
+
+    return many
+
+
+def _jsonpath_getter(path: str) -> Callable[[Any], Any]:
+    from jsonpath_ng.exceptions import JsonPathParserError
+    from jsonpath_ng.ext import parse
+
+    try:
+        expr = parse(path)
+    except (JsonPathParserError, Exception) as err:  # jsonpath-ng raises several types
+        raise PathError(f"key {path!r} is not valid JSONPath: {err}") from err
+
+    def getter(obj: Any) -> Any:
+        found = expr.find(obj)
+        if not found:
+            return MISSING
+        if len(found) == 1:
+            return found[0].value
+        return [m.value for m in found]
+
+    return getter
+
+
+def key_text(value: Any) -> str:
+    """The correlation key as text (strings as they are, anything else as canonical JSON)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def child_path(parent: str, name: str) -> str:
+    """``$.a`` + ``b`` -> ``$.a.b`` (bracket notation for names that are not identifiers)."""
+    if _IDENT.match(name):
+        return f"{parent}.{name}"
+    return f"{parent}[{json.dumps(name)}]"
+
+
+class Flattener:
+    """Turns an output object into ``{leaf_path: value}``, leaving out ignored paths.
+
+    Lists are leaves (compared as sets) or expanded by index, by ``list_mode`` and per-path set rules.
+    Path strings and ignore decisions are cached, so flattening the n-th object costs little more than
+    walking it.
+    """
+
+    def __init__(
+        self,
+        ignore: list[str],
+        list_mode: ListMode = "auto",
+        set_paths: list[str] | None = None,
+        index_paths: list[str] | None = None,
+    ) -> None:
+        self._ignore = [path_pattern(p) for p in ignore]
+        self._set = [path_pattern(p) for p in (set_paths or [])]
+        self._index = [path_pattern(p) for p in (index_paths or [])]
+        self._list_mode = list_mode
+        self._child: dict[tuple[str, str], str | None] = {}
+        self._item: dict[tuple[str, int], str | None] = {}
+        self._as_set: dict[str, bool] = {}
+
+    def _keep(self, path: str) -> bool:
+        return not any(is_under(p, path) for p in self._ignore)
+
+    def _list_as_set(self, path: str, value: list[Any]) -> bool:
+        cached = self._as_set.get(path)
+        if cached is None:
+            if any(p.fullmatch(path) for p in self._set):
+                cached = True
+            elif any(p.fullmatch(path) for p in self._index):
+                cached = False
+            elif self._list_mode == "auto":
+                cached = None  # decided per value below (scalars only -> set)
+            else:
+                cached = self._list_mode == "set"
+            if cached is not None:
+                self._as_set[path] = cached
+        if cached is None:
+            return all(not isinstance(v, dict | list) for v in value)
+        return cached
+
+    def flatten(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Flatten one output object (a JSON object) into leaf paths."""
+        out: dict[str, Any] = {}
+        self._walk_dict("$", obj, out)
+        return out
+
+    def _walk_dict(self, prefix: str, obj: dict[str, Any], out: dict[str, Any]) -> None:
+        child = self._child
+        for name, value in obj.items():
+            k = (prefix, name)
+            path = child.get(k, "")
+            if path == "":
+                candidate = child_path(prefix, name)
+                path = candidate if self._keep(candidate) else None
+                child[k] = path
+            if path is None:
+                continue
+            if isinstance(value, dict):
+                if value:
+                    self._walk_dict(path, value, out)
+                else:
+                    out[path] = value
+            elif isinstance(value, list):
+                self._walk_list(path, value, out)
+            else:
+                out[path] = value
+
+    def _walk_list(self, path: str, value: list[Any], out: dict[str, Any]) -> None:
+        if not value or self._list_as_set(path, value):
+            out[path] = value
+            return
+        for i, item in enumerate(value):
+            k = (path, i)
+            ipath = self._item.get(k, "")
+            if ipath == "":
+                candidate = f"{path}[{i}]"
+                ipath = candidate if self._keep(candidate) else None
+                self._item[k] = ipath
+            if ipath is None:
+                continue
+            if isinstance(item, dict):
+                if item:
+                    self._walk_dict(ipath, item, out)
+                else:
+                    out[ipath] = item
+            elif isinstance(item, list):
+                self._walk_list(ipath, item, out)
+            else:
+                out[ipath] = item
+
+
+def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
+    """Best-effort inverse of :meth:`Flattener.flatten`, for rendering examples (indices become keys)."""
+    root: dict[str, Any] = {}
+    for path, value in flat.items():
+        parts = _split(path)
+        node = root
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        if parts:
+            node[parts[-1]] = value
+    return _lists(root)
+
+
+def _split(path: str) -> list[str]:
+    parts: list[str] = []
+    for m in re.finditer(r"\.([^.\[]+)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.)*\")\]", path[1:]):
+        if m.group(1) is not None:
+            parts.append(m.group(1))
+        elif m.group(2) is not None:
+            parts.append(f"[{m.group(2)}]")
+        else:
+            parts.append(json.loads(m.group(3)))
+    return parts
+
+
+def _lists(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if node and all(isinstance(k, str) and k.startswith("[") and k.endswith("]") for k in node):
+        items = sorted(node.items(), key=lambda kv: int(kv[0][1:-1]))
+        return [_lists(v) for _, v in items]
+    return {k: _lists(v) for k, v in node.items()}

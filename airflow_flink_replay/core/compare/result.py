@@ -1,0 +1,189 @@
+"""The comparison result: what ``summary.json`` holds and what the operator pushes to XCom."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from airflow_flink_replay.core.compare.config import CompareConfig
+
+Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+Mode = Literal["noise_calibrated", "exact"]
+FieldStatus = Literal["ok", "regression", "changed", "too_noisy", "not_significant", "improved"]
+
+#: Reason codes. FAIL codes decide FAIL, INCONCLUSIVE codes decide INCONCLUSIVE unless something FAILs.
+FAIL_CODES = (
+    "FIELD_REGRESSION",
+    "MUST_NOT_CHANGE",
+    "MISSING_OUTPUTS",
+    "EXTRA_OUTPUTS",
+    "NEW_RESOURCE_CALL",
+    "SIDE_EFFECT_REGRESSION",
+    "AUDIT_RULE",
+)
+INCONCLUSIVE_CODES = (
+    "TOO_FEW_ALIGNED",
+    "NOISE_TOO_HIGH",
+    "NOT_SIGNIFICANT",
+    "UNKEYED_OUTPUTS",
+)
+
+
+class Reason(BaseModel):
+    """One finding that decided (or informs) the verdict."""
+
+    code: str
+    severity: Literal["fail", "inconclusive", "info"]
+    message: str
+    fields: list[str] = Field(default_factory=list)
+
+
+class FieldStat(BaseModel):
+    """Difference rates of one leaf path: noise (A vs A') and candidate (A vs B)."""
+
+    path: str
+    comparator: str
+    noise_diffs: int | None = None
+    noise_n: int | None = None
+    noise_rate: float | None = None
+    candidate_diffs: int
+    candidate_n: int
+    candidate_rate: float
+    delta: float = Field(description="candidate_rate - noise_rate (noise 0 in exact mode)")
+    relative: float | None = Field(default=None, description="delta / noise_rate; None when noise is 0")
+    lower_bound: float | None = Field(
+        default=None, description="one-sided lower confidence bound of delta (Newcombe); Wilson in exact mode"
+    )
+    candidate_only_diffs: int = Field(
+        default=0, description="outputs where B differs from A while A and A' agree (needs A')"
+    )
+    must_not_change: bool = False
+    status: FieldStatus = "ok"
+
+    @property
+    def is_problem(self) -> bool:
+        return self.status in ("regression", "changed")
+
+
+class ResourceStat(BaseModel):
+    """Side-effect calls of one (resource_type, resource_name, method), per variant and per key."""
+
+    signature: str
+    resource_type: str
+    resource_name: str
+    method: str
+    baseline_calls: int = 0
+    baseline_2_calls: int | None = None
+    candidate_calls: int = 0
+    baseline_keys: int = 0
+    baseline_2_keys: int | None = None
+    candidate_keys: int = 0
+    candidate_errors: int = 0
+    candidate_blocked: int = 0
+    new_keys: int = Field(default=0, description="keys the candidate calls it for and the baseline does not")
+    dropped_keys: int = Field(default=0, description="keys the baseline calls it for and the candidate does not")
+    noise_rate: float | None = None
+    candidate_rate: float = 0.0
+    lower_bound: float | None = None
+    example_keys: list[str] = Field(default_factory=list)
+    status: Literal["ok", "new", "regression", "rule", "too_noisy", "not_significant", "gone"] = "ok"
+
+
+class Counts(BaseModel):
+    """How many outputs each run had and how they aligned."""
+
+    baseline: int
+    baseline_2: int | None = None
+    candidate: int
+    keys: int = Field(description="distinct correlation keys over all runs")
+    aligned_candidate: int = Field(description="outputs aligned between baseline and candidate")
+    aligned_noise: int | None = Field(default=None, description="outputs aligned between baseline and baseline-2")
+    missing_in_candidate: int = 0
+    extra_in_candidate: int = 0
+    missing_in_baseline_2: int | None = None
+    extra_in_baseline_2: int | None = None
+    unkeyed: dict[str, int] = Field(default_factory=dict, description="outputs without the key, per run")
+    audit_records: dict[str, int] = Field(default_factory=dict)
+
+
+class ExampleValue(BaseModel):
+    """One field of an example: values side by side (JSON text) and whether each side differs from A."""
+
+    path: str
+    baseline: str
+    baseline_2: str | None = None
+    candidate: str
+    candidate_differs: bool
+    noise_differs: bool = False
+    similarity: float = 1.0
+
+
+class Example(BaseModel):
+    """A side-by-side example of a difference: one aligned output in A, A' and B."""
+
+    key: str
+    index: int
+    field: str
+    similarity: float
+    candidate_only: bool
+    values: list[ExampleValue]
+    structure: str = Field(default="", description="deepdiff's account of A vs B")
+    lines: dict[str, int] = Field(default_factory=dict, description="line numbers in each input file")
+
+
+class Unmatched(BaseModel):
+    """A missing or extra output."""
+
+    key: str
+    index: int
+    line: int
+    preview: str
+
+
+class ComparisonResult(BaseModel):
+    """Everything a comparison found. ``summary.json`` is its JSON form."""
+
+    verdict: Verdict
+    mode: Mode
+    method: str = Field(description="the rule and statistic used, in words")
+    reasons: list[Reason]
+    fields: list[FieldStat] = Field(description="per-field rates, worst first")
+    resources: list[ResourceStat] = Field(default_factory=list, description="side-effect calls, worst first")
+    counts: Counts
+    key: str
+    ignore: list[str]
+    inputs: dict[str, str | None] = Field(default_factory=dict)
+    examples: list[Example] = Field(default_factory=list)
+    missing: list[Unmatched] = Field(default_factory=list)
+    extra: list[Unmatched] = Field(default_factory=list)
+    config: CompareConfig
+    duration_s: float = 0.0
+    generated_at: str = ""
+
+    @property
+    def worst_field(self) -> FieldStat | None:
+        """The field that differs most beyond the noise (first in :attr:`fields`)."""
+        return self.fields[0] if self.fields else None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    def summary(self) -> dict[str, Any]:
+        """A small dict for XCom and logs: verdict, reason codes, worst fields, counts."""
+        return {
+            "verdict": self.verdict,
+            "mode": self.mode,
+            "reasons": [r.model_dump() for r in self.reasons if r.severity != "info"],
+            "worst_fields": [
+                {
+                    "path": f.path,
+                    "status": f.status,
+                    "noise_rate": f.noise_rate,
+                    "candidate_rate": f.candidate_rate,
+                }
+                for f in self.fields[:5]
+            ],
+            "counts": self.counts.model_dump(),
+        }
