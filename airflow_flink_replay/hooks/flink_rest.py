@@ -1,10 +1,153 @@
-"""Hook for the Flink REST API (connection type ``flink_rest``)."""
+"""Hook for the Flink REST API (connection type ``flink_rest``).
+
+One retried request helper (``requests`` Session + urllib3 ``Retry``: connection errors and 502/503/504 with
+exponential backoff, a timeout on every call) and an async twin (``aiohttp``) that the triggers use.
+Every error is a :class:`FlinkRestError` naming the operation, the job id and Flink's own cause (the Java
+exception lines without the stack frames), never a bare HTTP status. Secrets are never logged: only the
+method and the URL (which never carries credentials) are.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import requests
 from airflow.sdk.bases.hook import BaseHook
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from airflow_flink_replay.core.flink_models import (
+    AsyncOperationStatus,
+    CheckpointStats,
+    ClusterOverview,
+    JarFile,
+    JobDetails,
+    JobExceptions,
+    JobPlan,
+    JobsOverview,
+)
+
+#: PythonDriver: the entry class that runs a Python Flink program from the flink-python jar.
+PYTHON_DRIVER = "org.apache.flink.client.python.PythonDriver"
+RETRY_STATUSES = (502, 503, 504)
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+class FlinkRestError(Exception):
+    """A Flink REST call failed. ``cause`` is Flink's own message; ``details`` the full text."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str,
+        job_id: str | None = None,
+        url: str | None = None,
+        status_code: int | None = None,
+        cause: str | None = None,
+        details: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.job_id = job_id
+        self.url = url
+        self.status_code = status_code
+        self.cause = cause
+        self.details = details
+
+
+class FlinkUnreachableError(FlinkRestError):
+    """No answer from the REST endpoint after the retries."""
+
+
+class FlinkJobNotFoundError(FlinkRestError):
+    """The job id is unknown to the cluster."""
+
+
+class FlinkOperationFailedError(FlinkRestError):
+    """An async operation (savepoint, stop-with-savepoint) completed with a failure cause."""
+
+
+class FlinkOperationTimeoutError(FlinkRestError):
+    """An async operation or a job-state wait did not finish in time."""
+
+
+class FlinkJobFailedError(FlinkRestError):
+    """A job ended FAILED/CANCELED while we waited for another state."""
+
+
+_FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")
+
+
+def flink_cause(text: str | None, limit: int = 8) -> str:
+    """Reduce a Java stack trace (or Flink's ``errors`` text) to its message lines, innermost last.
+
+    Keeps the first line and every ``Caused by:`` line, drops ``at ...`` frames and duplicates.
+    """
+    if not text:
+        return ""
+    lines: list[str] = []
+    for raw in str(text).splitlines():
+        line = raw.strip()
+        if not line or _FRAME.match(line) or line in lines:
+            continue
+        if not lines or line.startswith("Caused by:") or line.startswith("Traceback") or not raw[:1].isspace():
+            lines.append(line)
+    if len(lines) > limit:
+        lines = [lines[0], "...", *lines[-(limit - 2) :]]
+    return "\n".join(lines)
+
+
+def rest_base_url(host: str, schema: str | None, port: int | None) -> str:
+    """Build the REST base URL from connection fields (``host`` may already be a URL)."""
+    if "://" in host:
+        return host.rstrip("/")
+    scheme = schema or "http"
+    return f"{scheme}://{host}:{port or 8081}"
+
+
+@dataclass
+class FlinkRestSettings:
+    """Resolved connection settings (kept out of logs and reprs: auth and headers hold secrets)."""
+
+    base_url: str
+    timeout: float = 30.0
+    verify: bool | str = True
+    retries: int = 3
+    backoff_factor: float = 0.5
+    auth: tuple[str, str] | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+def settings_from_connection(conn: Any, retries: int | None = None, timeout: float | None = None) -> FlinkRestSettings:
+    """Turn an Airflow connection into :class:`FlinkRestSettings`."""
+    extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
+    headers: dict[str, str] = {}
+    auth = None
+    if extra.get("bearer_token"):
+        headers["Authorization"] = f"Bearer {extra['bearer_token']}"
+    elif conn.login:
+        auth = (conn.login, conn.password or "")
+    verify = extra.get("verify", True)
+    if isinstance(verify, str) and verify.lower() in ("true", "false"):
+        verify = verify.lower() == "true"
+    return FlinkRestSettings(
+        base_url=rest_base_url(conn.host or "127.0.0.1", conn.schema, conn.port),
+        timeout=float(timeout if timeout is not None else extra.get("timeout", 30)),
+        verify=verify,
+        retries=int(retries if retries is not None else extra.get("retries", 3)),
+        backoff_factor=float(extra.get("backoff_factor", 0.5)),
+        auth=auth,
+        headers=headers,
+    )
 
 
 class FlinkRestHook(BaseHook):
@@ -12,7 +155,13 @@ class FlinkRestHook(BaseHook):
 
     Connection fields: ``host`` is the REST base URL (``http://127.0.0.1:8081``) or a host name with
     ``schema`` (http/https) and ``port``; ``login``/``password`` give basic auth; extra
-    ``{"bearer_token": ..., "verify": true|false|"/ca.pem", "timeout": 30}``.
+    ``{"bearer_token": ..., "verify": true|false|"/ca.pem", "timeout": 30, "retries": 3,
+    "backoff_factor": 0.5}``.
+
+    :param flink_conn_id: the Airflow connection id.
+    :param retries: retries on connection errors and 502/503/504 (overrides the connection's extra).
+    :param timeout: per-call timeout in seconds (overrides the connection's extra).
+    :param settings: resolved settings; when given no Airflow connection is looked up (scripts, tests).
     """
 
     conn_name_attr = "flink_conn_id"
@@ -34,20 +183,486 @@ class FlinkRestHook(BaseHook):
             },
         }
 
-    def __init__(self, flink_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        flink_conn_id: str = default_conn_name,
+        *,
+        retries: int | None = None,
+        timeout: float | None = None,
+        settings: FlinkRestSettings | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.flink_conn_id = flink_conn_id
+        self._retries = retries
+        self._timeout = timeout
+        self._settings = settings
+        self._session: requests.Session | None = None
+
+    # ------------------------------------------------------------------------------------- settings
+
+    @property
+    def settings(self) -> FlinkRestSettings:
+        """The connection's settings (resolved once)."""
+        if self._settings is None:
+            conn = self.get_connection(self.flink_conn_id)
+            self._settings = settings_from_connection(conn, self._retries, self._timeout)
+        return self._settings
+
+    async def asettings(self) -> FlinkRestSettings:
+        """The settings, resolved without blocking the triggerer's event loop."""
+        if self._settings is None:
+            conn = await BaseHook.aget_connection(self.flink_conn_id)
+            self._settings = settings_from_connection(conn, self._retries, self._timeout)
+        return self._settings
 
     @property
     def base_url(self) -> str:
         """The REST base URL, without a trailing slash."""
-        conn = self.get_connection(self.flink_conn_id)
-        return rest_base_url(conn.host or "127.0.0.1", conn.schema, conn.port)
+        return self.settings.base_url
+
+    def job_ui_url(self, job_id: str) -> str:
+        """The Flink web UI page of a job."""
+        return f"{self.base_url}/#/job/running/{job_id}/overview"
+
+    def get_conn(self) -> requests.Session:
+        """A ``requests`` Session with retries on connection errors and 502/503/504."""
+        if self._session is None:
+            s = self.settings
+            retry = Retry(
+                total=s.retries,
+                connect=s.retries,
+                read=s.retries,
+                status=s.retries,
+                backoff_factor=s.backoff_factor,
+                status_forcelist=RETRY_STATUSES,
+                allowed_methods=None,  # POSTs too: savepoint/stop carry an idempotent triggerId
+                raise_on_status=False,
+                respect_retry_after_header=True,
+            )
+            session = requests.Session()
+            adapter = HTTPAdapter(max_retries=retry)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            session.headers.update(s.headers)
+            session.auth = s.auth
+            session.verify = s.verify
+            self._session = session
+        return self._session
+
+    # -------------------------------------------------------------------------------------- request
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        operation: str,
+        job_id: str | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        url = f"{self.base_url}{path}"
+        self.log.debug("Flink REST %s %s (%s)", method, url, operation)
+        try:
+            response = self.get_conn().request(method, url, timeout=timeout or self.settings.timeout, **kwargs)
+        except requests.RequestException as err:
+            raise FlinkUnreachableError(
+                f"Flink REST at {self.base_url} is unreachable: {operation}"
+                f"{f' for job {job_id}' if job_id else ''} failed after {self.settings.retries} retries "
+                f"({type(err).__name__}: {_short(err)})",
+                operation=operation,
+                job_id=job_id,
+                url=url,
+            ) from err
+        return _parse_response(response.status_code, response.text, url, operation, job_id)
+
+    # ---------------------------------------------------------------------------------- cluster/jobs
+
+    def get_overview(self) -> ClusterOverview:
+        """``GET /overview``."""
+        return ClusterOverview.model_validate(self._request("GET", "/overview", operation="cluster overview"))
+
+    def list_jobs(self) -> JobsOverview:
+        """``GET /jobs/overview``."""
+        return JobsOverview.model_validate(self._request("GET", "/jobs/overview", operation="jobs overview"))
+
+    def get_job(self, job_id: str) -> JobDetails:
+        """``GET /jobs/{id}`` (raises :class:`FlinkJobNotFoundError` for an unknown id)."""
+        data = self._request("GET", f"/jobs/{job_id}", operation="get job", job_id=job_id)
+        return JobDetails.model_validate(data)
+
+    def get_plan(self, job_id: str) -> JobPlan:
+        """``GET /jobs/{id}/plan``."""
+        data = self._request("GET", f"/jobs/{job_id}/plan", operation="get job plan", job_id=job_id)
+        return JobPlan.model_validate(data.get("plan", data))
+
+    def get_exceptions(self, job_id: str) -> JobExceptions:
+        """``GET /jobs/{id}/exceptions`` (2.x ``exceptionHistory``)."""
+        data = self._request("GET", f"/jobs/{job_id}/exceptions", operation="get job exceptions", job_id=job_id)
+        return JobExceptions.model_validate(data)
+
+    def get_checkpoints(self, job_id: str) -> CheckpointStats:
+        """``GET /jobs/{id}/checkpoints`` (completed checkpoints and savepoints)."""
+        data = self._request("GET", f"/jobs/{job_id}/checkpoints", operation="get checkpoints", job_id=job_id)
+        return CheckpointStats.model_validate(data)
+
+    def get_jobmanager_config(self) -> dict[str, str]:
+        """``GET /jobmanager/config`` as a dict."""
+        items = self._request("GET", "/jobmanager/config", operation="jobmanager config")
+        return {i["key"]: i["value"] for i in items}
+
+    def cancel_job(self, job_id: str) -> None:
+        """``PATCH /jobs/{id}?mode=cancel`` (a job that already ended is left alone)."""
+        try:
+            self._request("PATCH", f"/jobs/{job_id}", operation="cancel job", job_id=job_id, params={"mode": "cancel"})
+        except FlinkRestError as err:
+            if err.status_code == 409 or "not running" in str(err.cause or "").lower():
+                return
+            raise
+
+    def job_failure_cause(self, job_id: str, limit: int = 3) -> str:
+        """Root causes from the job's exception history (empty if none or unreadable)."""
+        try:
+            return self.get_exceptions(job_id).summary(limit)
+        except FlinkRestError:
+            return ""
+
+    def wait_for_job_state(
+        self,
+        job_id: str,
+        states: Iterable[str] = ("RUNNING",),
+        *,
+        timeout: float = 300.0,
+        poll_interval: float = 0.5,
+        all_tasks_running: bool = False,
+    ) -> JobDetails:
+        """Poll until the job reaches one of ``states``; FAILED/CANCELED end the wait with the cause."""
+        wanted = set(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.get_job(job_id)
+            if job.state in wanted and (job.state != "RUNNING" or not all_tasks_running or job.all_vertices_running):
+                return job
+            if job.state in ("FAILED", "CANCELED", "FINISHED") and job.state not in wanted:
+                raise FlinkJobFailedError(
+                    f"Flink job {job_id} ended {job.state} while waiting for {sorted(wanted)}: "
+                    f"{self.job_failure_cause(job_id) or 'no exception recorded'}",
+                    operation="wait for job state",
+                    job_id=job_id,
+                    cause=self.job_failure_cause(job_id),
+                )
+            if time.monotonic() >= deadline:
+                raise FlinkOperationTimeoutError(
+                    f"Flink job {job_id} did not reach {sorted(wanted)} within {timeout:g} s (state {job.state})",
+                    operation="wait for job state",
+                    job_id=job_id,
+                )
+            time.sleep(poll_interval)
+
+    # -------------------------------------------------------------------------------- savepoints/stop
+
+    def trigger_savepoint(
+        self,
+        job_id: str,
+        target_directory: str | None = None,
+        *,
+        format_type: str = "CANONICAL",
+        trigger_id: str | None = None,
+    ) -> str:
+        """``POST /jobs/{id}/savepoints`` (no stop); returns the trigger id. A given ``trigger_id`` makes
+        the call idempotent: Flink acknowledges a repeated id without starting a second savepoint."""
+        body: dict[str, Any] = {"cancel-job": False, "formatType": format_type}
+        if target_directory:
+            body["target-directory"] = target_directory
+        if trigger_id:
+            body["triggerId"] = trigger_id
+        data = self._request(
+            "POST", f"/jobs/{job_id}/savepoints", operation="trigger savepoint", job_id=job_id, json=body
+        )
+        return str(data["request-id"])
+
+    def stop_with_savepoint(
+        self,
+        job_id: str,
+        target_directory: str | None = None,
+        *,
+        drain: bool = False,
+        format_type: str = "CANONICAL",
+        trigger_id: str | None = None,
+    ) -> str:
+        """``POST /jobs/{id}/stop`` (stop-with-savepoint, optionally draining); returns the trigger id."""
+        body: dict[str, Any] = {"drain": drain, "formatType": format_type}
+        if target_directory:
+            body["targetDirectory"] = target_directory
+        if trigger_id:
+            body["triggerId"] = trigger_id
+        operation = "stop with savepoint (drain)" if drain else "stop with savepoint"
+        data = self._request("POST", f"/jobs/{job_id}/stop", operation=operation, job_id=job_id, json=body)
+        return str(data["request-id"])
+
+    def get_savepoint_status(self, job_id: str, trigger_id: str) -> AsyncOperationStatus:
+        """``GET /jobs/{id}/savepoints/{trigger}`` (savepoint and stop-with-savepoint alike)."""
+        data = self._request(
+            "GET", f"/jobs/{job_id}/savepoints/{trigger_id}", operation="savepoint status", job_id=job_id
+        )
+        return AsyncOperationStatus.model_validate(data)
+
+    def wait_for_savepoint(
+        self,
+        job_id: str,
+        trigger_id: str,
+        *,
+        timeout: float = 300.0,
+        poll_interval: float = 0.3,
+        operation: str = "savepoint",
+    ) -> str:
+        """Poll a savepoint/stop trigger until COMPLETED; returns the location. A failure raises
+        :class:`FlinkOperationFailedError` with Flink's cause, a timeout :class:`FlinkOperationTimeoutError`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.get_savepoint_status(job_id, trigger_id)
+            if status.status == "COMPLETED":
+                return savepoint_location_or_raise(status, job_id, trigger_id, operation)
+            if time.monotonic() >= deadline:
+                raise savepoint_timeout_error(job_id, trigger_id, operation, timeout)
+            time.sleep(poll_interval)
+
+    # ------------------------------------------------------------------------------------------ jars
+
+    def list_jars(self) -> list[JarFile]:
+        """``GET /jars``."""
+        data = self._request("GET", "/jars", operation="list jars")
+        return [JarFile.model_validate(f) for f in data.get("files", [])]
+
+    def upload_jar(self, path: str | Path) -> str:
+        """``POST /jars/upload``; returns the jar id."""
+        path = Path(path)
+        with path.open("rb") as fh:
+            data = self._request(
+                "POST",
+                "/jars/upload",
+                operation=f"upload jar {path.name}",
+                files={"jarfile": (path.name, fh, "application/x-java-archive")},
+                timeout=max(self.settings.timeout, 120),
+            )
+        return str(data["filename"]).rsplit("/", 1)[-1]
+
+    def delete_jar(self, jar_id: str) -> None:
+        """``DELETE /jars/{id}``."""
+        self._request("DELETE", f"/jars/{jar_id}", operation=f"delete jar {jar_id}")
+
+    def _jar_body(
+        self,
+        entry_class: str | None,
+        program_args: list[str] | None,
+        savepoint_path: str | None,
+        allow_non_restored_state: bool,
+        parallelism: int | None,
+        flink_configuration: dict[str, str] | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if entry_class:
+            body["entryClass"] = entry_class
+        if program_args:
+            body["programArgsList"] = list(program_args)
+        if savepoint_path:
+            body["savepointPath"] = savepoint_path
+            body["allowNonRestoredState"] = bool(allow_non_restored_state)
+        if parallelism:
+            body["parallelism"] = parallelism
+        if flink_configuration:
+            body["flinkConfiguration"] = dict(flink_configuration)
+        return body
+
+    def run_jar(
+        self,
+        jar_id: str,
+        *,
+        entry_class: str | None = None,
+        program_args: list[str] | None = None,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
+        parallelism: int | None = None,
+        flink_configuration: dict[str, str] | None = None,
+        timeout: float = 180.0,
+    ) -> str:
+        """``POST /jars/{id}/run``; returns the job id."""
+        body = self._jar_body(
+            entry_class, program_args, savepoint_path, allow_non_restored_state, parallelism, flink_configuration
+        )
+        data = self._request("POST", f"/jars/{jar_id}/run", operation="run jar", json=body, timeout=timeout)
+        return str(data["jobid"])
+
+    def jar_plan(
+        self,
+        jar_id: str,
+        *,
+        entry_class: str | None = None,
+        program_args: list[str] | None = None,
+        parallelism: int | None = None,
+        flink_configuration: dict[str, str] | None = None,
+    ) -> JobPlan:
+        """``POST /jars/{id}/plan``: the plan a jar would run, without running it."""
+        body = self._jar_body(entry_class, program_args, None, False, parallelism, flink_configuration)
+        data = self._request("POST", f"/jars/{jar_id}/plan", operation="jar plan", json=body, timeout=180)
+        return JobPlan.model_validate(data.get("plan", data))
+
+    def jobmanager_log_tail(self, lines: int = 200) -> str:
+        """The last ``lines`` lines of the JobManager's main log (over REST; empty if unavailable)."""
+        try:
+            logs = self._request("GET", "/jobmanager/logs", operation="list jobmanager logs").get("logs", [])
+            names = [entry["name"] for entry in logs if str(entry.get("name", "")).endswith(".log")]
+            if not names:
+                return ""
+            preferred = [n for n in names if "standalonesession" in n] or [
+                n for n in names if "jobmanager" in n and "start" not in n
+            ]
+            name = (preferred or names)[0]
+            response = self.get_conn().get(f"{self.base_url}/jobmanager/logs/{name}", timeout=self.settings.timeout)
+            return "\n".join(response.text.splitlines()[-lines:])
+        except (FlinkRestError, requests.RequestException, KeyError):
+            return ""
+
+    # ------------------------------------------------------------------------------------ async twin
+
+    @contextlib.asynccontextmanager
+    async def async_session(self) -> AsyncIterator[Any]:
+        """An ``aiohttp`` session with the connection's auth, headers and TLS settings."""
+        import aiohttp
+
+        s = await self.asettings()
+        auth = aiohttp.BasicAuth(*s.auth) if s.auth else None
+        ssl: Any = None
+        if s.verify is False:
+            ssl = False
+        elif isinstance(s.verify, str):
+            import ssl as ssl_mod
+
+            ssl = ssl_mod.create_default_context(cafile=s.verify)
+        connector = aiohttp.TCPConnector(ssl=ssl) if ssl is not None else None
+        async with aiohttp.ClientSession(
+            auth=auth, headers=s.headers, connector=connector, timeout=aiohttp.ClientTimeout(total=s.timeout)
+        ) as session:
+            yield session
+
+    async def aget(self, session: Any, path: str, *, operation: str, job_id: str | None = None) -> Any:
+        """Async ``GET`` with the same retries and errors as the sync helper."""
+        import asyncio
+
+        import aiohttp
+
+        s = await self.asettings()
+        url = f"{s.base_url}{path}"
+        attempt = 0
+        while True:
+            try:
+                async with session.get(url) as response:
+                    text = await response.text()
+                    if response.status in RETRY_STATUSES and attempt < s.retries:
+                        raise _Retryable(f"HTTP {response.status}")
+                    return _parse_response(response.status, text, url, operation, job_id)
+            except (aiohttp.ClientError, TimeoutError, _Retryable) as err:
+                if attempt >= s.retries:
+                    raise FlinkUnreachableError(
+                        f"Flink REST at {s.base_url} is unreachable: {operation}"
+                        f"{f' for job {job_id}' if job_id else ''} failed after {s.retries} retries "
+                        f"({type(err).__name__}: {_short(err)})",
+                        operation=operation,
+                        job_id=job_id,
+                        url=url,
+                    ) from err
+                await asyncio.sleep(s.backoff_factor * (2**attempt))
+                attempt += 1
+
+    async def aget_job(self, session: Any, job_id: str) -> JobDetails:
+        """Async ``GET /jobs/{id}``."""
+        return JobDetails.model_validate(
+            await self.aget(session, f"/jobs/{job_id}", operation="get job", job_id=job_id)
+        )
+
+    async def aget_savepoint_status(self, session: Any, job_id: str, trigger_id: str) -> AsyncOperationStatus:
+        """Async ``GET /jobs/{id}/savepoints/{trigger}``."""
+        data = await self.aget(
+            session, f"/jobs/{job_id}/savepoints/{trigger_id}", operation="savepoint status", job_id=job_id
+        )
+        return AsyncOperationStatus.model_validate(data)
+
+    async def ajob_failure_cause(self, session: Any, job_id: str, limit: int = 3) -> str:
+        """Async root causes from the job's exception history."""
+        try:
+            data = await self.aget(session, f"/jobs/{job_id}/exceptions", operation="get job exceptions", job_id=job_id)
+            return JobExceptions.model_validate(data).summary(limit)
+        except FlinkRestError:
+            return ""
 
 
-def rest_base_url(host: str, schema: str | None, port: int | None) -> str:
-    """Build the REST base URL from connection fields (``host`` may already be a URL)."""
-    if "://" in host:
-        return host.rstrip("/")
-    scheme = schema or "http"
-    return f"{scheme}://{host}:{port or 8081}"
+class _Retryable(Exception):
+    pass
+
+
+def _short(err: BaseException) -> str:
+    text = str(err)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def _parse_response(status: int, text: str, url: str, operation: str, job_id: str | None) -> Any:
+    """JSON of a 2xx answer, else a :class:`FlinkRestError` carrying Flink's cause."""
+    import json
+
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        data = None
+    if 200 <= status < 300:
+        return data if data is not None else {}
+    errors = data.get("errors") if isinstance(data, dict) else None
+    raw = "\n".join(str(e) for e in errors) if errors else (text or "")
+    cause = flink_cause(raw) or f"HTTP {status}"
+    subject = f" for job {job_id}" if job_id else ""
+    if status == 404 and job_id and ("not found" in raw.lower() or "could not find" in raw.lower()):
+        raise FlinkJobNotFoundError(
+            f"Flink job {job_id} not found at {url.split('/jobs/')[0]} ({operation}): {cause}",
+            operation=operation,
+            job_id=job_id,
+            url=url,
+            status_code=status,
+            cause=cause,
+            details=raw,
+        )
+    error_cls = FlinkUnreachableError if status in RETRY_STATUSES else FlinkRestError
+    raise error_cls(
+        f"Flink {operation}{subject} failed (HTTP {status} from {url}): {cause}",
+        operation=operation,
+        job_id=job_id,
+        url=url,
+        status_code=status,
+        cause=cause,
+        details=raw,
+    )
+
+
+def savepoint_location_or_raise(status: AsyncOperationStatus, job_id: str, trigger_id: str, operation: str) -> str:
+    """The location of a COMPLETED savepoint, or :class:`FlinkOperationFailedError` with Flink's cause."""
+    if status.succeeded:
+        return str(status.location)
+    cause = flink_cause(status.failure_cause) or "Flink reported no location"
+    raise FlinkOperationFailedError(
+        f"Flink {operation} of job {job_id} failed (trigger {trigger_id}); no checkpoint is used instead. "
+        f"Cause: {cause}",
+        operation=operation,
+        job_id=job_id,
+        cause=cause,
+        details=status.failure_cause,
+    )
+
+
+def savepoint_timeout_error(job_id: str, trigger_id: str, operation: str, timeout: float) -> FlinkOperationTimeoutError:
+    """The error for a savepoint/stop that did not complete within ``timeout`` seconds."""
+    return FlinkOperationTimeoutError(
+        f"Flink {operation} of job {job_id} did not complete within {timeout:g} s (trigger {trigger_id}); "
+        "no checkpoint is used instead. Raise the timeout, or make the job's barriers faster (small "
+        "python.fn-execution.bundle.size / bundle.time)",
+        operation=operation,
+        job_id=job_id,
+    )

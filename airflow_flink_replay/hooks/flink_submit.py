@@ -1,0 +1,382 @@
+"""Submitting Python Flink jobs: one interface, two implementations (REST and CLI).
+
+``FlinkJobSubmitter.submit(program, savepoint_path=..., allow_non_restored_state=..., parallelism=...,
+job_name=...)`` returns a :class:`SubmittedJob` with the job id. Both implementations run the program
+through Flink's ``PythonDriver``:
+
+- :class:`RestPythonSubmitter` uploads ``opt/flink-python-*.jar`` once (an already uploaded one is reused)
+  and calls ``POST /jars/{id}/run`` with ``entryClass=org.apache.flink.client.python.PythonDriver``. The
+  program runs on the JobManager host (paths are JobManager paths). ~3-6 s.
+- :class:`CliPythonSubmitter` runs ``$FLINK_HOME/bin/flink run -d [-s SP] [-n] -py ... -pyfs ...`` with
+  ``FLINK_CONF_DIR`` and ``JAVA_HOME`` set. ~12-15 s (JVM start); the program runs on this host.
+
+A failing Python program makes Flink answer only "Python process exits with code: 1"; both submitters
+raise :class:`FlinkSubmissionError` with the program's own traceback instead (from the JobManager log for
+REST, from the CLI output for the CLI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+from abc import ABC, abstractmethod
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from airflow_flink_replay.core.flink_models import FlinkPythonProgram, SubmittedJob
+from airflow_flink_replay.hooks.flink_rest import (
+    PYTHON_DRIVER,
+    FlinkRestError,
+    FlinkRestHook,
+    flink_cause,
+)
+
+SubmitterKind = Literal["rest", "cli"]
+_JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
+_LOG_PREFIX = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ +\w+ +org\.apache\.flink\.client\.python\.PythonDriver +\[\] - "
+)
+#: Two PythonDriver runs at the same time in one JobManager collide on a static gateway (Flink limitation).
+_CONCURRENT_DRIVER = "PythonEnvUtils.setGatewayServer"
+
+
+class FlinkSubmissionError(RuntimeError):
+    """A job submission failed; the message carries the program's or Flink's real cause."""
+
+    def __init__(self, message: str, *, cause: str = "", output: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.output = output
+
+
+class FlinkJobSubmitter(ABC):
+    """Submits a :class:`FlinkPythonProgram`, optionally restoring a savepoint."""
+
+    kind: str = ""
+
+    @abstractmethod
+    def submit(
+        self,
+        program: FlinkPythonProgram,
+        *,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
+        parallelism: int | None = None,
+        job_name: str | None = None,
+        timeout: float = 180.0,
+    ) -> SubmittedJob:
+        """Submit ``program`` (detached) and return its job id.
+
+        :param savepoint_path: restore from this savepoint (``-s`` / ``savepointPath``).
+        :param allow_non_restored_state: skip savepoint state that maps to no operator (``-n``).
+        :param parallelism: overrides ``program.parallelism``.
+        :param job_name: overrides ``program.job_name`` (``pipeline.name``; a name the program passes to
+            ``env.execute()`` wins).
+        :param timeout: seconds the submission itself may take.
+        """
+
+    @staticmethod
+    def _effective(program: FlinkPythonProgram, parallelism: int | None, job_name: str | None) -> FlinkPythonProgram:
+        update: dict[str, object] = {}
+        if parallelism is not None:
+            update["parallelism"] = parallelism
+        if job_name is not None:
+            update["job_name"] = job_name
+        return program.model_copy(update=update) if update else program
+
+
+def python_traceback_from_log(log: str, program: FlinkPythonProgram) -> str:
+    """The Python output of the newest PythonDriver run of ``program`` in a JobManager log.
+
+    The driver logs the command line, then every line the Python process printed; we take the block
+    after the last command line that names this program and keep it from its last ``Traceback``.
+    """
+    lines = log.splitlines()
+    marker = program.entry_point or str(program.module)
+    args_text = " ".join(program.program_args)
+    start = None
+    for i in range(len(lines) - 1, -1, -1):
+        if "command:" in lines[i] and marker in lines[i] and args_text in lines[i]:
+            start = i
+            break
+    if start is None:
+        return ""
+    output: list[str] = []
+    for line in lines[start + 1 :]:
+        if "Python Process Exited" in line:
+            break
+        if _LOG_PREFIX.match(line):
+            text = _LOG_PREFIX.sub("", line)
+            if "Python Process Started" not in text:
+                output.append(text)
+    last_tb = max((i for i, ln in enumerate(output) if ln.startswith("Traceback")), default=None)
+    picked = output[last_tb:] if last_tb is not None else output[-30:]
+    return "\n".join(picked[-60:])
+
+
+def _python_error_line(traceback_text: str) -> str:
+    """The final ``SomeError: message`` line of a traceback (or its last line)."""
+    lines = [ln for ln in traceback_text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*", line) or re.match(r"^[\w.]+: ", line):
+            return line.strip()
+    return lines[-1].strip() if lines else ""
+
+
+class RestPythonSubmitter(FlinkJobSubmitter):
+    """Submits through ``/jars/{id}/run`` with the PythonDriver (the program runs on the JobManager host).
+
+    :param hook: the Flink REST hook.
+    :param python_jar: local path of ``flink-python-*.jar`` to upload when the cluster has none
+        (default: ``<flink_home>/opt/flink-python-*.jar``).
+    :param flink_home: where to look for the jar when ``python_jar`` is not given.
+    :param concurrent_retries: retries when another PythonDriver run holds the JobManager's gateway.
+    """
+
+    kind = "rest"
+    _upload_lock = threading.Lock()
+
+    def __init__(
+        self,
+        hook: FlinkRestHook,
+        *,
+        python_jar: str | None = None,
+        flink_home: str | None = None,
+        concurrent_retries: int = 10,
+    ) -> None:
+        self.hook = hook
+        self.python_jar = python_jar
+        self.flink_home = flink_home
+        self.concurrent_retries = concurrent_retries
+
+    def _local_python_jar(self) -> Path:
+        if self.python_jar:
+            return Path(self.python_jar)
+        home = self.flink_home or os.environ.get("FLINK_HOME")
+        if home:
+            found = sorted(Path(home, "opt").glob("flink-python-*.jar")) or sorted(
+                Path(home, "lib").glob("flink-python-*.jar")
+            )
+            if found:
+                return found[-1]
+        raise FlinkSubmissionError(
+            "REST submission needs the flink-python jar: the cluster has none uploaded and no local copy was "
+            "found. Pass python_jar=<path to flink-python-*.jar> or flink_home=<FLINK_HOME>"
+        )
+
+    def python_jar_id(self, *, refresh: bool = False) -> str:
+        """The id of an uploaded flink-python jar; uploads it once if the cluster has none."""
+        with self._upload_lock:
+            if not refresh:
+                jars = [j for j in self.hook.list_jars() if j.name.startswith("flink-python")]
+                if jars:
+                    return max(jars, key=lambda j: j.uploaded).id
+            return self.hook.upload_jar(self._local_python_jar())
+
+    def submit(
+        self,
+        program: FlinkPythonProgram,
+        *,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
+        parallelism: int | None = None,
+        job_name: str | None = None,
+        timeout: float = 180.0,
+    ) -> SubmittedJob:
+        """Submit through ``/jars/{id}/run``; see :meth:`FlinkJobSubmitter.submit`."""
+        program = self._effective(program, parallelism, job_name)
+        if program.env:
+            raise FlinkSubmissionError(
+                "FlinkPythonProgram.env is not supported by REST submission: the program runs inside the "
+                "JobManager's environment. Use flink_config, program_args, or the CLI submitter"
+            )
+        started = time.monotonic()
+        submitted_at = datetime.now(UTC)
+        jar_id = self.python_jar_id()
+        attempt = 0
+        while True:
+            try:
+                job_id = self.hook.run_jar(
+                    jar_id,
+                    entry_class=PYTHON_DRIVER,
+                    program_args=program.driver_args(),
+                    savepoint_path=savepoint_path,
+                    allow_non_restored_state=allow_non_restored_state,
+                    parallelism=program.parallelism,
+                    flink_configuration=program.configuration(),
+                    timeout=timeout,
+                )
+                break
+            except FlinkRestError as err:
+                details = err.details or str(err)
+                if err.status_code == 404 or "could not find jar" in details.lower() or "jar file" in details.lower():
+                    jar_id = self.python_jar_id(refresh=True)  # someone deleted the shared jar
+                elif _CONCURRENT_DRIVER in details and attempt < self.concurrent_retries:
+                    time.sleep(1.0 + attempt)  # another PythonDriver run is in progress
+                else:
+                    raise self._explain(err, program, savepoint_path) from err
+                attempt += 1
+        return SubmittedJob(
+            job_id=job_id,
+            submitter=self.kind,
+            submitted_at=submitted_at,
+            savepoint_path=savepoint_path,
+            allow_non_restored_state=allow_non_restored_state,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _explain(
+        self, err: FlinkRestError, program: FlinkPythonProgram, savepoint_path: str | None
+    ) -> FlinkSubmissionError:
+        """Replace "Python process exits with code: 1" by the program's traceback from the JM log."""
+        cause = err.cause or str(err)
+        traceback_text = ""
+        if "Python process exits" in (err.details or cause):
+            traceback_text = python_traceback_from_log(self.hook.jobmanager_log_tail(600), program)
+            if traceback_text:
+                cause = _python_error_line(traceback_text) or cause
+        where = f" from savepoint {savepoint_path}" if savepoint_path else ""
+        message = f"Submitting {program.entry_point or program.module}{where} over REST failed: {cause}"
+        if traceback_text:
+            message += f"\n--- Python output (JobManager log) ---\n{traceback_text}"
+        elif err.cause and err.cause != cause:
+            message += f"\n{err.cause}"
+        return FlinkSubmissionError(message, cause=cause, output=traceback_text or (err.details or ""))
+
+
+class CliPythonSubmitter(FlinkJobSubmitter):
+    """Submits with ``$FLINK_HOME/bin/flink run -d`` (the program runs on this host).
+
+    :param flink_home: Flink distribution (for the wheel: ``site-packages/pyflink``).
+    :param flink_conf_dir: the client's configuration (REST address, python.client.executable).
+    :param java_home: the JDK for the client JVM.
+    :param env: extra environment for the client.
+    """
+
+    kind = "cli"
+
+    def __init__(
+        self,
+        flink_home: str,
+        *,
+        flink_conf_dir: str | None = None,
+        java_home: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.flink_home = flink_home
+        self.flink_conf_dir = flink_conf_dir
+        self.java_home = java_home
+        self.env = dict(env or {})
+
+    def command(
+        self,
+        program: FlinkPythonProgram,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
+    ) -> list[str]:
+        """The ``flink run`` command line."""
+        cmd = [str(Path(self.flink_home, "bin", "flink")), "run", "-d"]
+        if savepoint_path:
+            cmd += ["-s", savepoint_path]
+            if allow_non_restored_state:
+                cmd.append("-n")
+        if program.parallelism:
+            cmd += ["-p", str(program.parallelism)]
+        for key, value in program.configuration().items():
+            if key != "parallelism.default":
+                cmd.append(f"-D{key}={value}")
+        return cmd + program.driver_args()
+
+    def submit(
+        self,
+        program: FlinkPythonProgram,
+        *,
+        savepoint_path: str | None = None,
+        allow_non_restored_state: bool = False,
+        parallelism: int | None = None,
+        job_name: str | None = None,
+        timeout: float = 180.0,
+    ) -> SubmittedJob:
+        """Run ``flink run -d``; see :meth:`FlinkJobSubmitter.submit`."""
+        program = self._effective(program, parallelism, job_name)
+        env = {**os.environ, "FLINK_HOME": self.flink_home, **self.env, **program.env}
+        if self.flink_conf_dir:
+            env["FLINK_CONF_DIR"] = self.flink_conf_dir
+        if self.java_home:
+            env["JAVA_HOME"] = self.java_home
+        cmd = self.command(program, savepoint_path, allow_non_restored_state)
+        started = time.monotonic()
+        submitted_at = datetime.now(UTC)
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as err:
+            raise FlinkSubmissionError(f"`flink run` did not finish within {timeout:g} s: {shlex.join(cmd)}") from err
+        output = (proc.stdout or "") + (proc.stderr or "")
+        match = _JOB_ID.search(output)
+        if proc.returncode != 0 or not match:
+            cause = _cli_cause(output)
+            raise FlinkSubmissionError(
+                f"`flink run` of {program.entry_point or program.module} failed (exit {proc.returncode}): {cause}\n"
+                f"--- output tail ---\n" + "\n".join(output.splitlines()[-40:]),
+                cause=cause,
+                output=output,
+            )
+        return SubmittedJob(
+            job_id=match.group(1),
+            submitter=self.kind,
+            submitted_at=submitted_at,
+            savepoint_path=savepoint_path,
+            allow_non_restored_state=allow_non_restored_state,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+
+def _cli_cause(output: str) -> str:
+    """The most telling line of ``flink run`` output: a Python error line, else the innermost Java cause."""
+    tb = [i for i, ln in enumerate(output.splitlines()) if ln.startswith("Traceback")]
+    if tb:
+        python_part = "\n".join(output.splitlines()[tb[-1] :])
+        line = _python_error_line(python_part.split("\n\tat ")[0])
+        if line:
+            return line
+    summary = flink_cause(output).splitlines()
+    return summary[-1].removeprefix("Caused by:").strip() if summary else "no output"
+
+
+def get_submitter(
+    kind: SubmitterKind,
+    hook: FlinkRestHook,
+    *,
+    flink_home: str | None = None,
+    flink_conf_dir: str | None = None,
+    java_home: str | None = None,
+    python_jar: str | None = None,
+) -> FlinkJobSubmitter:
+    """Build a submitter. Paths not given come from the local stack's ``stack.json`` when there is one."""
+    if not (flink_home and (kind == "rest" or flink_conf_dir)):
+        stack = _local_stack_info()
+        if stack is not None:
+            flink_home = flink_home or stack.flink_home
+            flink_conf_dir = flink_conf_dir or stack.flink_conf_dir
+            java_home = java_home or stack.java_home
+    if kind == "rest":
+        return RestPythonSubmitter(hook, python_jar=python_jar, flink_home=flink_home)
+    if kind == "cli":
+        if not flink_home:
+            raise FlinkSubmissionError("CLI submission needs flink_home (FLINK_HOME with bin/flink)")
+        return CliPythonSubmitter(flink_home, flink_conf_dir=flink_conf_dir, java_home=java_home)
+    raise ValueError(f"submitter must be 'rest' or 'cli', got {kind!r}")
+
+
+def _local_stack_info():  # type: ignore[no-untyped-def]
+    try:
+        from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+        return LocalStack(StackConfig()).info()
+    except Exception:
+        return None

@@ -1,0 +1,613 @@
+"""Quiesce production with a savepoint, and resume it from that savepoint.
+
+``QuiesceAndSavepointOperator`` (modes ``drain`` | ``stop`` | ``savepoint``) and ``ResumeJobOperator``.
+Both are deferrable (Databricks-provider style: ``deferrable`` defaults to ``[operators]
+default_deferrable``, ``defer()`` to a trigger, finish in ``execute_complete``) and idempotent on retry:
+
+- the quiesce task derives its Flink ``triggerId`` from (dag, run, task, map index, job, mode). Flink
+  acknowledges a repeated ``triggerId`` without starting a second savepoint/stop, so a retry reattaches
+  to the same operation; when Flink no longer remembers it, a completed savepoint of this run is found in
+  the job's checkpoint statistics (the savepoint lives in a per-run directory) and reused. It never stops
+  or savepoints twice and never falls back to a checkpoint.
+- the resume task does not start a second copy of production: a job with production's name that is
+  already running is reattached to, and a quiesce that never stopped production makes resume a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseOperator, conf
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_flink_replay.core.flink_models import (
+    AGENT_OPERATOR_NAME,
+    FlinkPythonProgram,
+    ProductionPlan,
+    QuiesceResult,
+    ResumeResult,
+    SubmittedJob,
+)
+from airflow_flink_replay.hooks.flink_rest import (
+    FlinkRestError,
+    FlinkRestHook,
+)
+from airflow_flink_replay.hooks.flink_submit import SubmitterKind, get_submitter
+from airflow_flink_replay.links.flink import FlinkJobLink
+from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
+
+MODES = ("drain", "stop", "savepoint")
+#: How many distinct trigger ids one task instance may use (one per failed attempt of the operation).
+MAX_ATTEMPT_IDS = 20
+_LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING"})
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _default_deferrable() -> bool:
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def operation_trigger_id(
+    dag_id: str, run_id: str, task_id: str, map_index: int, job_id: str, mode: str, attempt: int
+) -> str:
+    """A deterministic 32-hex Flink ``triggerId`` for one task instance's savepoint/stop (attempt ``n``)."""
+    key = f"{dag_id}|{run_id}|{task_id}|{map_index}|{job_id}|{mode}|{attempt}"
+    return hashlib.md5(key.encode(), usedforsecurity=False).hexdigest()
+
+
+def _ti_parts(context: Any) -> tuple[str, str, str, int]:
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else int(map_index)
+
+
+def _ms(ts: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ts / 1000, UTC) if ts and ts > 0 else None
+
+
+def _norm(path: str) -> str:
+    """``file:///a/b`` and ``file:/a/b`` alike → ``/a/b`` (for prefix comparisons)."""
+    return re.sub(r"^file:/+", "/", path).rstrip("/")
+
+
+class QuiesceAndSavepointOperator(BaseOperator):
+    """Takes production's savepoint: ``drain`` (stop with drain), ``stop`` (stop, no drain) or ``savepoint``.
+
+    - ``drain``: ``POST /jobs/{id}/stop {"drain": true}``. Sources stop, MAX_WATERMARK flows and every
+      operator finishes (end of input): the Flink Agents operator completes all in-flight runs, event-time
+      timers fire, buffers flush. The savepoint holds no in-flight work; production is stopped.
+    - ``stop``: stop-with-savepoint without drain; in-flight work stays in the savepoint; production stopped.
+    - ``savepoint``: ``POST /jobs/{id}/savepoints``; production keeps running (no downtime); the result
+      says in-flight work may be inside.
+
+    A failed or timed-out savepoint fails the task with Flink's cause; it never falls back to a
+    checkpoint. Pushes a :class:`QuiesceResult` (``model_dump(mode="json")``) as return value.
+
+    :param job_id: production's Flink job id (templated).
+    :param mode: ``drain`` | ``stop`` | ``savepoint`` (templated).
+    :param target_directory: savepoint base directory (templated); default: the cluster's
+        ``execution.checkpointing.savepoint-dir``. The savepoint goes to ``<base>/<dag_id>/<run_id>``.
+    :param format_type: ``CANONICAL`` (portable; default) or ``NATIVE``.
+    :param timeout: seconds the savepoint/stop may take.
+    :param poll_interval: seconds between REST polls.
+    :param agent_operator_name: marks the agent vertex in the recorded plan.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("job_id", "mode", "target_directory")
+    operator_extra_links = (FlinkJobLink(),)
+    ui_color = "#e8f0fe"
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        mode: str = "drain",
+        target_directory: str | None = None,
+        format_type: str = "CANONICAL",
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        timeout: float = 600.0,
+        poll_interval: float = 0.5,
+        agent_operator_name: str = AGENT_OPERATOR_NAME,
+        deferrable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_id = job_id
+        self.mode = mode
+        self.target_directory = target_directory
+        self.format_type = format_type.upper()
+        self.flink_conn_id = flink_conn_id
+        self.timeout = float(timeout)
+        self.poll_interval = float(poll_interval)
+        self.agent_operator_name = agent_operator_name
+        self.deferrable = _default_deferrable() if deferrable is None else deferrable
+        if self.format_type not in ("CANONICAL", "NATIVE"):
+            raise ValueError(f"format_type must be CANONICAL or NATIVE, got {format_type!r}")
+
+    @property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook."""
+        return FlinkRestHook(self.flink_conn_id)
+
+    @property
+    def operation(self) -> str:
+        """Human name of the Flink operation of this mode."""
+        return {"drain": "stop with savepoint (drain)", "stop": "stop with savepoint"}.get(self.mode, "savepoint")
+
+    def _run_directory(self, hook: FlinkRestHook, dag_id: str, run_id: str) -> str:
+        base = self.target_directory
+        if not base:
+            base = hook.get_jobmanager_config().get("execution.checkpointing.savepoint-dir")
+            if not base:
+                raise AirflowException(
+                    "QuiesceAndSavepointOperator: no target_directory given and the Flink cluster has no "
+                    "execution.checkpointing.savepoint-dir; set target_directory"
+                )
+        return f"{base.rstrip('/')}/{_SAFE.sub('_', dag_id)}/{_SAFE.sub('_', run_id)}"
+
+    def _known_status(self, hook: FlinkRestHook, trigger_id: str) -> Any:
+        try:
+            return hook.get_savepoint_status(self.job_id, trigger_id)
+        except FlinkRestError as err:
+            if err.status_code == 404:
+                return None
+            raise
+
+    def execute(self, context: Any) -> Any:
+        """Record the plan, then trigger (or reattach to) this run's savepoint/stop and wait for it."""
+        if self.mode not in MODES:
+            raise AirflowException(f"QuiesceAndSavepointOperator.mode must be one of {MODES}, got {self.mode!r}")
+        hook = self.hook
+        job = hook.get_job(self.job_id)  # FlinkJobNotFoundError names an unknown id
+        FlinkJobLink.persist(context, hook.job_ui_url(self.job_id))
+        plan = ProductionPlan.from_job(job, self.agent_operator_name)
+        dag_id, run_id, task_id, map_index = _ti_parts(context)
+        run_dir = self._run_directory(hook, dag_id, run_id)
+
+        # 1. Reattach to an operation of this task instance that Flink still remembers.
+        trigger_id = ""
+        for attempt in range(MAX_ATTEMPT_IDS):
+            trigger_id = operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, attempt)
+            status = self._known_status(hook, trigger_id)
+            if status is None:
+                break
+            if status.status == "IN_PROGRESS" or status.succeeded:
+                self.log.info("Reattaching to %s %s of job %s (earlier try)", self.operation, trigger_id, self.job_id)
+                return self._wait(context, hook, trigger_id, plan, requested_at=datetime.now(UTC), reused=True)
+            self.log.warning("Earlier %s %s failed: %s; trying again", self.operation, trigger_id, status.failure_cause)
+        else:
+            raise AirflowException(f"{MAX_ATTEMPT_IDS} {self.operation} attempts of job {self.job_id} failed")
+
+        # 2. Flink forgot the operation: a savepoint of this run in the job's statistics is reused.
+        existing = self._savepoint_of_this_run(hook, run_dir)
+        if existing is not None:
+            self.log.info("Reusing savepoint %s of this run (taken by an earlier try)", existing.external_path)
+            return self._finish(
+                context,
+                hook,
+                plan,
+                trigger_id=trigger_id,
+                location=str(existing.external_path),
+                requested_at=_ms(existing.trigger_timestamp) or datetime.now(UTC),
+                completed_at=_ms(existing.latest_ack_timestamp) or datetime.now(UTC),
+                reused=True,
+            )
+        if job.state != "RUNNING":
+            raise AirflowException(
+                f"Flink job {self.job_id} is {job.state} and has no savepoint of this run under {run_dir}; "
+                "a savepoint needs a RUNNING job. Resume it from a known savepoint, or point job_id at the "
+                "running production job"
+            )
+
+        # 3. Trigger once.
+        requested_at = datetime.now(UTC)
+        if self.mode == "savepoint":
+            hook.trigger_savepoint(self.job_id, run_dir, format_type=self.format_type, trigger_id=trigger_id)
+        else:
+            hook.stop_with_savepoint(
+                self.job_id, run_dir, drain=self.mode == "drain", format_type=self.format_type, trigger_id=trigger_id
+            )
+        self.log.info("Triggered %s of job %s into %s (trigger %s)", self.operation, self.job_id, run_dir, trigger_id)
+        return self._wait(context, hook, trigger_id, plan, requested_at=requested_at, reused=False)
+
+    def _savepoint_of_this_run(self, hook: FlinkRestHook, run_dir: str) -> Any:
+        try:
+            stats = hook.get_checkpoints(self.job_id)
+        except FlinkRestError:
+            return None
+        prefix = _norm(run_dir) + "/"
+        for record in stats.savepoints():
+            if record.external_path and _norm(record.external_path).startswith(prefix):
+                return record
+        return None
+
+    def _wait(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        trigger_id: str,
+        plan: ProductionPlan,
+        *,
+        requested_at: datetime,
+        reused: bool,
+    ) -> Any:
+        kwargs = {
+            "trigger_id": trigger_id,
+            "plan": plan.model_dump(mode="json"),
+            "requested_at": requested_at.isoformat(),
+            "reused": reused,
+        }
+        if self.deferrable:
+            self.defer(
+                trigger=FlinkAsyncOperationTrigger(
+                    job_id=self.job_id,
+                    trigger_id=trigger_id,
+                    operation=self.operation,
+                    flink_conn_id=self.flink_conn_id,
+                    timeout=self.timeout,
+                    poll_interval=self.poll_interval,
+                ),
+                method_name="execute_complete",
+                kwargs=kwargs,
+            )
+        location = hook.wait_for_savepoint(
+            self.job_id, trigger_id, timeout=self.timeout, poll_interval=self.poll_interval, operation=self.operation
+        )
+        return self._finish(
+            context,
+            hook,
+            plan,
+            trigger_id=trigger_id,
+            location=location,
+            requested_at=requested_at,
+            completed_at=datetime.now(UTC),
+            reused=reused,
+        )
+
+    def execute_complete(
+        self,
+        context: Any,
+        event: dict[str, Any],
+        trigger_id: str,
+        plan: dict[str, Any],
+        requested_at: str,
+        reused: bool,
+    ) -> Any:
+        """Finish after the trigger: fail with Flink's cause, or build the result."""
+        if event.get("status") != "success":
+            raise AirflowException(event.get("message") or f"Flink {self.operation} failed: {event}")
+        return self._finish(
+            context,
+            self.hook,
+            ProductionPlan.model_validate(plan),
+            trigger_id=trigger_id,
+            location=str(event["location"]),
+            requested_at=datetime.fromisoformat(requested_at),
+            completed_at=datetime.fromisoformat(event["completed_at"]),
+            reused=reused,
+        )
+
+    def _finish(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        plan: ProductionPlan,
+        *,
+        trigger_id: str,
+        location: str,
+        requested_at: datetime,
+        completed_at: datetime,
+        reused: bool,
+    ) -> dict[str, Any]:
+        stopped = self.mode in ("drain", "stop")
+        stopped_at = None
+        if stopped:
+            job = hook.wait_for_job_state(self.job_id, ("FINISHED",), timeout=60, poll_interval=0.2)
+            stopped_at = _ms(job.end_time)
+        note = {
+            "drain": "Drained: every operator reached end of input before the savepoint (the agent operator "
+            "finished its in-flight runs); production is stopped.",
+            "stop": "Stopped without drain: in-flight work (pending agent runs, timers, buffers) is inside the "
+            "savepoint; production is stopped.",
+            "savepoint": "Savepoint without stop: production keeps running and in-flight work may be inside "
+            "the savepoint.",
+        }[self.mode]
+        result = QuiesceResult(
+            job_id=self.job_id,
+            job_name=plan.job_name,
+            mode=self.mode,  # type: ignore[arg-type]
+            savepoint_path=location,
+            format_type=self.format_type,  # type: ignore[arg-type]
+            trigger_id=trigger_id,
+            requested_at=requested_at,
+            savepoint_completed_at=completed_at,
+            job_stopped_at=stopped_at,
+            production_stopped=stopped,
+            in_flight_work_possible=self.mode == "savepoint",
+            reused=reused,
+            plan=plan,
+            note=note,
+        )
+        self.log.info("%s of job %s: %s (%s)", self.operation, self.job_id, location, note)
+        return result.model_dump(mode="json")
+
+    def on_kill(self) -> None:
+        """Flink cannot abort a savepoint or undo a stop over REST; the trigger id lets a retry reattach."""
+        self.log.warning(
+            "Killed while waiting for the %s of job %s; Flink finishes it on its own and a retry of this "
+            "task reattaches to it (same trigger id) instead of stopping twice",
+            self.operation,
+            self.job_id,
+        )
+
+
+class ResumeJobOperator(BaseOperator):
+    """Resubmits production from a savepoint, waits until it RUNS again and reports the downtime.
+
+    Meant for ``trigger_rule="all_done"`` (the default here) so production comes back even when a task
+    between stop and resume failed. Resubmission goes through a :class:`FlinkJobSubmitter` (REST by
+    default). Idempotent: if production (a job with its name) already runs, that job is reattached to;
+    if the quiesce never stopped production (``savepoint`` mode), nothing is submitted.
+
+    :param program: how to submit production (:class:`FlinkPythonProgram` or its dict; templated).
+    :param quiesce_result: the quiesce task's result (e.g. ``quiesce.output``; templated). Gives the
+        savepoint, the job name and the stop time for the downtime.
+    :param savepoint_path: the savepoint to restore (templated; overrides the quiesce result's).
+    :param job_name: production's job name (default: the quiesce result's, else the program's).
+    :param allow_non_restored_state: skip state that maps to no operator (``-n``). Off by default: a
+        production restore should restore everything.
+    :param submitter: ``rest`` (default) or ``cli``.
+    :param timeout: seconds to wait until RUNNING.
+    :param all_tasks_running: RUNNING means every vertex runs (records flow again), not only the job.
+    :param cancel_on_kill: cancel the submitted job when the task is killed (off: production must stay up).
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("program", "quiesce_result", "savepoint_path", "job_name")
+    operator_extra_links = (FlinkJobLink(),)
+    ui_color = "#e6f4ea"
+
+    def __init__(
+        self,
+        *,
+        program: FlinkPythonProgram | dict[str, Any],
+        quiesce_result: dict[str, Any] | QuiesceResult | None = None,
+        savepoint_path: str | None = None,
+        job_name: str | None = None,
+        allow_non_restored_state: bool = False,
+        submitter: SubmitterKind = "rest",
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        timeout: float = 300.0,
+        poll_interval: float = 0.25,
+        all_tasks_running: bool = True,
+        cancel_on_kill: bool = False,
+        deferrable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("trigger_rule", "all_done")
+        super().__init__(**kwargs)
+        self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
+        self.quiesce_result = (
+            quiesce_result.model_dump(mode="json") if isinstance(quiesce_result, QuiesceResult) else quiesce_result
+        )
+        self.savepoint_path = savepoint_path
+        self.job_name = job_name
+        self.allow_non_restored_state = allow_non_restored_state
+        self.submitter = submitter
+        self.flink_conn_id = flink_conn_id
+        self.timeout = float(timeout)
+        self.poll_interval = float(poll_interval)
+        self.all_tasks_running = all_tasks_running
+        self.cancel_on_kill = cancel_on_kill
+        self.deferrable = _default_deferrable() if deferrable is None else deferrable
+        self._submitted_job_id: str | None = None
+
+    @property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook."""
+        return FlinkRestHook(self.flink_conn_id)
+
+    def execute(self, context: Any) -> Any:
+        """Submit (or reattach), then wait until RUNNING."""
+        hook = self.hook
+        quiesce = QuiesceResult.model_validate(self.quiesce_result) if self.quiesce_result else None
+        program = FlinkPythonProgram.model_validate(self.program)
+        name = self.job_name or (quiesce.job_name if quiesce else None) or program.job_name
+        stopped_at = quiesce.requested_at if quiesce else None
+
+        if quiesce is not None and not quiesce.production_stopped:
+            self.log.info(
+                "Quiesce mode %r never stopped production (job %s): nothing to resume", quiesce.mode, quiesce.job_id
+            )
+            running = hook.get_job(quiesce.job_id)
+            return self._result(
+                context,
+                hook,
+                job_id=quiesce.job_id,
+                job_name=running.name,
+                savepoint=quiesce.savepoint_path,
+                submitted_at=datetime.now(UTC),
+                running_at=datetime.now(UTC),
+                stopped_at=None,
+                reattached=True,
+            )
+        if name:
+            live = hook.list_jobs().by_name(name, states=_LIVE_STATES)
+            if live:
+                job_id = live[0].jid
+                self.log.info("Production job %r already runs as %s: reattaching instead of resubmitting", name, job_id)
+                return self._wait(
+                    context,
+                    hook,
+                    job_id,
+                    name,
+                    self._savepoint(quiesce),
+                    datetime.now(UTC),
+                    stopped_at,
+                    reattached=True,
+                )
+
+        savepoint = self._savepoint(quiesce)
+        if not savepoint:
+            hint = self._latest_savepoint_hint(hook, quiesce)
+            raise AirflowException(
+                "ResumeJobOperator: no savepoint to resume from (the quiesce task produced no result and no "
+                f"savepoint_path was given). Production is not running.{hint}"
+            )
+        submitter = get_submitter(self.submitter, hook)
+        submitted: SubmittedJob = submitter.submit(
+            program,
+            savepoint_path=savepoint,
+            allow_non_restored_state=self.allow_non_restored_state,
+            job_name=name if name and name != program.job_name else None,
+            timeout=self.timeout,
+        )
+        self._submitted_job_id = submitted.job_id
+        self.log.info(
+            "Resubmitted production from %s as job %s (%s, %.1f s)",
+            savepoint,
+            submitted.job_id,
+            submitted.submitter,
+            submitted.seconds,
+        )
+        return self._wait(
+            context, hook, submitted.job_id, name or "", savepoint, submitted.submitted_at, stopped_at, reattached=False
+        )
+
+    def _savepoint(self, quiesce: QuiesceResult | None) -> str | None:
+        return self.savepoint_path or (quiesce.savepoint_path if quiesce else None)
+
+    def _latest_savepoint_hint(self, hook: FlinkRestHook, quiesce: QuiesceResult | None) -> str:
+        if quiesce is None:
+            return " Pass savepoint_path (the production job's latest savepoint is in the Flink UI)."
+        try:
+            latest = hook.get_checkpoints(quiesce.job_id).latest_savepoint
+        except FlinkRestError:
+            latest = None
+        return f" Latest savepoint of job {quiesce.job_id}: {latest.external_path}" if latest else ""
+
+    def _wait(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        job_id: str,
+        name: str,
+        savepoint: str | None,
+        submitted_at: datetime,
+        stopped_at: datetime | None,
+        *,
+        reattached: bool,
+    ) -> Any:
+        FlinkJobLink.persist(context, hook.job_ui_url(job_id))
+        kwargs = {
+            "job_id": job_id,
+            "job_name": name,
+            "savepoint": savepoint,
+            "submitted_at": submitted_at.isoformat(),
+            "stopped_at": stopped_at.isoformat() if stopped_at else None,
+            "reattached": reattached,
+        }
+        if self.deferrable:
+            self.defer(
+                trigger=FlinkJobStateTrigger(
+                    job_id=job_id,
+                    target_states=["RUNNING"],
+                    flink_conn_id=self.flink_conn_id,
+                    timeout=self.timeout,
+                    poll_interval=self.poll_interval,
+                    all_tasks_running=self.all_tasks_running,
+                ),
+                method_name="execute_complete",
+                kwargs=kwargs,
+            )
+        try:
+            job = hook.wait_for_job_state(
+                job_id,
+                ("RUNNING",),
+                timeout=self.timeout,
+                poll_interval=self.poll_interval,
+                all_tasks_running=self.all_tasks_running,
+            )
+        except FlinkRestError as err:
+            raise AirflowException(str(err)) from err
+        return self._result(
+            context,
+            hook,
+            job_id=job_id,
+            job_name=name or job.name,
+            savepoint=savepoint,
+            submitted_at=submitted_at,
+            running_at=datetime.now(UTC),
+            stopped_at=stopped_at,
+            reattached=reattached,
+        )
+
+    def execute_complete(
+        self,
+        context: Any,
+        event: dict[str, Any],
+        job_id: str,
+        job_name: str,
+        savepoint: str | None,
+        submitted_at: str,
+        stopped_at: str | None,
+        reattached: bool,
+    ) -> Any:
+        """Finish after the trigger: fail with the job's cause, or build the result."""
+        if event.get("status") != "success":
+            raise AirflowException(event.get("message") or f"Resumed job {job_id} did not reach RUNNING: {event}")
+        return self._result(
+            context,
+            self.hook,
+            job_id=job_id,
+            job_name=job_name or event.get("job", {}).get("name", ""),
+            savepoint=savepoint,
+            submitted_at=datetime.fromisoformat(submitted_at),
+            running_at=datetime.fromisoformat(event["observed_at"]),
+            stopped_at=datetime.fromisoformat(stopped_at) if stopped_at else None,
+            reattached=reattached,
+        )
+
+    def _result(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        *,
+        job_id: str,
+        job_name: str,
+        savepoint: str | None,
+        submitted_at: datetime,
+        running_at: datetime,
+        stopped_at: datetime | None,
+        reattached: bool,
+    ) -> dict[str, Any]:
+        FlinkJobLink.persist(context, hook.job_ui_url(job_id))
+        downtime = (running_at - stopped_at).total_seconds() if stopped_at else None
+        result = ResumeResult(
+            job_id=job_id,
+            job_name=job_name,
+            savepoint_path=savepoint,
+            submitted_at=submitted_at,
+            running_at=running_at,
+            stopped_at=stopped_at,
+            downtime_seconds=round(downtime, 3) if downtime is not None else None,
+            submitter=self.submitter,
+            reattached=reattached,
+        )
+        self.log.info(
+            "Production job %s RUNNING again%s",
+            job_id,
+            f" after {downtime:.2f} s of downtime" if downtime is not None else "",
+        )
+        return result.model_dump(mode="json")
+
+    def on_kill(self) -> None:
+        """Cancel the job this task submitted, only with ``cancel_on_kill`` (production should stay up)."""
+        if self.cancel_on_kill and self._submitted_job_id:
+            self.log.warning("Cancelling job %s submitted by this task", self._submitted_job_id)
+            self.hook.cancel_job(self._submitted_job_id)

@@ -1,0 +1,215 @@
+"""Deferrable waiting on Flink: async savepoint/stop operations and job states.
+
+Both triggers poll the REST API with ``aiohttp`` (through :class:`FlinkRestHook`'s async twin), never block
+the triggerer's loop, ``serialize()`` to their class path and kwargs, and are bounded by an absolute
+deadline (kept across serialization, so a triggerer restart does not extend the wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_flink_replay.hooks.flink_rest import (
+    FlinkRestError,
+    FlinkRestHook,
+    flink_cause,
+    savepoint_timeout_error,
+)
+
+_FINAL = ("FAILED", "CANCELED", "FINISHED", "SUSPENDED")
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class FlinkAsyncOperationTrigger(BaseTrigger):
+    """Waits until a savepoint or stop-with-savepoint trigger completes.
+
+    Fires one event: ``{"status": "success", "location", ...}``, ``{"status": "error", "message",
+    "failure_cause"}`` (Flink's cause) or ``{"status": "timeout", "message"}``.
+
+    :param job_id: the Flink job.
+    :param trigger_id: the savepoint/stop trigger (``request-id``).
+    :param operation: what is awaited, for messages ("savepoint", "stop with savepoint (drain)", ...).
+    :param flink_conn_id: the Flink REST connection.
+    :param timeout: seconds from creation; ignored when ``deadline`` is given.
+    :param deadline: absolute epoch seconds after which the wait ends with ``timeout``.
+    :param poll_interval: seconds between polls.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        trigger_id: str,
+        operation: str = "savepoint",
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        timeout: float = 600.0,
+        deadline: float | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.trigger_id = trigger_id
+        self.operation = operation
+        self.flink_conn_id = flink_conn_id
+        self.timeout = float(timeout)
+        self.deadline = float(deadline) if deadline is not None else time.time() + self.timeout
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and kwargs."""
+        return (
+            f"{self.__class__.__module__}.{self.__class__.__qualname__}",
+            {
+                "job_id": self.job_id,
+                "trigger_id": self.trigger_id,
+                "operation": self.operation,
+                "flink_conn_id": self.flink_conn_id,
+                "timeout": self.timeout,
+                "deadline": self.deadline,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    def _base(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "trigger_id": self.trigger_id, "operation": self.operation}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll ``GET /jobs/{id}/savepoints/{trigger}`` until COMPLETED or the deadline."""
+        hook = FlinkRestHook(self.flink_conn_id)
+        try:
+            async with hook.async_session() as session:
+                while True:
+                    status = await hook.aget_savepoint_status(session, self.job_id, self.trigger_id)
+                    if status.status == "COMPLETED":
+                        if status.succeeded:
+                            yield TriggerEvent(
+                                {
+                                    **self._base(),
+                                    "status": "success",
+                                    "location": status.location,
+                                    "completed_at": _now_iso(),
+                                }
+                            )
+                        else:
+                            cause = flink_cause(status.failure_cause) or "Flink reported no location"
+                            yield TriggerEvent(
+                                {
+                                    **self._base(),
+                                    "status": "error",
+                                    "failure_cause": cause,
+                                    "message": f"Flink {self.operation} of job {self.job_id} failed (trigger "
+                                    f"{self.trigger_id}); no checkpoint is used instead. Cause: {cause}",
+                                }
+                            )
+                        return
+                    if time.time() >= self.deadline:
+                        err = savepoint_timeout_error(self.job_id, self.trigger_id, self.operation, self.timeout)
+                        yield TriggerEvent({**self._base(), "status": "timeout", "message": str(err)})
+                        return
+                    await asyncio.sleep(min(self.poll_interval, max(self.deadline - time.time(), 0.01)))
+        except FlinkRestError as err:
+            yield TriggerEvent({**self._base(), "status": "error", "message": str(err)})
+
+
+class FlinkJobStateTrigger(BaseTrigger):
+    """Waits until a job reaches one of ``target_states``; FAILED/CANCELED (not targeted) end it with the cause.
+
+    Fires ``{"status": "success", "state", "observed_at", "job"}``, ``{"status": "error", "state",
+    "message"}`` or ``{"status": "timeout", "state", "message"}``.
+
+    :param job_id: the Flink job.
+    :param target_states: e.g. ``["RUNNING"]`` or ``["FINISHED"]``.
+    :param all_tasks_running: for RUNNING, also wait until every vertex is RUNNING (records flow again).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        target_states: list[str] | tuple[str, ...] = ("RUNNING",),
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        timeout: float = 600.0,
+        deadline: float | None = None,
+        poll_interval: float = 0.5,
+        all_tasks_running: bool = False,
+    ) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.target_states = [str(s).upper() for s in target_states]
+        self.flink_conn_id = flink_conn_id
+        self.timeout = float(timeout)
+        self.deadline = float(deadline) if deadline is not None else time.time() + self.timeout
+        self.poll_interval = float(poll_interval)
+        self.all_tasks_running = bool(all_tasks_running)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and kwargs."""
+        return (
+            f"{self.__class__.__module__}.{self.__class__.__qualname__}",
+            {
+                "job_id": self.job_id,
+                "target_states": list(self.target_states),
+                "flink_conn_id": self.flink_conn_id,
+                "timeout": self.timeout,
+                "deadline": self.deadline,
+                "poll_interval": self.poll_interval,
+                "all_tasks_running": self.all_tasks_running,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll ``GET /jobs/{id}`` until a target state, a final state or the deadline."""
+        hook = FlinkRestHook(self.flink_conn_id)
+        state = "UNKNOWN"
+        try:
+            async with hook.async_session() as session:
+                while True:
+                    job = await hook.aget_job(session, self.job_id)
+                    state = job.state
+                    reached = state in self.target_states and (
+                        state != "RUNNING" or not self.all_tasks_running or job.all_vertices_running
+                    )
+                    if reached:
+                        yield TriggerEvent(
+                            {
+                                "status": "success",
+                                "job_id": self.job_id,
+                                "state": state,
+                                "observed_at": _now_iso(),
+                                "job": job.model_dump(mode="json", by_alias=True),
+                            }
+                        )
+                        return
+                    if state in _FINAL:
+                        cause = await hook.ajob_failure_cause(session, self.job_id)
+                        yield TriggerEvent(
+                            {
+                                "status": "error",
+                                "job_id": self.job_id,
+                                "state": state,
+                                "message": f"Flink job {self.job_id} ended {state} while waiting for "
+                                f"{self.target_states}: {cause or 'no exception recorded'}",
+                            }
+                        )
+                        return
+                    if time.time() >= self.deadline:
+                        yield TriggerEvent(
+                            {
+                                "status": "timeout",
+                                "job_id": self.job_id,
+                                "state": state,
+                                "message": f"Flink job {self.job_id} did not reach {self.target_states} within "
+                                f"{self.timeout:g} s (state {state})",
+                            }
+                        )
+                        return
+                    await asyncio.sleep(min(self.poll_interval, max(self.deadline - time.time(), 0.01)))
+        except FlinkRestError as err:
+            yield TriggerEvent({"status": "error", "job_id": self.job_id, "state": state, "message": str(err)})
