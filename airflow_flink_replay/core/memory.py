@@ -1,0 +1,314 @@
+"""Pure model of a Mem0 namespace fork: namespaces, fingerprints, provenance, ids and results.
+
+No airflow, no pyflink, no mem0 import: the hook (``hooks/mem0.py``) reads and writes the stores and
+calls these functions; the operators push the result models to XCom.
+
+Flink Agents keeps long-term memory in Mem0 with ``user_id`` = the job identifier, ``agent_id`` = the
+key text and ``run_id`` = the memory-set name, all in one collection. A *namespace* is any combination
+of those three fields; a fork copies every memory of a source namespace into a target namespace by
+rewriting the fields the namespace names (usually ``user_id`` only) and adding provenance fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import struct
+import uuid
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: mem0's scope fields, in the order Flink Agents uses them.
+SCOPE_FIELDS: tuple[str, ...] = ("user_id", "agent_id", "run_id")
+
+#: Provenance fields added to every forked memory's payload (flat scalars: Chroma metadata is flat).
+FORK_ID_FIELD = "afr_fork_id"
+FORK_SOURCE_ID_FIELD = "afr_fork_source_id"
+FORK_SOURCE_NAMESPACE_FIELD = "afr_fork_source_namespace"
+FORKED_AT_FIELD = "afr_forked_at"
+PROVENANCE_FIELDS: tuple[str, ...] = (
+    FORK_ID_FIELD,
+    FORK_SOURCE_ID_FIELD,
+    FORK_SOURCE_NAMESPACE_FIELD,
+    FORKED_AT_FIELD,
+)
+
+#: Fields of the fork's completion marker (a record in the same collection WITHOUT user_id/agent_id/
+#: run_id, so mem0's get_all/search never return it). ``afr_marker`` holds the target namespace key.
+MARKER_FIELD = "afr_marker"
+MARKER_KIND_FIELD = "afr_marker_kind"
+MARKER_KIND_MANIFEST = "manifest"
+MARKER_KIND_SNAPSHOT = "snapshot"
+MARKER_MANIFEST_FIELD = "afr_manifest"
+MARKER_SNAPSHOT_FIELD = "afr_snapshot"
+MARKER_PART_FIELD = "afr_part"
+MARKER_FORK_ID_FIELD = "afr_marker_fork_id"
+
+#: Namespace for uuid5 ids derived by the fork (stable across processes and retries).
+_ID_NAMESPACE = uuid.UUID("6f1c3a52-9a57-4c1e-9d0e-4f0b8d9e2a61")
+#: Snapshot chunk size in characters (one marker record each; Chroma accepts ~1 MB per metadata value).
+SNAPSHOT_CHUNK_CHARS = 400_000
+#: Bytes of each memory's digest kept in the fork-time snapshot (64 bits: collisions are negligible).
+SNAPSHOT_DIGEST_BYTES = 8
+
+
+class Mem0Namespace(BaseModel):
+    """A Mem0 scope: any non-empty combination of ``user_id``, ``agent_id`` and ``run_id``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    @field_validator("user_id", "agent_id", "run_id")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank: give a value or leave the field out")
+        return value
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Mem0Namespace:
+        if not self.fields():
+            raise ValueError(
+                "a Mem0 namespace needs at least one of user_id, agent_id, run_id "
+                "(Flink Agents: user_id = the job identifier)"
+            )
+        return self
+
+    @classmethod
+    def coerce(cls, value: Mem0Namespace | Mapping[str, Any] | str, *, what: str = "namespace") -> Mem0Namespace:
+        """Accept a model, a mapping, a JSON object string, or a bare string (taken as ``user_id``)."""
+        if isinstance(value, Mem0Namespace):
+            return value
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("{"):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{what}: not valid JSON ({exc})") from exc
+            else:
+                value = {"user_id": text}
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{what}: expected a mapping with user_id/agent_id/run_id, got {type(value).__name__}")
+        try:
+            return cls(**dict(value))
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from exc
+
+    def fields(self) -> dict[str, str]:
+        """The set scope fields, e.g. ``{"user_id": "job-1"}`` (also mem0's ``filters=``)."""
+        return {k: v for k in SCOPE_FIELDS if (v := getattr(self, k)) is not None}
+
+    def key(self) -> str:
+        """Canonical string of the namespace (sorted JSON), used in markers and ids."""
+        return json.dumps(self.fields(), sort_keys=True, separators=(",", ":"))
+
+    def matches(self, payload: Mapping[str, Any]) -> bool:
+        """True when a memory payload belongs to this namespace."""
+        return all(payload.get(k) == v for k, v in self.fields().items())
+
+    def __str__(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.fields().items())
+
+
+def check_fork_pair(source: Mem0Namespace, target: Mem0Namespace) -> None:
+    """Refuse a fork whose target cannot be a rewrite of the source (clear error naming the fix)."""
+    if set(source.fields()) != set(target.fields()):
+        raise ValueError(
+            f"target namespace must set the same fields as the source ({sorted(source.fields())}), "
+            f"got {sorted(target.fields())}: e.g. source user_id=<job id> → target user_id=replay-<run>"
+        )
+    if source == target:
+        raise ValueError(f"target namespace equals the source ({source}): choose a replay namespace")
+
+
+# --------------------------------------------------------------------------------------------- ids
+def fork_memory_id(fork_id: str, target: Mem0Namespace, source_memory_id: str) -> str:
+    """The forked memory's id: uuid5 of (fork id, target, source id) — never a source id, stable on retry."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"memory\x1f{fork_id}\x1f{target.key()}\x1f{source_memory_id}"))
+
+
+def fork_history_id(fork_id: str, target: Mem0Namespace, source_history_id: str) -> str:
+    """The copied history row's id (stable on retry)."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"history\x1f{fork_id}\x1f{target.key()}\x1f{source_history_id}"))
+
+
+def marker_id(target: Mem0Namespace, part: int | None = None) -> str:
+    """Id of the completion marker of a fork into ``target`` (``part`` for snapshot chunks)."""
+    suffix = "" if part is None else f"\x1fpart{part}"
+    return str(uuid.uuid5(_ID_NAMESPACE, f"marker\x1f{target.key()}{suffix}"))
+
+
+# ------------------------------------------------------------------------------------ fingerprints
+def _vector_bytes(vector: Sequence[float] | None) -> bytes:
+    """Vector as little-endian float32 (stores keep float32; doubles read back compare equal)."""
+    if vector is None:
+        return b""
+    values = [float(v) for v in vector]
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def memory_digest(memory_id: str, payload: Mapping[str, Any], vector: Sequence[float] | None) -> bytes:
+    """SHA-256 over a memory's id, text hash, ``updated_at`` and stored vector."""
+    h = hashlib.sha256()
+    for part in (memory_id, payload.get("hash") or "", payload.get("updated_at") or ""):
+        h.update(str(part).encode("utf-8"))
+        h.update(b"\x1f")
+    h.update(_vector_bytes(vector))
+    return h.digest()
+
+
+def combine_digests(digests: Iterable[bytes]) -> str:
+    """Order-independent fingerprint: SHA-256 over the sorted per-memory digests (hex)."""
+    h = hashlib.sha256()
+    count = 0
+    for d in sorted(digests):
+        h.update(d)
+        count += 1
+    h.update(f"n={count}".encode())
+    return h.hexdigest()
+
+
+class MemoryFingerprint(BaseModel):
+    """Fingerprint of one namespace at one instant."""
+
+    namespace: Mem0Namespace
+    count: int
+    digest: str = Field(description="order-independent SHA-256 over id, hash, updated_at and vector")
+    computed_at: datetime
+
+
+def encode_snapshot(digests: Mapping[str, bytes]) -> str:
+    """Compact text form of ``{memory id: digest}`` (truncated digests, zlib, base64)."""
+    raw = json.dumps(
+        {k: v[:SNAPSHOT_DIGEST_BYTES].hex() for k, v in sorted(digests.items())}, separators=(",", ":")
+    ).encode()
+    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+
+
+def decode_snapshot(text: str) -> dict[str, str]:
+    """Inverse of :func:`encode_snapshot`: ``{memory id: truncated digest hex}``."""
+    return json.loads(zlib.decompress(base64.b64decode(text)))
+
+
+def split_chunks(text: str, size: int = SNAPSHOT_CHUNK_CHARS) -> list[str]:
+    """Split ``text`` into chunks of at most ``size`` characters (at least one chunk)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def diff_snapshots(before: Mapping[str, str], after: Mapping[str, bytes]) -> tuple[list[str], list[str], list[str]]:
+    """Compare the fork-time snapshot with current digests: ``(added, removed, changed)`` ids, sorted."""
+    now = {k: v[:SNAPSHOT_DIGEST_BYTES].hex() for k, v in after.items()}
+    added = sorted(set(now) - set(before))
+    removed = sorted(set(before) - set(now))
+    changed = sorted(k for k in set(now) & set(before) if now[k] != before[k])
+    return added, removed, changed
+
+
+# -------------------------------------------------------------------------------------- rewriting
+def has_provenance(payload: Mapping[str, Any]) -> bool:
+    """True when the payload was written by a fork of this project."""
+    return bool(payload.get(FORK_ID_FIELD))
+
+
+def rewrite_payload(
+    payload: Mapping[str, Any],
+    *,
+    source_id: str,
+    source: Mem0Namespace,
+    target: Mem0Namespace,
+    fork_id: str,
+    forked_at: str,
+) -> dict[str, Any]:
+    """Forked payload: scope fields rewritten to ``target``, everything else kept, provenance added."""
+    out = dict(payload)
+    out.update(target.fields())
+    out[FORK_ID_FIELD] = fork_id
+    out[FORK_SOURCE_ID_FIELD] = source_id
+    out[FORK_SOURCE_NAMESPACE_FIELD] = source.key()
+    out[FORKED_AT_FIELD] = forked_at
+    return out
+
+
+def strip_provenance(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Payload without this project's provenance fields."""
+    return {k: v for k, v in payload.items() if k not in PROVENANCE_FIELDS}
+
+
+# ------------------------------------------------------------------------------------------ results
+class ForkManifest(BaseModel):
+    """What the completion marker of a fork records (stored as JSON in the marker's payload)."""
+
+    fork_id: str
+    source: Mem0Namespace
+    target: Mem0Namespace
+    count: int
+    source_fingerprint: str
+    history_rows: int
+    forked_at: str
+    snapshot_parts: int
+    store: str
+    collection: str
+
+
+class ForkResult(BaseModel):
+    """Result of a fork (pushed to XCom as ``model_dump(mode="json")``)."""
+
+    fork_id: str
+    source: Mem0Namespace
+    target: Mem0Namespace
+    count: int
+    source_fingerprint: str
+    history_rows: int
+    forked_at: str
+    duration_s: float
+    noop: bool = Field(False, description="True when a complete fork of the same run already existed")
+    store: str
+    collection: str
+
+
+class DropResult(BaseModel):
+    """Result of dropping a fork namespace."""
+
+    namespace: Mem0Namespace
+    fork_id: str | None
+    dropped: int = Field(description="memories deleted (forked and written by the replay)")
+    history_rows: int
+    kept: bool = Field(False, description="True when keep=True left the fork in place for debugging")
+    existed: bool
+
+
+class UntouchedReport(BaseModel):
+    """Post-replay check of the source (production) namespace against the fork-time snapshot.
+
+    Every change since the fork is listed. A change is a **replay leak** when the changed memory carries
+    fork provenance (a fork's payload landed in production) or when production was declared stopped
+    (``production_writes_expected=False``: then nothing but the replay could have written). Otherwise
+    changes are attributed to **production** itself (it resumed after the savepoint and keeps writing)
+    and reported, not failed.
+    """
+
+    fork_id: str
+    source: Mem0Namespace
+    target: Mem0Namespace
+    fingerprint_at_fork: str
+    fingerprint_now: str
+    count_at_fork: int
+    count_now: int
+    unchanged: bool
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+    replay_leak_ids: list[str]
+    production_change_ids: list[str]
+    production_writes_expected: bool
+    ok: bool
+    reason: str

@@ -1,0 +1,445 @@
+"""Vector-store adapters for the Mem0 namespace fork: read and write payloads AND stored vectors.
+
+mem0 has no export/import, and its ``VectorStoreBase.list`` returns payloads without vectors, so the fork
+works one level down, on the client objects mem0 itself built (``memory.vector_store``):
+
+* :class:`ChromaAdapter` — ``collection.get(where=…, include=["embeddings", "metadatas", "documents"])``
+  paged, ``collection.upsert`` in batches of the server's max batch size (embedded or HTTP server).
+* :class:`QdrantAdapter` — ``scroll(with_vectors=True)`` and ``upsert`` of the stored vectors verbatim
+  (mem0's dense vector ``""`` and, when present, its ``bm25`` sparse vector), ``retrieve``, ``delete``.
+* :class:`GenericMem0Adapter` — any other mem0 store through ``VectorStoreBase`` (``list``/``get``/
+  ``insert``/``delete``). Vectors come from the store where it exposes them (FAISS: ``index.reconstruct``,
+  items carrying a ``vector``); a store that hides them can only be forked with ``reembed=True``, which
+  re-embeds the text with the configured embedder (identical vectors only for a deterministic embedder;
+  the result says so).
+
+Hosted Mem0 (``MemoryClient``, the platform) is a different backend, not a vector store: see
+:class:`HostedMem0Backend` for the seam (export with ``get_all`` + re-add with ``add(infer=False)``).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH = 5000
+
+
+@dataclass
+class StoredMemory:
+    """One record as the store holds it: id, payload (mem0 metadata) and the store-native vector."""
+
+    id: str
+    payload: dict[str, Any]
+    vector: Any = None
+    document: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def dense(self) -> list[float] | None:
+        """The dense embedding as a list of floats (Qdrant named vectors: the default ``""`` vector)."""
+        vec = self.vector
+        if vec is None:
+            return None
+        if isinstance(vec, Mapping):
+            vec = vec.get("", next((v for v in vec.values() if isinstance(v, list | tuple)), None))
+            if vec is None:
+                return None
+        if hasattr(vec, "tolist"):
+            vec = vec.tolist()
+        return [float(v) for v in vec]
+
+
+class StoreAdapter(ABC):
+    """Bulk access to one mem0 collection, vectors included."""
+
+    #: mem0 provider name (``chroma``, ``qdrant``, …).
+    provider: str = ""
+    #: True when :meth:`iter_where` returns the vectors the store holds (no re-embedding).
+    exact_vectors: bool = True
+
+    def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
+        self.memory = memory
+        self.vector_store = memory.vector_store
+        self.batch_size = batch_size
+
+    @property
+    def collection(self) -> str:
+        """Collection (index) name."""
+        return str(getattr(self.vector_store, "collection_name", "") or "")
+
+    @abstractmethod
+    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+        """Yield batches of the records whose payload equals every ``filters`` item."""
+
+    @abstractmethod
+    def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
+        """The records with these ids (missing ids are left out)."""
+
+    @abstractmethod
+    def insert(self, records: Sequence[StoredMemory]) -> None:
+        """Write records (insert or overwrite by id), payloads and vectors as given."""
+
+    @abstractmethod
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        """Delete records by id (absent ids are ignored)."""
+
+    def make_vector(self, dense: Sequence[float]) -> Any:
+        """A store-native vector from a dense list (used for marker records)."""
+        return [float(v) for v in dense]
+
+    def canonical_vector(self, dense: list[float] | None) -> list[float] | None:
+        """The vector as fingerprints digest it (the stored bits, unless the store rewrites them)."""
+        return dense
+
+    def count(self, filters: Mapping[str, str]) -> int:
+        """Number of records matching ``filters``."""
+        return sum(len(b) for b in self.iter_where(filters, with_vectors=False))
+
+    def dims(self) -> int:
+        """Embedding dimension of the collection (from the embedder config)."""
+        emb = getattr(self.memory, "embedding_model", None)
+        dims = getattr(getattr(emb, "config", None), "embedding_dims", None)
+        if not dims:
+            raise ValueError("embedder.config.embedding_dims: set the embedding dimension in the mem0 config")
+        return int(dims)
+
+
+def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+class ChromaAdapter(StoreAdapter):
+    """Chroma (embedded ``path=`` or HTTP server ``host``/``port``)."""
+
+    provider = "chroma"
+
+    def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
+        super().__init__(memory, batch_size)
+        self.col = self.vector_store.collection
+        try:
+            max_batch = int(self.vector_store.client.get_max_batch_size())
+        except Exception:  # older clients / embedded settings without the call
+            max_batch = batch_size
+        self.write_batch = max(1, min(batch_size, max_batch))
+
+    @staticmethod
+    def where(filters: Mapping[str, str]) -> dict[str, Any] | None:
+        """Chroma ``where`` for equality on every item."""
+        clauses = [{k: {"$eq": v}} for k, v in filters.items()]
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def _records(self, got: Mapping[str, Any], with_vectors: bool) -> list[StoredMemory]:
+        ids = got.get("ids") or []
+        metas = got.get("metadatas")
+        docs = got.get("documents")
+        embs = got.get("embeddings") if with_vectors else None
+        out = []
+        for i, mid in enumerate(ids):
+            vec = None
+            if embs is not None:
+                vec = embs[i].tolist() if hasattr(embs[i], "tolist") else list(embs[i])
+            out.append(
+                StoredMemory(
+                    id=mid,
+                    payload=dict(metas[i] or {}) if metas is not None else {},
+                    vector=vec,
+                    document=docs[i] if docs is not None else None,
+                )
+            )
+        return out
+
+    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+        include = ["metadatas", "documents"] + (["embeddings"] if with_vectors else [])
+        offset = 0
+        while True:
+            got = self.col.get(where=self.where(filters), include=include, limit=self.batch_size, offset=offset)
+            batch = self._records(got, with_vectors)
+            if not batch:
+                return
+            yield batch
+            if len(batch) < self.batch_size:
+                return
+            offset += len(batch)
+
+    def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
+        if not ids:
+            return []
+        include = ["metadatas", "documents"] + (["embeddings"] if with_vectors else [])
+        return self._records(self.col.get(ids=list(ids), include=include), with_vectors)
+
+    def insert(self, records: Sequence[StoredMemory]) -> None:
+        for chunk in _chunks(records, self.write_batch):
+            docs = [r.document for r in chunk]
+            kwargs: dict[str, Any] = {
+                "ids": [r.id for r in chunk],
+                "embeddings": [r.dense() for r in chunk],
+                "metadatas": [r.payload for r in chunk],
+            }
+            if any(d is not None for d in docs):
+                kwargs["documents"] = [d if d is not None else "" for d in docs]
+            self.col.upsert(**kwargs)
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        for chunk in _chunks(list(ids), self.write_batch):
+            self.col.delete(ids=list(chunk))
+
+    def count(self, filters: Mapping[str, str]) -> int:
+        total = 0
+        for batch in self.iter_where(filters, with_vectors=False):
+            total += len(batch)
+        return total
+
+
+class QdrantAdapter(StoreAdapter):
+    """Qdrant (embedded ``path=``, server or cloud): stored vectors copied verbatim, sparse ones too.
+
+    Cosine collections (mem0's default) re-normalise every written vector in float32. A stored vector
+    whose float32 norm is not exactly 1 comes back from any write — the fork's copy, or re-adding the
+    memory through mem0 — moved by at most one ulp (relative 6e-8) in some components; that is the
+    store's rounding, not a change of content. qdrant-client's *local* mode even re-normalises stored
+    vectors in place when it searches. Fingerprints therefore digest the fixed point of float32
+    re-normalisation (:meth:`canonical_vector`), which both bit patterns share; a real change of a
+    vector still changes the digest.
+    """
+
+    provider = "qdrant"
+
+    def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
+        super().__init__(memory, batch_size)
+        from qdrant_client import models
+
+        self.models = models
+        self.client = self.vector_store.client
+        self.write_batch = min(batch_size, 2000)
+        self._is_cosine: bool | None = None
+
+    def _filter(self, filters: Mapping[str, str]) -> Any:
+        m = self.models
+        if not filters:
+            return None
+        return m.Filter(must=[m.FieldCondition(key=k, match=m.MatchValue(value=v)) for k, v in filters.items()])
+
+    @staticmethod
+    def _rec(point: Any) -> StoredMemory:
+        return StoredMemory(id=str(point.id), payload=dict(point.payload or {}), vector=point.vector)
+
+    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+        offset = None
+        while True:
+            points, offset = self.client.scroll(
+                collection_name=self.collection,
+                scroll_filter=self._filter(filters),
+                limit=self.batch_size,
+                offset=offset,
+                with_payload=True,
+                with_vectors=with_vectors,
+            )
+            if points:
+                yield [self._rec(p) for p in points]
+            if offset is None or not points:
+                return
+
+    def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
+        if not ids:
+            return []
+        points = self.client.retrieve(
+            collection_name=self.collection, ids=list(ids), with_payload=True, with_vectors=with_vectors
+        )
+        return [self._rec(p) for p in points]
+
+    def insert(self, records: Sequence[StoredMemory]) -> None:
+        m = self.models
+        for chunk in _chunks(records, self.write_batch):
+            points = [m.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in chunk]
+            self.client.upsert(collection_name=self.collection, points=points, wait=True)
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        m = self.models
+        for chunk in _chunks(list(ids), self.write_batch):
+            self.client.delete(
+                collection_name=self.collection, points_selector=m.PointIdsList(points=list(chunk)), wait=True
+            )
+
+    def make_vector(self, dense: Sequence[float]) -> Any:
+        return {"": [float(v) for v in dense]}
+
+    def _cosine(self) -> bool:
+        if self._is_cosine is None:
+            params = self.client.get_collection(self.collection).config.params.vectors
+            if isinstance(params, Mapping):
+                params = params.get("")
+            self._is_cosine = getattr(params, "distance", None) == self.models.Distance.COSINE
+        return bool(self._is_cosine)
+
+    def canonical_vector(self, dense: list[float] | None) -> list[float] | None:
+        """Cosine collections: the fixed point of float32 re-normalisation (see class docstring)."""
+        if dense is None or not self._cosine():
+            return dense
+        import numpy as np
+
+        vec = np.asarray([dense], dtype=np.float32)
+        for _ in range(12):
+            norm = np.linalg.norm(vec, axis=-1)[:, np.newaxis]
+            nxt = vec / np.where(norm != 0.0, norm, np.float32(1e-12))
+            if np.array_equal(nxt, vec):
+                break
+            vec = nxt
+        return [float(v) for v in vec[0]]
+
+    def count(self, filters: Mapping[str, str]) -> int:
+        return int(
+            self.client.count(collection_name=self.collection, count_filter=self._filter(filters), exact=True).count
+        )
+
+
+class GenericMem0Adapter(StoreAdapter):
+    """Fallback over mem0's ``VectorStoreBase`` for stores without a dedicated adapter (FAISS, …).
+
+    Reads with ``list(filters, top_k)`` (one call, ``top_k`` = ``list_limit``), writes with ``insert`` and
+    deletes one id at a time. Vectors: from ``index.reconstruct`` (FAISS) or a ``vector`` attribute of
+    the listed items; otherwise the fork is refused unless ``reembed=True``.
+    """
+
+    def __init__(
+        self, memory: Any, batch_size: int = DEFAULT_BATCH, *, reembed: bool = False, list_limit: int = 10_000_000
+    ) -> None:
+        super().__init__(memory, batch_size)
+        self.provider = str(memory.config.vector_store.provider)
+        self.reembed = reembed
+        self.list_limit = list_limit
+        self.exact_vectors = not reembed
+
+    @staticmethod
+    def _items(listed: Any) -> list[Any]:
+        """Normalise the shapes ``VectorStoreBase.list`` returns (``[[items]]``, ``(items, offset)``)."""
+        if isinstance(listed, tuple):
+            listed = listed[0]
+        if listed and isinstance(listed[0], list | tuple):
+            listed = listed[0]
+        return list(listed or [])
+
+    def _vector_of(self, item: Any) -> Any:
+        vec = getattr(item, "vector", None)
+        if vec is not None:
+            return vec
+        vs = self.vector_store
+        index = getattr(vs, "index", None)
+        id_to_index = {v: k for k, v in (getattr(vs, "index_to_id", None) or {}).items()}
+        if index is not None and hasattr(index, "reconstruct") and str(item.id) in id_to_index:
+            return index.reconstruct(int(id_to_index[str(item.id)])).tolist()
+        if self.reembed:
+            payload = item.payload or {}
+            return self.memory.embedding_model.embed(payload.get("data", ""), "add")
+        raise NotImplementedError(
+            f"vector store {self.provider!r}: mem0's interface does not expose stored vectors; fork with "
+            "reembed=True (re-embeds the text, identical only for a deterministic embedder) or add an adapter"
+        )
+
+    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+        items = self._items(self.vector_store.list(filters=dict(filters) or None, top_k=self.list_limit))
+        records = [
+            StoredMemory(
+                id=str(it.id),
+                payload=dict(it.payload or {}),
+                vector=self._vector_of(it) if with_vectors else None,
+            )
+            for it in items
+        ]
+        for chunk in _chunks(records, self.batch_size):
+            yield list(chunk)
+
+    def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
+        out = []
+        for mid in ids:
+            try:
+                item = self.vector_store.get(vector_id=mid)
+            except Exception:  # stores differ: some raise for a missing id, some return None
+                item = None
+            if item is None or getattr(item, "payload", None) is None:
+                continue
+            vec = self._vector_of(item) if with_vectors else None
+            out.append(StoredMemory(id=str(item.id), payload=dict(item.payload), vector=vec))
+        return out
+
+    def insert(self, records: Sequence[StoredMemory]) -> None:
+        for chunk in _chunks(records, self.batch_size):
+            self.vector_store.insert(
+                vectors=[r.vector for r in chunk], payloads=[r.payload for r in chunk], ids=[r.id for r in chunk]
+            )
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        for mid in ids:
+            try:
+                self.vector_store.delete(vector_id=mid)
+            except Exception as exc:  # absent id: ignore, as the other adapters do
+                logger.debug("delete %s: %s", mid, exc)
+
+
+ADAPTERS: dict[str, type[StoreAdapter]] = {"chroma": ChromaAdapter, "qdrant": QdrantAdapter}
+
+
+def adapter_for(
+    memory: Any, *, batch_size: int = DEFAULT_BATCH, adapter: str = "auto", reembed: bool = False
+) -> StoreAdapter:
+    """Pick the adapter for ``memory``'s vector store (``adapter``: ``auto``, ``generic`` or a provider)."""
+    provider = str(memory.config.vector_store.provider)
+    name = provider if adapter == "auto" else adapter
+    if name == "generic" or name not in ADAPTERS:
+        if adapter not in ("auto", "generic"):
+            raise ValueError(f"store_adapter: unknown adapter {adapter!r}; use auto, generic, {', '.join(ADAPTERS)}")
+        return GenericMem0Adapter(memory, batch_size, reembed=reembed)
+    if name != provider:
+        raise ValueError(f"store_adapter: {name!r} does not fit the configured vector store {provider!r}")
+    return ADAPTERS[name](memory, batch_size)
+
+
+class HostedMem0Backend:
+    """Seam for hosted Mem0 (``mem0.MemoryClient``, the platform) — designed, not exercised here.
+
+    The platform has no vector-level access, so a fork there is *export + re-add*:
+
+    1. export: ``client.get_all(filters={"AND": [{"user_id": source}]}, page=n, page_size=…)`` until
+       exhausted — ids, text (``memory``), ``metadata``, ``hash``, ``created_at``/``updated_at``;
+    2. re-add: ``client.add([{"role": "user", "content": text}], user_id=target, agent_id=…,
+       run_id=…, metadata={**metadata, provenance…}, infer=False)`` per memory — the platform re-embeds
+       (vectors cannot be asserted equal; the fingerprint covers id, hash and updated_at only) and assigns
+       new ids (the mapping is kept from the add responses);
+    3. drop: ``client.delete_all(user_id=target)`` after checking the provenance in ``metadata``;
+    4. verify-untouched: re-export the source and diff (id, hash, updated_at).
+
+    ``MemoryClient`` pings the API in its constructor, so nothing here can run offline; this class only
+    builds the plan of calls, to keep the hook's interface honest about what a platform fork means.
+    """
+
+    exact_vectors = False
+
+    def __init__(self, api_key: str | None = None, host: str | None = None, **client_kwargs: Any) -> None:
+        self.client_kwargs = {"api_key": api_key, "host": host, **client_kwargs}
+
+    def client(self) -> Any:
+        """Build ``MemoryClient`` (needs network access to the platform)."""
+        from mem0 import MemoryClient
+
+        return MemoryClient(**{k: v for k, v in self.client_kwargs.items() if v is not None})
+
+    def export(self, filters: Mapping[str, str], page_size: int = 100) -> Iterator[dict[str, Any]]:
+        """Yield every memory of a namespace from the platform (paged ``get_all``)."""
+        client = self.client()
+        page = 1
+        while True:
+            got = client.get_all(filters={"AND": [{k: v} for k, v in filters.items()]}, page=page, page_size=page_size)
+            results = got.get("results", got) if isinstance(got, dict) else got
+            if not results:
+                return
+            yield from results
+            if len(results) < page_size:
+                return
+            page += 1
