@@ -7,6 +7,7 @@ in the report.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import json
@@ -153,6 +154,29 @@ def compare_runs(
     set_paths = [r.path for r in config.fields if r.comparator == "set"]
     flattener = Flattener(ignore_all, config.list_mode, set_paths=set_paths)
 
+    # Loading builds millions of small objects and no cycles: the cyclic GC would only rescan them.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _compare(baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener,
+                        ignore_all, started)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _compare(
+    baseline: Source,
+    candidate: Source,
+    baseline_2: Source | None,
+    key: str,
+    config: CompareConfig,
+    audit_sources: AuditSources | None,
+    getter: Any,
+    flattener: Flattener,
+    ignore_all: list[str],
+    started: float,
+) -> ComparisonResult:
     run_a = load_run("baseline", baseline, getter, flattener)
     run_b = load_run("candidate", candidate, getter, flattener)
     run_a2 = load_run("baseline_2", baseline_2, getter, flattener) if baseline_2 is not None else None

@@ -20,6 +20,9 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>", "__bool__": lambda self: False})()
 
 
+_UNDECIDED: Any = object()
+
+
 class PathError(ValueError):
     """A JSONPath that cannot be parsed."""
 
@@ -123,29 +126,32 @@ class Flattener:
         self._set = [path_pattern(p) for p in (set_paths or [])]
         self._index = [path_pattern(p) for p in (index_paths or [])]
         self._list_mode = list_mode
-        self._child: dict[tuple[str, str], str | None] = {}
-        self._item: dict[tuple[str, int], str | None] = {}
-        self._as_set: dict[str, bool] = {}
+        self._child: dict[str, dict[str, str | None]] = {}
+        self._item: dict[str, list[str | None]] = {}
+        self._as_set: dict[str, bool | None] = {}
 
     def _keep(self, path: str) -> bool:
         return not any(is_under(p, path) for p in self._ignore)
 
     def _list_as_set(self, path: str, value: list[Any]) -> bool:
-        cached = self._as_set.get(path)
-        if cached is None:
+        decided = self._as_set.get(path, _UNDECIDED)
+        if decided is _UNDECIDED:
             if any(p.fullmatch(path) for p in self._set):
-                cached = True
+                decided = True
             elif any(p.fullmatch(path) for p in self._index):
-                cached = False
+                decided = False
             elif self._list_mode == "auto":
-                cached = None  # decided per value below (scalars only -> set)
+                decided = None  # decided per value below (scalars only -> set)
             else:
-                cached = self._list_mode == "set"
-            if cached is not None:
-                self._as_set[path] = cached
-        if cached is None:
-            return all(not isinstance(v, dict | list) for v in value)
-        return cached
+                decided = self._list_mode == "set"
+            self._as_set[path] = decided
+        if decided is None:
+            for v in value:
+                t = type(v)
+                if t is dict or t is list:
+                    return False
+            return True
+        return bool(decided)
 
     def flatten(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Flatten one output object (a JSON object) into leaf paths."""
@@ -154,22 +160,24 @@ class Flattener:
         return out
 
     def _walk_dict(self, prefix: str, obj: dict[str, Any], out: dict[str, Any]) -> None:
-        child = self._child
+        names = self._child.get(prefix)
+        if names is None:
+            names = self._child[prefix] = {}
         for name, value in obj.items():
-            k = (prefix, name)
-            path = child.get(k, "")
+            path = names.get(name, "")
             if path == "":
                 candidate = child_path(prefix, name)
                 path = candidate if self._keep(candidate) else None
-                child[k] = path
+                names[name] = path
             if path is None:
                 continue
-            if isinstance(value, dict):
+            t = type(value)
+            if t is dict:
                 if value:
                     self._walk_dict(path, value, out)
                 else:
                     out[path] = value
-            elif isinstance(value, list):
+            elif t is list:
                 self._walk_list(path, value, out)
             else:
                 out[path] = value
@@ -178,21 +186,23 @@ class Flattener:
         if not value or self._list_as_set(path, value):
             out[path] = value
             return
+        items = self._item.get(path)
+        if items is None:
+            items = self._item[path] = []
         for i, item in enumerate(value):
-            k = (path, i)
-            ipath = self._item.get(k, "")
-            if ipath == "":
+            if i >= len(items):
                 candidate = f"{path}[{i}]"
-                ipath = candidate if self._keep(candidate) else None
-                self._item[k] = ipath
+                items.append(candidate if self._keep(candidate) else None)
+            ipath = items[i]
             if ipath is None:
                 continue
-            if isinstance(item, dict):
+            t = type(item)
+            if t is dict:
                 if item:
                     self._walk_dict(ipath, item, out)
                 else:
                     out[ipath] = item
-            elif isinstance(item, list):
+            elif t is list:
                 self._walk_list(ipath, item, out)
             else:
                 out[ipath] = item
