@@ -325,6 +325,65 @@ class ProductionSide(_Model):
         return self
 
 
+def production_from_quiesce_result(
+    result: dict[str, Any],
+    *,
+    flink_version: str | None = None,
+    agent_uid: str | None = None,
+    agent_uid_hash: str | None = None,
+    checkpoint_id: int | None = None,
+) -> ProductionSide:
+    """Build the production side from the quiesce step's XCom (``QuiesceResult`` as JSON).
+
+    Duck-typed on the keys ``job_id``, ``job_name``, ``mode``, ``savepoint_path``, ``format_type``,
+    ``requested_at``, ``savepoint_completed_at`` and ``plan`` (``vertices`` with ``id``/``name``/
+    ``parallelism``/``max_parallelism`` and ``agent_vertex_id``). A dict already shaped like
+    :class:`ProductionSide` (with a ``savepoint`` object) is validated as it is.
+    """
+    if isinstance(result.get("savepoint"), dict):
+        return ProductionSide.model_validate(result)
+    problems = []
+    if not result.get("savepoint_path"):
+        problems.append(f"production.savepoint: missing. Fix: {_MISSING_FIXES['production.savepoint']}")
+    plan = result.get("plan") or {}
+    vertices = plan.get("vertices") or []
+    agent_id = plan.get("agent_vertex_id")
+    agent = next((v for v in vertices if v.get("id") == agent_id), None)
+    if agent is None:
+        problems.append(
+            "production.agent: the quiesce result's plan has no agent vertex ('action-execute-operator'). "
+            "Fix: quiesce the Flink Agents job, not another job"
+        )
+    if problems:
+        raise ManifestError(problems)
+    assert agent is not None
+    max_par = agent.get("max_parallelism") or plan.get("max_parallelism")
+    try:
+        return ProductionSide(
+            job_id=result["job_id"],
+            job_name=result.get("job_name", ""),
+            flink_version=flink_version,
+            savepoint=SavepointInfo(
+                path=result["savepoint_path"],
+                format=result.get("format_type", "CANONICAL"),
+                quiesce_mode=result.get("mode", "stop"),
+                triggered_at=result.get("requested_at"),
+                completed_at=result.get("savepoint_completed_at"),
+                checkpoint_id=checkpoint_id,
+            ),
+            agent=AgentVertex(
+                vertex_id=agent_id,
+                uid=agent_uid,
+                uid_hash=agent_uid_hash,
+                parallelism=agent.get("parallelism", 1),
+                max_parallelism=max_par,
+            ),
+            plan_vertex_ids=[v["id"] for v in vertices],
+        )
+    except ValidationError as err:
+        raise ManifestError([f"production.{line}" for line in friendly_errors(err)]) from None
+
+
 # --------------------------------------------------------------------------------------- isolation
 class Isolation(_Model):
     """Where each replay variant keeps its own state, so nothing touches production's."""
@@ -532,4 +591,5 @@ __all__ = [
     "SerializerSpec",
     "WatermarkSpec",
     "friendly_errors",
+    "production_from_quiesce_result",
 ]

@@ -1,0 +1,208 @@
+"""Step 5 of the replay chain: record the start offsets, then write the manifest for the capture window.
+
+- :class:`RecordStartOffsetsOperator` runs right after the quiesce step (production FINISHED by
+  stop-with-savepoint): the capture topic's end offsets at that moment are the replay start offsets.
+- :class:`CreateReplayManifestOperator` runs after :class:`~airflow_flink_replay.sensors.capture_window.
+  CaptureWindowSensor`: it reads the window (per-partition counts, first/last timestamps — by consuming),
+  links it to the savepoint and writes the sealed manifest to a URI. XCom: ``{"uri", "digest",
+  "record_count", "partitions"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_flink_replay.core.capture_window import StartOffsets, refuse_unsafe_start
+from airflow_flink_replay.core.manifest import (
+    CaptureInput,
+    EventTime,
+    ManifestError,
+    PartitionWindow,
+    ReplayManifest,
+    SerializerSpec,
+    WatermarkSpec,
+    production_from_quiesce_result,
+)
+from airflow_flink_replay.core.manifest_io import save_manifest
+from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+
+
+def read_start_offsets(
+    hook: KafkaOffsetsHook, topic: str, quiesce_result: Mapping[str, Any] | None = None
+) -> StartOffsets:
+    """Read the capture topic's end offsets as the replay start offsets (refuses the ``savepoint`` mode)."""
+    refuse_unsafe_start(dict(quiesce_result) if quiesce_result else None)
+    offsets = hook.end_offsets(topic)
+    return StartOffsets(
+        topic=topic,
+        offsets=offsets,
+        read_at=datetime.now(UTC),
+        job_id=(quiesce_result or {}).get("job_id"),
+        savepoint_path=(quiesce_result or {}).get("savepoint_path"),
+        quiesce_mode=(quiesce_result or {}).get("mode"),
+    )
+
+
+class RecordStartOffsetsOperator(BaseOperator):
+    """Record the capture topic's end offsets right after production stopped with a savepoint.
+
+    XCom: :class:`~airflow_flink_replay.core.capture_window.StartOffsets` as JSON (``topic``, ``offsets``,
+    ``read_at``, ``job_id``, ``savepoint_path``, ``quiesce_mode``).
+
+    :param topic: the capture topic (templated).
+    :param quiesce_result: the quiesce step's XCom (templated); mode ``savepoint`` is refused because
+        production kept writing after the barrier.
+    :param kafka_config_id: the Kafka connection.
+    """
+
+    template_fields: Sequence[str] = ("topic", "quiesce_result")
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        quiesce_result: Mapping[str, Any] | None = None,
+        kafka_config_id: str = "kafka_default",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topic = topic
+        self.quiesce_result = quiesce_result
+        self.kafka_config_id = kafka_config_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Read and return the start offsets."""
+        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        try:
+            start = read_start_offsets(hook, self.topic, self.quiesce_result)
+        except ValueError as err:
+            raise AirflowException(str(err)) from err
+        finally:
+            hook.close()
+        self.log.info("replay start offsets of %s: %s", start.topic, start.offsets)
+        return start.model_dump(mode="json")
+
+
+class CreateReplayManifestOperator(BaseOperator):
+    """Write the replay manifest for a complete capture window, linked to production's savepoint.
+
+    :param manifest_uri: where to write (templated): ``file://…``, ``s3://…`` (fsspec) or a path.
+    :param window: the capture window (templated; ``CaptureWindowSensor``'s XCom).
+    :param production: the quiesce step's XCom (``QuiesceResult`` JSON) or a ``ProductionSide`` dict.
+    :param kafka_config_id: the Kafka connection (its id goes into the manifest; never its secrets).
+    :param key_serializer: ``string``/``json``/``bytes``/``avro`` or a SerializerSpec dict.
+    :param value_serializer: as ``key_serializer``.
+    :param event_time: ``{"source": "kafka_timestamp"}`` or ``{"source": "field", "field": "$.ts"}``.
+    :param watermark: ``{"max_out_of_orderness_ms": …, "idleness_ms": …}``.
+    :param flink_version: production's Flink version (templated).
+    :param agent_uid: the uid production's agent carries, if pinned.
+    :param checkpoint_id: the savepoint's checkpoint id, if known (templated).
+    :param run_id: the replay run id (default: the Airflow run id).
+    :param expected_records: fail unless the window holds exactly this many records.
+    :param scan_timeout: seconds to read the window.
+    """
+
+    template_fields: Sequence[str] = (
+        "manifest_uri", "window", "production", "flink_version", "checkpoint_id", "run_id", "expected_records",
+    )
+
+    def __init__(
+        self,
+        *,
+        manifest_uri: str,
+        window: Mapping[str, Any] | str,
+        production: Mapping[str, Any] | str,
+        kafka_config_id: str = "kafka_default",
+        key_serializer: str | Mapping[str, Any] = "string",
+        value_serializer: str | Mapping[str, Any] = "json",
+        event_time: Mapping[str, Any] | None = None,
+        watermark: Mapping[str, Any] | None = None,
+        flink_version: str | None = None,
+        agent_uid: str | None = None,
+        checkpoint_id: int | str | None = None,
+        run_id: str | None = None,
+        expected_records: int | str | None = None,
+        scan_timeout: float = 120.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest_uri = manifest_uri
+        self.window = window
+        self.production = production
+        self.kafka_config_id = kafka_config_id
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self.event_time = event_time
+        self.watermark = watermark
+        self.flink_version = flink_version
+        self.agent_uid = agent_uid
+        self.checkpoint_id = checkpoint_id
+        self.run_id = run_id
+        self.expected_records = expected_records
+        self.scan_timeout = scan_timeout
+
+    def build_manifest(self, hook: KafkaOffsetsHook, run_id: str) -> ReplayManifest:
+        """Read the window and assemble the (unsealed) manifest."""
+        window = dict(self.window)  # type: ignore[arg-type]
+        topic = window["topic"]
+        start = {int(p): int(o) for p, o in window["start_offsets"].items()}
+        end = {int(p): int(o) for p, o in window["end_offsets"].items()}
+        scans = hook.scan(topic, start, end, timeout=self.scan_timeout)
+        production = production_from_quiesce_result(
+            dict(self.production),  # type: ignore[arg-type]
+            flink_version=self.flink_version or None,
+            agent_uid=self.agent_uid,
+            checkpoint_id=int(self.checkpoint_id) if self.checkpoint_id not in (None, "", "None") else None,
+        )
+        capture = CaptureInput(
+            kafka_conn_id=self.kafka_config_id,
+            bootstrap_servers=hook.bootstrap_servers() or None,
+            topic=topic,
+            partitions=[
+                PartitionWindow(
+                    partition=s.partition,
+                    start_offset=s.start_offset,
+                    end_offset=s.end_offset,
+                    record_count=s.record_count,
+                    first_timestamp_ms=s.first_timestamp_ms,
+                    last_timestamp_ms=s.last_timestamp_ms,
+                )
+                for s in scans.values()
+            ],
+            key_serializer=SerializerSpec.model_validate(self.key_serializer),
+            value_serializer=SerializerSpec.model_validate(self.value_serializer),
+            event_time=EventTime.model_validate(self.event_time or {}),
+            watermark=WatermarkSpec.model_validate(self.watermark or {}),
+        )
+        return ReplayManifest(run_id=run_id, production=production, capture=capture)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Read the window, write the sealed manifest, return its URI and digest."""
+        run_id = self.run_id or str(context.get("run_id") or "manual")
+        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        try:
+            manifest = self.build_manifest(hook, run_id)
+        except (ManifestError, ValueError) as err:
+            raise AirflowException(f"cannot build the replay manifest: {err}") from err
+        finally:
+            hook.close()
+        count = manifest.capture.record_count
+        if self.expected_records not in (None, "", "None") and count != int(self.expected_records):  # type: ignore[arg-type]
+            raise AirflowException(
+                f"the capture window holds {count} records, expected {self.expected_records}: "
+                f"{ {w.partition: w.record_count for w in manifest.capture.partitions} }"
+            )
+        sealed = save_manifest(manifest, self.manifest_uri)
+        self.log.info("replay manifest written to %s\n%s", self.manifest_uri, sealed.summary())
+        return {
+            "uri": self.manifest_uri,
+            "digest": sealed.digest,
+            "record_count": count,
+            "topic": manifest.capture.topic,
+            "partitions": {str(w.partition): w.model_dump(mode="json") for w in manifest.capture.partitions},
+        }
