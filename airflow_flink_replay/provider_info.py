@@ -36,7 +36,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Flink Agents Replay",
-                "python-modules": ["airflow_flink_replay.triggers.flink"],
+                "python-modules": ["airflow_flink_replay.triggers.flink", "airflow_flink_replay.triggers.kafka"],
             }
         ],
         "extra-links": [
