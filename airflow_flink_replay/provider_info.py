@@ -41,5 +41,6 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "extra-links": [
             "airflow_flink_replay.links.flink.FlinkJobLink",
+            "airflow_flink_replay.links.report.ReplayReportLink",
         ],
     }

@@ -1,0 +1,204 @@
+"""Step 8 of the replay chain: compare baseline, baseline-2 and candidate outputs, report, and gate.
+
+:class:`CompareReplayOutputsOperator` runs :func:`airflow_flink_replay.core.compare.compare_runs` on
+the replay outputs (and audits), writes summary.json / report.html / junit.xml next to the manifest (or
+to ``report_uri``), pushes the summary to XCom, links the HTML report, and fails the task on FAIL when it
+is a gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator, ObjectStoragePath
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_flink_replay.core.compare import (
+    CompareConfig,
+    CompareInputError,
+    ComparisonResult,
+    compare_runs,
+    write_reports,
+)
+from airflow_flink_replay.links.report import ReplayReportLink
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def _is_uri(value: str) -> bool:
+    return bool(_SCHEME.match(value))
+
+
+class CompareReplayOutputsOperator(BaseOperator):
+    """Compare replay outputs against the noise and gate the release.
+
+    XCom ``return_value`` (and key ``comparison``, pushed before a gate failure): ``{"verdict", "mode",
+    "reasons", "worst_fields", "counts", "report_uri", "summary_uri", "junit_uri"}``.
+
+    :param baseline: URI or local path of the baseline outputs (JSONL; templated).
+    :param candidate: URI or local path of the candidate outputs (templated).
+    :param baseline_2: the baseline run again, to measure noise (templated); without it exact rules apply.
+    :param key: JSONPath of the correlation key, e.g. ``$.id``.
+    :param ignore: JSONPaths to ignore (``$._replay`` always is).
+    :param config: a :class:`CompareConfig` or its dict form (templated).
+    :param baseline_audit: side-effect audit of the baseline (optional, templated); with ``candidate_audit``.
+    :param baseline_2_audit: side-effect audit of baseline-2 (optional, templated).
+    :param candidate_audit: side-effect audit of the candidate (optional, templated).
+    :param manifest_uri: the replay manifest; reports go to ``<its folder>/compare-<run id>/`` unless
+        ``report_uri`` is given (templated).
+    :param report_uri: folder for the reports (templated).
+    :param report_url: URL under which readers open the report (templated, ``{report}`` is replaced by the
+        report.html URI); default: the report's URI.
+    :param gate: fail the task when the verdict is FAIL (True), or only report (False).
+    :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
+    """
+
+    template_fields: Sequence[str] = (
+        "baseline",
+        "candidate",
+        "baseline_2",
+        "key",
+        "config",
+        "baseline_audit",
+        "baseline_2_audit",
+        "candidate_audit",
+        "manifest_uri",
+        "report_uri",
+        "report_url",
+    )
+    operator_extra_links = (ReplayReportLink(),)
+    ui_color = "#e8f0fe"
+
+    def __init__(
+        self,
+        *,
+        baseline: str,
+        candidate: str,
+        baseline_2: str | None = None,
+        key: str = "$.id",
+        ignore: Sequence[str] = (),
+        config: CompareConfig | Mapping[str, Any] | None = None,
+        baseline_audit: str | None = None,
+        baseline_2_audit: str | None = None,
+        candidate_audit: str | None = None,
+        manifest_uri: str | None = None,
+        report_uri: str | None = None,
+        report_url: str | None = None,
+        gate: bool = True,
+        fail_on_inconclusive: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.baseline = baseline
+        self.candidate = candidate
+        self.baseline_2 = baseline_2
+        self.key = key
+        self.ignore = list(ignore)
+        self.config = config.model_dump() if isinstance(config, CompareConfig) else (dict(config or {}))
+        self.baseline_audit = baseline_audit
+        self.baseline_2_audit = baseline_2_audit
+        self.candidate_audit = candidate_audit
+        self.manifest_uri = manifest_uri
+        self.report_uri = report_uri
+        self.report_url = report_url
+        self.gate = gate
+        self.fail_on_inconclusive = fail_on_inconclusive
+
+    def _report_dir(self, context: Any) -> Any:
+        if self.report_uri:
+            target = str(self.report_uri)
+        elif self.manifest_uri:
+            run_id = str(context.get("run_id") or "run")
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
+            manifest = str(self.manifest_uri)
+            target = f"{manifest.rsplit('/', 1)[0]}/compare-{safe}"
+        else:
+            raise AirflowException(
+                "CompareReplayOutputsOperator: give report_uri (a folder) or manifest_uri (reports go next to it)"
+            )
+        return ObjectStoragePath(target) if _is_uri(target) else Path(target)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Compare, write the reports, push the summary and the link; fail on FAIL when gating."""
+        try:
+            config = CompareConfig.model_validate(self.config or {})
+        except Exception as err:
+            raise AirflowFailException(f"CompareReplayOutputsOperator: bad config: {err}") from None
+        out_dir = self._report_dir(context)
+        with contextlib.ExitStack() as stack:
+
+            def source(uri: str | None) -> Any:
+                if uri is None:
+                    return None
+                if _is_uri(str(uri)):
+                    path = ObjectStoragePath(str(uri))
+                    if not path.exists():
+                        raise CompareInputError(str(uri), "not found")
+                    stream = stack.enter_context(path.open("r", encoding="utf-8"))
+                    with contextlib.suppress(AttributeError, TypeError):
+                        stream.name = str(uri)  # for error messages
+                    return stream
+                return Path(uri)
+
+            audits = None
+            if self.baseline_audit or self.candidate_audit or self.baseline_2_audit:
+                audits = {
+                    "baseline": source(self.baseline_audit),
+                    "candidate": source(self.candidate_audit),
+                    "baseline_2": source(self.baseline_2_audit),
+                }
+            try:
+                result = compare_runs(
+                    source(self.baseline),
+                    source(self.candidate),
+                    baseline_2=source(self.baseline_2),
+                    key=self.key,
+                    config=config,
+                    audits=audits,
+                    ignore=self.ignore,
+                )
+            except CompareInputError as err:
+                raise AirflowFailException(f"cannot compare: {err}") from None
+        written = write_reports(result, out_dir)
+        report = _uri(written["html"])
+        url = self.report_url.replace("{report}", report) if self.report_url else report
+        ReplayReportLink.persist(context, url)
+        summary = {
+            **result.summary(),
+            "report_uri": report,
+            "summary_uri": _uri(written["summary"]),
+            "junit_uri": _uri(written["junit"]),
+        }
+        context["ti"].xcom_push(key="comparison", value=summary)
+        self._log_result(result, report)
+        if self.gate and result.verdict == "FAIL":
+            raise AirflowFailException(f"replay gate: FAIL — {_decisive(result)} (report: {url})")
+        if self.fail_on_inconclusive and result.verdict == "INCONCLUSIVE":
+            raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
+        return summary
+
+    def _log_result(self, result: ComparisonResult, report: str) -> None:
+        self.log.info(
+            "Comparison %s (%s): %d aligned outputs, report %s",
+            result.verdict,
+            result.mode,
+            result.counts.aligned_candidate,
+            report,
+        )
+        for reason in result.reasons:
+            self.log.info("  [%s] %s: %s", reason.severity, reason.code, reason.message)
+
+
+def _uri(path: Any) -> str:
+    if isinstance(path, Path):
+        return path.resolve().as_uri()
+    return str(path)
+
+
+def _decisive(result: ComparisonResult) -> str:
+    reasons = [f"{r.code}: {r.message}" for r in result.reasons if r.severity != "info"]
+    return "; ".join(reasons[:3]) or result.verdict
