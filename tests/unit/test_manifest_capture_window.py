@@ -1,0 +1,78 @@
+"""Capture window decisions (pure) and the trigger's serialize() round trip."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_flink_replay.core.capture_window import (
+    CaptureWindowSpec,
+    decide_by_offsets,
+    refuse_unsafe_start,
+)
+from airflow_flink_replay.triggers.kafka import CaptureWindowTrigger
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+
+
+def test_records_window() -> None:
+    spec = CaptureWindowSpec(topic="c", start_offsets={0: 3, 1: 2}, min_records=5)
+    assert decide_by_offsets(spec, {0: 5, 1: 4}, T0) is None  # 4 past the start
+    assert decide_by_offsets(spec, {0: 6, 1: 4}, T0) == ("records", {0: 6, 1: 4})
+
+
+def test_duration_window_and_whichever_first() -> None:
+    spec = CaptureWindowSpec(topic="c", start_offsets={0: 0}, duration_seconds=60, started_at=T0, min_records=100)
+    assert decide_by_offsets(spec, {0: 7}, T0 + timedelta(seconds=59)) is None
+    assert decide_by_offsets(spec, {0: 7}, T0 + timedelta(seconds=60)) == ("duration", {0: 7})
+    assert decide_by_offsets(spec, {0: 100}, T0) == ("records", {0: 100})
+
+
+def test_explicit_end_offsets() -> None:
+    spec = CaptureWindowSpec(topic="c", start_offsets={0: 1, 1: 1}, end_offsets={0: 3, 1: 1})
+    assert decide_by_offsets(spec, {0: 2, 1: 5}, T0) is None
+    assert decide_by_offsets(spec, {0: 3, 1: 5}, T0) == ("end_offsets", {0: 3, 1: 1})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "the capture window has no end. Fix: give min_records"),
+        ({"end_offsets": {0: 0}}, "partition 0: end offset 0 is before start offset 1"),
+        ({"end_offsets": {1: 5}}, "end_offsets partitions [1] differ from start_offsets partitions [0]"),
+        ({"end_offsets": {0: 5}, "min_records": 3}, "do not combine it with other ends"),
+    ],
+)
+def test_invalid_windows(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        CaptureWindowSpec(topic="c", start_offsets={0: 1}, **kwargs)
+
+
+def test_topic_shape_change_is_an_error() -> None:
+    spec = CaptureWindowSpec(topic="c", start_offsets={0: 0}, min_records=1)
+    with pytest.raises(ValueError, match=r"partition\(s\) \[1\] without a start offset"):
+        decide_by_offsets(spec, {0: 0, 1: 0}, T0)
+
+
+def test_savepoint_mode_cannot_give_start_offsets() -> None:
+    refuse_unsafe_start({"mode": "drain", "production_stopped": True})
+    with pytest.raises(ValueError, match="do not mark the savepoint barrier"):
+        refuse_unsafe_start({"mode": "savepoint", "production_stopped": False})
+
+
+def test_trigger_serialize_round_trip() -> None:
+    trigger = CaptureWindowTrigger(
+        topic="capture", start_offsets={0: 3, 1: 2}, kafka_config_id="kafka_x", min_records=7,
+        duration_seconds=30.0, started_at=T0.isoformat(), poll_interval=0.5, timeout=60,
+    )
+    path, kwargs = trigger.serialize()
+    assert path == "airflow_flink_replay.triggers.kafka.CaptureWindowTrigger"
+    assert kwargs["start_offsets"] == {"0": 3, "1": 2}  # JSON-safe keys
+    again = CaptureWindowTrigger(**kwargs)
+    assert again.serialize() == (path, kwargs)
+    spec = again.spec()
+    assert spec.start_offsets == {0: 3, 1: 2} and spec.min_records == 7
+    assert spec.deadline() == T0 + timedelta(seconds=30)
+    # the deadline survives serialization (a triggerer restart does not extend the wait)
+    assert kwargs["deadline"] == trigger.deadline
