@@ -1,0 +1,148 @@
+"""`flink-replay compare`: the exit-code contract, the three reports, bad usage and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from airflow_flink_replay.cli import main
+from airflow_flink_replay.core.compare.synthetic import make_audit, make_run, write_jsonl
+
+N = 300
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    noise = {"paraphrase": 0.3}
+    outs_a = make_run(N, "baseline", 1, **noise)
+    return {
+        "a": write_jsonl(tmp_path / "a.jsonl", outs_a),
+        "a2": write_jsonl(tmp_path / "a2.jsonl", make_run(N, "baseline_2", 2, **noise)),
+        "same": write_jsonl(tmp_path / "same.jsonl", make_run(N, "candidate", 3, **noise)),
+        "label": write_jsonl(tmp_path / "label.jsonl", make_run(N, "candidate", 3, label_change=0.2, **noise)),
+        "aa": write_jsonl(tmp_path / "aa.jsonl", make_audit(outs_a, "baseline")),
+        "ab": write_jsonl(tmp_path / "ab.jsonl", make_audit(outs_a, "candidate", extra_tool_keys=0.2)),
+        "out": tmp_path / "out",
+    }
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run the real console script in a subprocess (the exit code is the contract)."""
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_flink_replay.cli", "compare", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_pass_exits_0_and_writes_three_reports(files: dict[str, Path]) -> None:
+    proc = cli("--baseline", files["a"], "--baseline-2", files["a2"], "--candidate", files["same"],
+               "--key", "$.id", "--out", files["out"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("PASS")
+    summary = json.loads((files["out"] / "summary.json").read_text())
+    assert summary["verdict"] == "PASS" and summary["mode"] == "noise_calibrated"
+    assert {f["path"] for f in summary["fields"]} >= {"$.label", "$.summary"}
+    html = (files["out"] / "report.html").read_text()
+    assert "PASS" in html and "<script" not in html and "http://" not in html and "https://" not in html
+    suite = ET.parse(files["out"] / "junit.xml").getroot()
+    assert suite.tag == "testsuite" and suite.get("failures") == "0"
+    names = {tc.get("name") for tc in suite.iter("testcase")}
+    assert {"verdict", "$.label", "$.summary", "missing outputs"} <= names
+
+
+def test_fail_exits_1_with_junit_failure_on_the_field(files: dict[str, Path]) -> None:
+    proc = cli("--baseline", files["a"], "--baseline-2", files["a2"], "--candidate", files["label"],
+               "--key", "$.id", "--out", files["out"])
+    assert proc.returncode == 1, proc.stderr
+    assert "FIELD_REGRESSION" in proc.stdout and "$.label" in proc.stdout
+    suite = ET.parse(files["out"] / "junit.xml").getroot()
+    failed = {tc.get("name") for tc in suite.iter("testcase") if tc.find("failure") is not None}
+    assert failed == {"verdict", "$.label"}
+
+
+def test_inconclusive_exits_2(files: dict[str, Path], tmp_path: Path) -> None:
+    few = write_jsonl(tmp_path / "few.jsonl", make_run(5, "baseline", 1))
+    assert main(["compare", "--baseline", str(few), "--baseline-2", str(few), "--candidate", str(few),
+                 "--key", "$.id", "--out", str(files["out"])]) == 2
+    suite = ET.parse(files["out"] / "junit.xml").getroot()
+    verdict = next(tc for tc in suite.iter("testcase") if tc.get("name") == "verdict")
+    assert verdict.find("skipped") is not None
+
+
+def test_audit_options_make_a_side_effect_finding(files: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
+    code = main(["compare", "--baseline", str(files["a"]), "--baseline-2", str(files["a2"]),
+                 "--candidate", str(files["same"]), "--key", "$.id", "--out", str(files["out"]),
+                 "--baseline-audit", str(files["aa"]), "--candidate-audit", str(files["ab"]), "--json"])
+    assert code == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["verdict"] == "FAIL"
+    reason = next(r for r in printed["reasons"] if r["code"] == "SIDE_EFFECT_REGRESSION")
+    assert "candidate now calls tool notify_support for" in reason["message"]
+    assert printed["reports"]["html"].endswith("report.html")
+
+
+def test_options_override_config_file(files: dict[str, Path], tmp_path: Path) -> None:
+    # a YAML config that ignores the label makes the FAIL a PASS; --must-not-change on the CLI brings it back
+    cfg = tmp_path / "compare.yaml"
+    cfg.write_text("ignore: ['$.label']\nabs_threshold: 0.05\n")
+    base = ["compare", "--baseline", str(files["a"]), "--baseline-2", str(files["a2"]),
+            "--candidate", str(files["label"]), "--key", "$.id", "--out", str(files["out"]), "--config", str(cfg)]
+    assert main(base) == 0
+    summary = json.loads((files["out"] / "summary.json").read_text())
+    assert summary["config"]["abs_threshold"] == 0.05
+    assert main([*base[:-2], "--must-not-change", "$.label", "--tolerance", "$.score=0.01"]) == 1
+
+
+def test_bad_json_line_exits_3_naming_the_line(files: dict[str, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(files["a"].read_text().splitlines()[0] + "\n\n" + '{"id": "r-1", "label": }\n')
+    proc = cli("--baseline", files["a"], "--candidate", bad, "--key", "$.id", "--out", files["out"])
+    assert proc.returncode == 3
+    assert f"{bad}:3: invalid JSON" in proc.stderr
+    assert not (files["out"] / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--baseline", "A"], "the following arguments are required"),
+        (["--baseline", "A", "--candidate", "B", "--key", "$.id", "--out", "o", "--bogus"], "unrecognized"),
+        (["--baseline", "A", "--candidate", "B", "--key", "$.id", "--out", "o", "--alpha", "x"], "invalid float"),
+    ],
+)
+def test_bad_usage_exits_3(args: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", *args])
+    assert exc.value.code == 3
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--abs-threshold", "2"], "configuration abs_threshold"),
+        (["--tolerance", "$.score"], "expected JSONPATH=NUMBER"),
+        (["--key", "id"], "must start with '$'"),
+        (["--baseline-audit", "nope.jsonl"], "both the baseline and the candidate audit"),
+        (["--config", "missing.yaml"], "file not found"),
+    ],
+)
+def test_bad_options_exit_3(files: dict[str, Path], extra: list[str], message: str,
+                            capsys: pytest.CaptureFixture) -> None:
+    args = ["compare", "--baseline", str(files["a"]), "--candidate", str(files["same"]), "--key", "$.id",
+            "--out", str(files["out"]), *extra]
+    assert main(args) == 3
+    assert message in capsys.readouterr().err
+
+
+def test_missing_input_file_exits_3(files: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
+    assert main(["compare", "--baseline", str(files["a"]), "--candidate", "/nonexistent/b.jsonl",
+                 "--key", "$.id", "--out", str(files["out"])]) == 3
+    assert "/nonexistent/b.jsonl: file not found" in capsys.readouterr().err
