@@ -1,0 +1,96 @@
+"""Audit records of resource calls attempted by a replayed agent (one JSON line each).
+
+Written by the resource proxies inside Flink (:mod:`airflow_flink_replay.flink.proxies`) and read by the
+comparison step. Pure: pydantic only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = ["PREVIEW_CHARS", "AuditRecord", "args_digest", "args_preview", "read_audit"]
+
+#: Length of ``args_preview``.
+PREVIEW_CHARS = 200
+
+ResourceTypeName = Literal["chat_model", "tool", "vector_store", "embedding_model", "unmediated"]
+DecisionName = Literal["allow", "record", "block"]
+OutcomeName = Literal["ok", "error", "recorded", "blocked"]
+
+
+def _canonical(args: Any, kwargs: Any) -> str:
+    return json.dumps({"args": args, "kwargs": kwargs}, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def args_digest(args: Any = (), kwargs: Any = None) -> str:
+    """SHA-256 hex of the canonical JSON of the call arguments (objects by ``str``)."""
+    return hashlib.sha256(_canonical(list(args), kwargs or {}).encode("utf-8")).hexdigest()
+
+
+def args_preview(args: Any = (), kwargs: Any = None, limit: int = PREVIEW_CHARS) -> str:
+    """Truncated canonical JSON of the call arguments."""
+    text = _canonical(list(args), kwargs or {})
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AuditRecord(BaseModel):
+    """One attempted resource call in a replay."""
+
+    variant: str
+    key: str = Field(description="The agent key the call was made for ('' when unknown).")
+    resource_type: ResourceTypeName
+    resource_name: str
+    method: str
+    args_digest: str
+    args_preview: str
+    decision: DecisionName
+    outcome: OutcomeName
+    error: str | None = None
+    ts: float = Field(default_factory=time.time)
+
+    @classmethod
+    def for_call(
+        cls,
+        *,
+        variant: str,
+        key: str,
+        resource_type: str,
+        resource_name: str,
+        method: str,
+        args: Any,
+        kwargs: Any,
+        decision: str,
+        outcome: str,
+        error: str | None = None,
+    ) -> AuditRecord:
+        """Build a record, digesting and previewing the arguments."""
+        return cls(
+            variant=variant,
+            key=key,
+            resource_type=resource_type,  # type: ignore[arg-type]
+            resource_name=resource_name,
+            method=method,
+            args_digest=args_digest(args, kwargs),
+            args_preview=args_preview(args, kwargs),
+            decision=decision,  # type: ignore[arg-type]
+            outcome=outcome,  # type: ignore[arg-type]
+            error=error,
+        )
+
+
+def read_audit(path: str | Path) -> Iterator[AuditRecord]:
+    """Records of one audit JSONL file, or of every ``*.jsonl`` file in a directory."""
+    p = Path(path)
+    files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+    for f in files:
+        with f.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    yield AuditRecord.model_validate_json(line)

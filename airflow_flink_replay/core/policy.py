@@ -1,0 +1,165 @@
+"""Side-effect policy for replays: what a replayed agent may do with each of its resources.
+
+A :class:`ReplayPolicy` decides, per attempted resource call, one of three things:
+
+``allow``
+    call through to the real resource (default for chat models, embedding models and vector-store reads);
+``record``
+    do not call; return a declared stand-in result and audit the attempt (default for tools and vector-store
+    writes);
+``block``
+    do not call; fail the action with an error naming the resource.
+
+Decisions are looked up from the most to the least specific rule:
+
+1. ``by_name["<resource name>.<method>"]``
+2. ``by_name["<resource name>"]``
+3. ``by_type["vector_store.read"]`` / ``by_type["vector_store.write"]`` (vector stores only)
+4. ``by_type["<resource type>"]``
+5. the built-in defaults above.
+
+Pure model (pydantic only): imported by the Airflow side (to build and validate the policy) and by the
+Flink side (the resource proxies in :mod:`airflow_flink_replay.flink.proxies` apply it).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum, StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "DEFAULT_READ_METHODS",
+    "Decision",
+    "ReplayPolicy",
+    "ResourceKind",
+]
+
+
+class Decision(StrEnum):
+    """What the replay does with one attempted resource call."""
+
+    ALLOW = "allow"
+    RECORD = "record"
+    BLOCK = "block"
+
+
+class ResourceKind(StrEnum):
+    """Resource types the policy knows (the values of Flink Agents' ``ResourceType`` it governs)."""
+
+    CHAT_MODEL = "chat_model"
+    TOOL = "tool"
+    VECTOR_STORE = "vector_store"
+    EMBEDDING_MODEL = "embedding_model"
+
+
+#: Vector-store methods treated as reads (everything else on a vector store is a write).
+DEFAULT_READ_METHODS: tuple[str, ...] = (
+    "search",
+    "query",
+    "get",
+    "get_all",
+    "get_by_id",
+    "recall",
+    "list",
+    "count",
+    "similarity_search",
+    "retrieve",
+    "history",
+)
+
+_TYPE_KEYS = {k.value for k in ResourceKind} | {"vector_store.read", "vector_store.write"}
+
+_DEFAULTS: dict[str, Decision] = {
+    ResourceKind.CHAT_MODEL.value: Decision.ALLOW,
+    ResourceKind.TOOL.value: Decision.RECORD,
+    "vector_store.read": Decision.ALLOW,
+    "vector_store.write": Decision.RECORD,
+    ResourceKind.EMBEDDING_MODEL.value: Decision.ALLOW,
+}
+
+
+class ReplayPolicy(BaseModel):
+    """Per resource name and per resource type decision ``allow`` | ``record`` | ``block``.
+
+    Example::
+
+        ReplayPolicy(by_name={"notify_support": "block", "review_memory.remember": "allow"},
+                     stand_ins={"notify_support": "ticket-not-created"})
+    """
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+    by_type: dict[str, Decision] = Field(
+        default_factory=dict,
+        description='Decision per resource type: "chat_model", "tool", "vector_store", "vector_store.read", '
+        '"vector_store.write", "embedding_model".',
+    )
+    by_name: dict[str, Decision] = Field(
+        default_factory=dict,
+        description='Decision per resource name ("notify_support") or per method ("review_memory.remember").',
+    )
+    stand_ins: dict[str, Any] = Field(
+        default_factory=dict,
+        description='Result returned for a `record` decision, per resource name or "name.method". '
+        "Chat models turn a string/dict stand-in into an assistant message.",
+    )
+    read_methods: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_READ_METHODS),
+        description="Vector-store method names that count as reads.",
+    )
+
+    @field_validator("by_type")
+    @classmethod
+    def _known_types(cls, value: dict[str, Decision]) -> dict[str, Decision]:
+        unknown = sorted(set(value) - _TYPE_KEYS)
+        if unknown:
+            raise ValueError(f"by_type has unknown resource type(s) {unknown}; use one of {sorted(_TYPE_KEYS)}")
+        return value
+
+    @field_validator("stand_ins")
+    @classmethod
+    def _json_stand_ins(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name, result in value.items():
+            try:
+                json.dumps(result)
+            except TypeError as exc:
+                raise ValueError(f"stand_ins[{name!r}] must be JSON-serialisable ({exc})") from exc
+        return value
+
+    def is_read(self, method: str) -> bool:
+        """Whether ``method`` on a vector store is a read."""
+        return method in self.read_methods
+
+    def decide(self, resource_type: str, resource_name: str, method: str) -> Decision:
+        """The decision for one call of ``resource_name.method`` (a resource of ``resource_type``)."""
+        for key in (f"{resource_name}.{method}", resource_name):
+            if key in self.by_name:
+                return Decision(self.by_name[key])
+        rtype = resource_type.value if isinstance(resource_type, Enum) else str(resource_type)
+        candidates = [rtype]
+        if rtype == ResourceKind.VECTOR_STORE.value:
+            candidates.insert(0, f"vector_store.{'read' if self.is_read(method) else 'write'}")
+        for key in candidates:
+            if key in self.by_type:
+                return Decision(self.by_type[key])
+        for key in candidates:
+            if key in _DEFAULTS:
+                return _DEFAULTS[key]
+        return Decision.ALLOW
+
+    def stand_in(self, resource_type: str, resource_name: str, method: str) -> Any:
+        """The declared stand-in result for a ``record`` decision (a placeholder text when none is declared)."""
+        for key in (f"{resource_name}.{method}", resource_name):
+            if key in self.stand_ins:
+                return self.stand_ins[key]
+        rtype = resource_type.value if isinstance(resource_type, Enum) else str(resource_type)
+        if rtype == ResourceKind.VECTOR_STORE.value:
+            return None
+        return f"[replay: {rtype} '{resource_name}' recorded, not executed]"
+
+    def to_json(self) -> str:
+        """Compact JSON (what the replay job receives)."""
+        return self.model_dump_json()

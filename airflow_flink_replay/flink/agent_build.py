@@ -1,0 +1,89 @@
+"""Load an agent factory (``"module:attr"``), optionally under a unique, content-hashed module name.
+
+All jobs on a TaskManager share ONE embedded Python interpreter (and its ``sys.modules``): a changed agent
+module with the same name is not re-imported until the TaskManager restarts, so a candidate submitted after
+a baseline could silently run the baseline's code. :func:`load_agent_factory` with ``isolate=True`` copies
+the factory module's *package* into ``<build_root>/afr_build_<sha256 of its files>/`` and imports the factory
+from there: different code gets a different module name, identical code the same one (sharing it is then
+harmless). The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
+modules it imports absolutely (shared helpers) must be the same in both builds; relative imports inside the
+package follow the copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AgentBuild:
+    """A loaded agent factory and where its code comes from."""
+
+    factory: Callable[..., Any]
+    module: str
+    build_root: Path | None
+
+
+def _package_digest(pkg_dir: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(pkg_dir.rglob("*.py")):
+        if "__pycache__" in f.parts:
+            continue
+        h.update(str(f.relative_to(pkg_dir)).encode())
+        h.update(b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def load_agent_factory(factory: str, *, isolate: bool = True, build_root: str | Path | None = None) -> AgentBuild:
+    """Resolve ``"package.module:attr"``; with ``isolate`` import it from a content-hashed package copy."""
+    if ":" not in factory:
+        raise ValueError(f'agent factory {factory!r} must look like "package.module:attribute"')
+    module_name, attr = factory.split(":", 1)
+    if not isolate:
+        module = importlib.import_module(module_name)
+        return AgentBuild(factory=_attr(module, attr, factory), module=module_name, build_root=None)
+    if "." not in module_name:
+        raise ValueError(f"agent factory module {module_name!r} must live in a package to be isolated")
+    package, leaf = module_name.rsplit(".", 1)
+    pkg_spec = importlib.util.find_spec(package)
+    if pkg_spec is None or not pkg_spec.submodule_search_locations:
+        raise ValueError(f"agent factory package {package!r} is not importable here")
+    pkg_dir = Path(next(iter(pkg_spec.submodule_search_locations)))
+    unique = f"afr_build_{_package_digest(pkg_dir)[:16]}"
+    if build_root is None:
+        import tempfile
+
+        build_root = Path(tempfile.gettempdir()) / "afr-agent-builds" / unique
+    root = Path(build_root)
+    dest = root / unique
+    if not dest.exists():
+        tmp = root / f".{unique}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(pkg_dir, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        if not (tmp / "__init__.py").exists():
+            (tmp / "__init__.py").write_text('"""Isolated agent build."""\n')
+        tmp.rename(dest)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module(f"{unique}.{leaf}")
+    return AgentBuild(factory=_attr(module, attr, factory), module=f"{unique}.{leaf}", build_root=root)
+
+
+def _attr(module: Any, attr: str, factory: str) -> Callable[..., Any]:
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"agent factory {factory!r}: {module.__name__} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"agent factory {factory!r} is not callable")
+    return obj

@@ -1,0 +1,339 @@
+"""Side-effect policy at the resource boundary: proxies around an agent plan's resources, plus audit.
+
+Every chat model, tool, vector store and embedding model an agent uses is a *resource provider* in the
+agent plan; the runtime (``AgentPlan.get_resource``, the per-TaskManager resource cache) builds resources
+from those providers. :func:`rewrite_plan_resources` replaces each provider with one that builds a proxy:
+
+- Python tools (``FunctionTool``) → :class:`ToolPolicyProxy` (a ``FunctionTool`` subclass: same metadata,
+  so chat models bind it unchanged);
+- Python chat model setups, vector stores, embedding models → :class:`ChatModelPolicyProxy`,
+  :class:`VectorStorePolicyProxy`, :class:`EmbeddingModelPolicyProxy`, which build the original resource
+  from its original class + arguments and forward every public method through the policy.
+
+For each attempted call the proxy asks the :class:`~airflow_flink_replay.core.policy.ReplayPolicy`:
+``allow`` calls through, ``record`` returns the declared stand-in without calling, ``block`` raises
+:class:`ReplayPolicyBlocked` naming the resource. Every attempt appends one
+:class:`~airflow_flink_replay.core.audit.AuditRecord` line to ``<audit_dir>/audit-<variant>-<pid>.jsonl``.
+
+Java resources (``JavaResourceProvider``) and MCP tools are left as they are (logged). Calls an action makes
+outside the framework (raw HTTP, files, databases) are out of scope: they are not mediated.
+
+Durable execution identity is preserved: the guarded callables carry the wrapped method's
+``__module__``/``__qualname__``, so Flink Agents' call-result cache keys do not change.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+from flink_agents.api.chat_message import ChatMessage, MessageRole
+from flink_agents.api.resource import Resource, ResourceDescriptor, ResourceType
+from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSerializableResourceProvider
+from flink_agents.plan.tools.function_tool import FunctionTool
+from pydantic import PrivateAttr
+
+from airflow_flink_replay.core.audit import AuditRecord
+from airflow_flink_replay.core.policy import Decision, ReplayPolicy
+from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
+
+_log = logging.getLogger(__name__)
+
+__all__ = [
+    "ChatModelPolicyProxy",
+    "EmbeddingModelPolicyProxy",
+    "ReplayPolicyBlocked",
+    "ToolPolicyProxy",
+    "VectorStorePolicyProxy",
+    "guarded_call",
+    "rewrite_plan_resources",
+]
+
+
+class ReplayPolicyBlocked(RuntimeError):
+    """A resource call the replay policy blocks."""
+
+
+# --------------------------------------------------------------------------------------------- audit sink
+_AUDIT_LOCK = threading.Lock()
+
+
+def _append_audit(audit_dir: str, record: AuditRecord) -> None:
+    path = Path(audit_dir) / f"audit-{record.variant}-{os.getpid()}.jsonl"
+    line = record.model_dump_json() + "\n"
+    with _AUDIT_LOCK:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+
+
+@functools.lru_cache(maxsize=32)
+def _policy(policy_json: str) -> ReplayPolicy:
+    return ReplayPolicy.model_validate_json(policy_json) if policy_json else ReplayPolicy()
+
+
+def guarded_call(
+    *,
+    policy: ReplayPolicy,
+    variant: str,
+    audit_dir: str,
+    resource_type: str,
+    resource_name: str,
+    method: str,
+    key: str,
+    call: Any,
+    args: tuple,
+    kwargs: dict,
+    to_result: Any = None,
+) -> Any:
+    """Apply ``policy`` to one call and audit it (see the module docstring)."""
+    decision = policy.decide(resource_type, resource_name, method)
+
+    def audit(outcome: str, error: str | None = None) -> None:
+        _append_audit(
+            audit_dir,
+            AuditRecord.for_call(
+                variant=variant,
+                key=key,
+                resource_type=resource_type,
+                resource_name=resource_name,
+                method=method,
+                args=args,
+                kwargs=kwargs,
+                decision=decision.value,
+                outcome=outcome,
+                error=error,
+            ),
+        )
+
+    if decision == Decision.ALLOW:
+        try:
+            result = call(*args, **kwargs)
+        except Exception as exc:
+            audit("error", f"{type(exc).__name__}: {exc}")
+            raise
+        audit("ok")
+        return result
+    if decision == Decision.RECORD:
+        audit("recorded")
+        stand_in = policy.stand_in(resource_type, resource_name, method)
+        return to_result(stand_in) if to_result else stand_in
+    message = (
+        f"replay policy blocks {resource_type} '{resource_name}' (method {method}); "
+        f"set the policy for '{resource_name}' to allow or record to let the replay continue"
+    )
+    audit("blocked", message)
+    raise ReplayPolicyBlocked(message)
+
+
+def _chat_stand_in(value: Any) -> ChatMessage:
+    content = value if isinstance(value, str) else json.dumps(value)
+    return ChatMessage(role=MessageRole.ASSISTANT, content=content)
+
+
+# --------------------------------------------------------------------------------------------- proxies
+class ToolPolicyProxy(FunctionTool):
+    """A ``FunctionTool`` whose ``call`` goes through the replay policy."""
+
+    afr_resource_name: str
+    afr_variant: str
+    afr_audit_dir: str
+    afr_policy: str = ""
+
+    @property
+    def call(self) -> Any:  # type: ignore[override]
+        """The guarded call, bound to the key of the action that looks it up."""
+        key = current_key()
+        inner = super().call
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return guarded_call(
+                policy=_policy(self.afr_policy),
+                variant=self.afr_variant,
+                audit_dir=self.afr_audit_dir,
+                resource_type="tool",
+                resource_name=self.afr_resource_name,
+                method="call",
+                key=key,
+                call=inner,
+                args=args,
+                kwargs=kwargs,
+            )
+
+        call.__module__ = FunctionTool.call.__module__
+        call.__qualname__ = FunctionTool.call.__qualname__
+        return call
+
+
+class _ResourcePolicyProxy(Resource):
+    """Builds the original resource and forwards its public methods through the policy."""
+
+    kind: ClassVar[ResourceType]
+    inner_module: str
+    inner_clazz: str
+    inner_arguments: dict[str, Any] = {}
+    afr_resource_name: str
+    afr_variant: str
+    afr_audit_dir: str
+    afr_policy: str = ""
+    _inner: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def resource_type(cls) -> ResourceType:
+        """The proxied resource's type."""
+        return cls.kind
+
+    def inner(self) -> Resource:
+        """The real resource (built on first use from its original class and arguments)."""
+        if self._inner is None:
+            import importlib
+
+            cls = getattr(importlib.import_module(self.inner_module), self.inner_clazz)
+            self._inner = cls(**self.inner_arguments, get_resource=self.get_resource)
+            if self.metric_group is not None:
+                self._inner.set_metric_group(self.metric_group)
+        return self._inner
+
+    def set_metric_group(self, metric_group: Any) -> None:
+        """Bind the metric group to the proxy and the real resource."""
+        super().set_metric_group(metric_group)
+        if self._inner is not None:
+            self._inner.set_metric_group(metric_group)
+
+    def close(self) -> None:
+        """Close the real resource."""
+        if self._inner is not None:
+            self._inner.close()
+
+    def _to_result(self, method: str) -> Any:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in type(self).__private_attributes__:
+            return super().__getattr__(name)  # type: ignore[misc]
+        target = getattr(self.inner(), name)
+        if name.startswith("_") or not callable(target):
+            return target
+        key = current_key()
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return guarded_call(
+                policy=_policy(self.afr_policy),
+                variant=self.afr_variant,
+                audit_dir=self.afr_audit_dir,
+                resource_type=self.kind.value,
+                resource_name=self.afr_resource_name,
+                method=name,
+                key=key,
+                call=target,
+                args=args,
+                kwargs=kwargs,
+                to_result=self._to_result(name),
+            )
+
+        call.__module__ = getattr(target, "__module__", None) or self.inner_module
+        call.__qualname__ = getattr(target, "__qualname__", f"{self.inner_clazz}.{name}")
+        return call
+
+
+class ChatModelPolicyProxy(_ResourcePolicyProxy):
+    """Proxy of a chat model setup (``chat``); a recorded chat returns the stand-in as assistant message."""
+
+    kind: ClassVar[ResourceType] = ResourceType.CHAT_MODEL
+
+    def _to_result(self, method: str) -> Any:
+        return _chat_stand_in if method == "chat" else None
+
+
+class VectorStorePolicyProxy(_ResourcePolicyProxy):
+    """Proxy of a vector store (reads and writes told apart by method name, see ReplayPolicy.read_methods)."""
+
+    kind: ClassVar[ResourceType] = ResourceType.VECTOR_STORE
+
+
+class EmbeddingModelPolicyProxy(_ResourcePolicyProxy):
+    """Proxy of an embedding model setup."""
+
+    kind: ClassVar[ResourceType] = ResourceType.EMBEDDING_MODEL
+
+
+_PROXY_FOR: dict[ResourceType, type[_ResourcePolicyProxy]] = {
+    ResourceType.CHAT_MODEL: ChatModelPolicyProxy,
+    ResourceType.VECTOR_STORE: VectorStorePolicyProxy,
+    ResourceType.EMBEDDING_MODEL: EmbeddingModelPolicyProxy,
+}
+
+
+# --------------------------------------------------------------------------------------------- plan rewrite
+def rewrite_plan_resources(plan: Any, policy: ReplayPolicy, variant: str, audit_dir: str) -> dict[str, list[str]]:
+    """Wrap every governed resource provider of ``plan`` (an ``AgentPlan``) in a policy proxy, in place.
+
+    Also marks every action's config with a :class:`KeyHookMarker` so the TaskManager installs the key hook
+    (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan. Returns what was wrapped and
+    what was left unmediated, per resource type.
+    """
+    Path(audit_dir).mkdir(parents=True, exist_ok=True)
+    policy_json = policy.model_dump_json()
+    common = {"afr_variant": variant, "afr_audit_dir": str(audit_dir), "afr_policy": policy_json}
+    report: dict[str, list[str]] = {"wrapped": [], "unmediated": []}
+    providers = plan.resource_providers or {}
+    for rtype in (ResourceType.TOOL, ResourceType.CHAT_MODEL, ResourceType.VECTOR_STORE, ResourceType.EMBEDDING_MODEL):
+        for name, provider in list(providers.get(rtype, {}).items()):
+            new = _wrap_provider(rtype, name, provider, plan, common)
+            if new is None:
+                report["unmediated"].append(f"{rtype.value}:{name}")
+                _log.warning("replay policy cannot mediate %s %r (%s)", rtype.value, name, type(provider).__name__)
+                continue
+            providers[rtype][name] = new
+            report["wrapped"].append(f"{rtype.value}:{name}")
+    for name, act in list(plan.actions.items()):
+        config = dict(act.config or {})
+        config[MARKER_CONFIG_KEY] = KeyHookMarker()
+        plan.actions[name] = act.model_copy(update={"config": config})
+    return report
+
+
+def _wrap_provider(rtype: ResourceType, name: str, provider: Any, plan: Any, common: dict) -> Any | None:
+    if rtype == ResourceType.TOOL:
+        if not isinstance(provider, PythonSerializableResourceProvider):
+            return None
+        if (provider.module, provider.clazz) == (ToolPolicyProxy.__module__, ToolPolicyProxy.__name__):
+            return provider
+        if provider.clazz != "FunctionTool":
+            return None
+        serialized = dict(provider.serialized, afr_resource_name=name, **common)
+        return PythonSerializableResourceProvider(
+            name=name,
+            type=rtype,
+            module=ToolPolicyProxy.__module__,
+            clazz=ToolPolicyProxy.__name__,
+            serialized=serialized,
+        )
+    if not isinstance(provider, PythonResourceProvider):
+        return None
+    desc = provider.descriptor
+    proxy_cls = _PROXY_FOR[rtype]
+    if desc.target_clazz == proxy_cls.__name__:
+        return provider
+    inner_args: dict[str, Any] = {}
+    if plan.config is not None:
+        inner_args.update(plan.config.get_config_data_by_prefix(desc.target_clazz))
+    inner_args.update(desc.arguments)
+    return PythonResourceProvider(
+        name=name,
+        type=rtype,
+        descriptor=ResourceDescriptor(
+            clazz=f"{proxy_cls.__module__}.{proxy_cls.__name__}",
+            inner_module=desc.target_module,
+            inner_clazz=desc.target_clazz,
+            inner_arguments=inner_args,
+            afr_resource_name=name,
+            **common,
+        ),
+    )

@@ -1,0 +1,142 @@
+"""The replay job: a bounded replay of captured agent input, restored from a production savepoint.
+
+Run by the submitter as a PyFlink program (``flink run -py <this file> --spec-json ...`` or the REST
+PythonDriver with the same program args). Arguments: :class:`~airflow_flink_replay.core.replay_job_spec.ReplayJobSpec`
+as ``--spec-json <json>`` or ``--spec-file <path>``.
+
+What it builds (the same pipeline builder as production, different upstream):
+
+    KafkaSource over the capture topic, start → end offsets per partition (bounded, uid afr-replay-source)
+      → production's watermark strategy as its own operator (uid afr-replay-watermarks)
+      → normalise → key by → agent (pinned: uid or uid hash, max parallelism)
+      → output + ``_replay`` → FileSink ``<output_dir>/<variant>-*.jsonl``
+
+The agent runs with ``job-identifier`` = the fork namespace, ``kafkaActionStateTopic`` = the isolated topic,
+and every governed resource wrapped in a policy proxy that audits to ``<audit_dir>``. The agent factory is
+imported under a content-hashed module name (see :mod:`airflow_flink_replay.flink.agent_build`). The job
+finishes by itself when every partition reached its end offset. Submit with allowNonRestoredState: the only
+state dropped is production's source.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+
+REPLAY_SOURCE_UID = "afr-replay-source"
+REPLAY_WATERMARK_UID = "afr-replay-watermarks"
+
+
+def watermark_strategy(spec: str) -> Any:
+    """PyFlink WatermarkStrategy for ``"none"`` | ``"monotonous"`` | ``"bounded:<ms>"``."""
+    from pyflink.common import Duration, WatermarkStrategy
+
+    if spec == "none":
+        return WatermarkStrategy.no_watermarks()
+    if spec == "monotonous":
+        return WatermarkStrategy.for_monotonous_timestamps()
+    return WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(int(spec.split(":", 1)[1])))
+
+
+def file_sink(output_dir: str, variant: str) -> Any:
+    """Row-format FileSink writing ``<output_dir>/<variant>-<uuid>-<n>.jsonl`` (committed on checkpoints)."""
+    from pyflink.common.serialization import Encoder
+    from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, OutputFileConfig, RollingPolicy
+
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    return (
+        FileSink.for_row_format(str(Path(output_dir).resolve()), Encoder.simple_string_encoder())
+        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+        .with_output_file_config(
+            OutputFileConfig.builder().with_part_prefix(variant).with_part_suffix(".jsonl").build()
+        )
+        .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
+        .build()
+    )
+
+
+def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
+    """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
+    from pyflink.common import WatermarkStrategy
+
+    from airflow_flink_replay.flink.agent_build import load_agent_factory
+    from airflow_flink_replay.flink.identity import AgentPin
+    from airflow_flink_replay.flink.kafka import add_connector_jars, bounded_source
+    from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
+    from airflow_flink_replay.flink.proxies import rewrite_plan_resources
+
+    window = spec.window()
+    add_connector_jars(env, spec.connector_jars)  # BEFORE the agents environment
+    env.set_parallelism(spec.parallelism)
+    env.enable_checkpointing(spec.checkpoint_interval_ms)
+
+    build = load_agent_factory(
+        spec.agent_factory,
+        isolate=spec.isolate_agent_build,
+        build_root=Path(tempfile.gettempdir()) / "afr-agent-builds" / spec.variant
+        if spec.isolate_agent_build
+        else None,
+    )
+    if build.build_root is not None:
+        env.add_python_file(str(build.build_root))
+    agent = build.factory(mem0_config=spec.mem0_config, **spec.agent_options)
+    logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_factory, build.module)
+
+    source = bounded_source(
+        spec.kafka_bootstrap,
+        window.topic,
+        window.start_offsets,
+        window.end_offsets,
+        group_id=f"afr-replay-{spec.job_identifier}-{spec.variant}",
+    )
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "replay-capture-source").uid(REPLAY_SOURCE_UID)
+    if spec.watermark != "none":
+        stream = stream.assign_timestamps_and_watermarks(watermark_strategy(spec.watermark)).uid(REPLAY_WATERMARK_UID)
+
+    def plan_hook(plan: Any) -> None:
+        report = rewrite_plan_resources(plan, spec.policy, spec.variant, spec.audit_dir)
+        logging.info("replay %s: resources %s", spec.variant, report)
+
+    out = build_agent_pipeline(
+        env,
+        stream,
+        agent,
+        runtime=AgentRuntimeConfig(
+            bootstrap=spec.kafka_bootstrap,
+            action_state_topic=spec.action_state_topic,
+            job_identifier=spec.job_identifier,
+            action_state_partitions=spec.action_state_partitions,
+        ),
+        key_field=spec.key_field,
+        pin=AgentPin(uid=spec.agent_uid, uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism),
+        plan_hook=plan_hook,
+        output_extra={"_replay": {"variant": spec.variant, "partition": None, "offset": None}},
+    )
+    out.sink_to(file_sink(spec.output_dir, spec.variant)).uid("afr-replay-sink").name("replay-output")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: parse the spec, build, execute (blocks until the bounded job finishes)."""
+    from airflow_flink_replay.flink.environment import job_environment
+
+    spec = ReplayJobSpec.from_argv(list(sys.argv[1:] if argv is None else argv))
+    env = job_environment()
+    build_replay(env, spec)
+    env.execute(spec.job_name or f"afr-replay-{spec.variant}")
+
+
+def describe(spec_json: str) -> str:
+    """Human summary of a spec (for logs)."""
+    spec = ReplayJobSpec.model_validate_json(spec_json)
+    return json.dumps({"variant": spec.variant, "window": spec.window().model_dump()}, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""Example Flink Agents (0.2.0 API) review-triage agent used by the tests and the demo.
+
+Layout:
+
+- ``common/``: what both versions share — the deterministic local chat model connection
+  (:class:`~examples.review_agent.common.chat_model.DeterministicReviewModel`), the side-effecting
+  ``notify_support`` tool, the Mem0-backed long-term memory resource and the review event generator.
+- ``v1/`` and ``v2/``: the two agent builds (same module layout, ``agent.py`` + ``prompts.py``); v2 changes
+  only the prompt. ``build_agent`` in ``vN/agent.py`` is the agent factory
+  (``"examples.review_agent.v1.agent:build_agent"``).
+
+What v2 changes (asserted by the tests and the demo; :func:`examples.review_agent.common.generator.v2_changes_label`):
+reviews with ``rating == 3`` whose text contains ``"late delivery"`` (case-insensitive) are labelled
+``"negative"`` by v2 instead of ``"neutral"``, and v2 therefore also calls ``notify_support`` for them. All
+other reviews get identical outputs from v1 and v2.
+"""

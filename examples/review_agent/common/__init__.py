@@ -1,0 +1,1 @@
+"""Parts shared by the v1 and v2 review agents."""

@@ -1,0 +1,1 @@
+"""Review agent v1."""

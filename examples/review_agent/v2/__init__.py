@@ -1,0 +1,1 @@
+"""Review agent v2 (late deliveries are negative)."""
