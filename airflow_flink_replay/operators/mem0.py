@@ -1,0 +1,170 @@
+"""Mem0 memory fork for a replay: fork production's namespace, check it stayed untouched, drop the fork.
+
+Step 3 (fork) and part of step 9 (cleanup) of the replay chain. Thin over :class:`Mem0Hook`; each pushes
+a pydantic result (``model_dump(mode="json")``) to XCom:
+
+* :class:`ForkMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory.ForkResult`
+* :class:`VerifyMem0UntouchedOperator` → :class:`~airflow_flink_replay.core.memory.UntouchedReport`
+* :class:`DropMem0ForkOperator` → :class:`~airflow_flink_replay.core.memory.DropResult`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_flink_replay.core.memory import Mem0Namespace
+from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
+
+NamespaceArg = Mem0Namespace | dict[str, Any] | str
+
+
+def _namespace(value: NamespaceArg, field: str) -> Mem0Namespace:
+    try:
+        return Mem0Namespace.coerce(value, what=field)
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+class ForkMem0NamespaceOperator(BaseOperator):
+    """Fork production's Mem0 namespace into the replay's namespace (vector level, no re-embedding).
+
+    Run it while production is stopped for the savepoint, so the fork equals the savepoint instant.
+
+    :param source: production's namespace: a mapping with ``user_id``/``agent_id``/``run_id``, a JSON
+        object string, or a bare string taken as ``user_id`` (Flink Agents: the job identifier).
+    :param target: the replay's namespace, setting the same fields as ``source`` (e.g.
+        ``"replay-{{ run_id }}"``); it becomes the replay job's ``job-identifier``.
+    :param fork_id: identity of this fork (default: the DAG run id). A retry with the same id after a
+        complete fork is a no-op; a target holding anything else is refused.
+    :param mem0_conn_id: connection of type ``mem0``.
+    :param batch_size: records per read/write batch.
+    """
+
+    template_fields: Sequence[str] = ("source", "target", "fork_id", "mem0_conn_id")
+    ui_color = "#e8f4e8"
+
+    def __init__(
+        self,
+        *,
+        source: NamespaceArg,
+        target: NamespaceArg,
+        fork_id: str = "{{ run_id }}",
+        mem0_conn_id: str = Mem0Hook.default_conn_name,
+        batch_size: int = 5000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self.target = target
+        self.fork_id = fork_id
+        self.mem0_conn_id = mem0_conn_id
+        self.batch_size = batch_size
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Fork and return the :class:`ForkResult` as JSON-ready dict."""
+        source = _namespace(self.source, "source")
+        target = _namespace(self.target, "target")
+        hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id, batch_size=self.batch_size)
+        try:
+            result = hook.fork(source, target, fork_id=str(self.fork_id))
+        except (ForkConflictError, ValueError) as exc:
+            raise AirflowFailException(str(exc)) from exc
+        self.log.info(
+            "%s %d memories %s → %s in %.3f s (source fingerprint %s)",
+            "fork already complete:" if result.noop else "forked",
+            result.count,
+            result.source,
+            result.target,
+            result.duration_s,
+            result.source_fingerprint[:16],
+        )
+        return result.model_dump(mode="json")
+
+
+class VerifyMem0UntouchedOperator(BaseOperator):
+    """After the replay: check that production's namespace was not changed by the replay.
+
+    Recomputes the digests of the fork's source namespace and compares them with the snapshot recorded
+    at fork time. Changes carrying fork provenance are the replay's and fail the task; other changes are
+    production's own writes since it resumed and are reported, not failed — unless
+    ``production_writes_expected=False`` (production stayed stopped), where any change fails.
+
+    :param target: the fork (replay) namespace; its manifest names the source.
+    """
+
+    template_fields: Sequence[str] = ("target", "mem0_conn_id")
+
+    def __init__(
+        self,
+        *,
+        target: NamespaceArg,
+        production_writes_expected: bool = True,
+        mem0_conn_id: str = Mem0Hook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.production_writes_expected = production_writes_expected
+        self.mem0_conn_id = mem0_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Verify and return the :class:`UntouchedReport` (fails on a replay leak)."""
+        hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+        try:
+            report = hook.verify_untouched(
+                _namespace(self.target, "target"), production_writes_expected=self.production_writes_expected
+            )
+        except RuntimeError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        self.log.info(
+            "%s: added=%d removed=%d changed=%d",
+            report.reason,
+            len(report.added),
+            len(report.removed),
+            len(report.changed),
+        )
+        if not report.ok:
+            context["ti"].xcom_push(key="report", value=report.model_dump(mode="json"))
+            raise AirflowFailException(f"{report.reason}: {report.replay_leak_ids[:10]}")
+        return report.model_dump(mode="json")
+
+
+class DropMem0ForkOperator(BaseOperator):
+    """Drop the replay's memory fork (cleanup; runs whatever happened upstream: ``all_done``).
+
+    Only namespaces carrying this project's fork provenance are dropped; a production namespace is
+    refused. An empty namespace is a no-op.
+
+    :param namespace: the fork namespace.
+    :param keep: keep the fork for debugging (the task only reports it).
+    """
+
+    template_fields: Sequence[str] = ("namespace", "mem0_conn_id")
+
+    def __init__(
+        self,
+        *,
+        namespace: NamespaceArg,
+        keep: bool = False,
+        mem0_conn_id: str = Mem0Hook.default_conn_name,
+        trigger_rule: str = "all_done",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(trigger_rule=trigger_rule, **kwargs)
+        self.namespace = namespace
+        self.keep = keep
+        self.mem0_conn_id = mem0_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Drop (or keep) the fork and return the :class:`DropResult`."""
+        hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+        try:
+            result = hook.drop(_namespace(self.namespace, "namespace"), keep=self.keep)
+        except NotAForkError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        self.log.info("drop %s: %s", result.namespace, result.model_dump(mode="json"))
+        return result.model_dump(mode="json")

@@ -1,0 +1,77 @@
+"""Helpers for the Mem0 fork tests: store configs (stack Chroma / embedded Qdrant) and seeding.
+
+Real mem0 (offline hashing embedder), real Chroma server of the local stack, real embedded Qdrant.
+Seeding: part of the memories through ``Memory.add(infer=False)`` (mem0's own layout and history rows),
+the rest in bulk through mem0's own ``vector_store.insert`` with the payload ``Memory.add`` writes
+(``data``, ``hash``, ``created_at``, ``updated_at``, scope fields), to keep the tests fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow_flink_replay.mem0_offline import hashing_embed
+
+TOPICS = ["green tea", "espresso", "window seat", "aisle seat", "vegetarian meals", "peanut allergy",
+          "late checkout", "early flights", "red bicycle", "jazz concerts", "python code", "mountain hikes"]  # fmt: skip
+
+
+def text_for(i: int) -> str:
+    """A memory text; texts of the same topic share words, so search has something to find."""
+    topic = TOPICS[i % len(TOPICS)]
+    return f"customer {i % 97} prefers {topic} (note {i})"
+
+
+def store_config(provider: str, tmp_path: Path, chroma_host: str, chroma_port: int) -> dict[str, Any]:
+    """A mem0 config for a fresh, unique collection (Chroma server) or a fresh embedded Qdrant folder."""
+    collection = f"afr_test_{uuid.uuid4().hex[:12]}"
+    if provider == "chroma":
+        vs = {"provider": "chroma", "config": {"host": chroma_host, "port": chroma_port, "collection_name": collection}}
+    elif provider == "qdrant":
+        vs = {"provider": "qdrant", "config": {"path": str(tmp_path / "qdrant"), "collection_name": collection}}
+    else:
+        raise ValueError(provider)
+    return {"vector_store": vs, "history_db_path": str(tmp_path / "history.db")}
+
+
+def drop_collection(memory: Any) -> None:
+    """Remove the test collection (Chroma server is shared by everyone)."""
+    try:
+        memory.vector_store.delete_col()
+    except Exception:  # already gone / embedded store in a tmp dir
+        pass
+
+
+def seed(memory: Any, user_id: str, n: int, *, via_add: int, keys: int = 25, run_id: str = "ltm") -> None:
+    """``n`` memories in ``user_id`` across ``keys`` agent ids; the first ``via_add`` through Memory.add."""
+    for i in range(via_add):
+        memory.add(text_for(i), user_id=user_id, agent_id=f"key-{i % keys}", run_id=run_id, infer=False)
+    base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    vectors, payloads, ids = [], [], []
+    for i in range(via_add, n):
+        text = text_for(i)
+        ts = (base + timedelta(seconds=i)).isoformat()
+        payloads.append(
+            {
+                "data": text,
+                "hash": hashlib.md5(text.encode()).hexdigest(),
+                "created_at": ts,
+                "updated_at": ts,
+                "user_id": user_id,
+                "agent_id": f"key-{i % keys}",
+                "run_id": run_id,
+                "text_lemmatized": text,
+            }
+        )
+        vectors.append(hashing_embed(text))
+        ids.append(str(uuid.uuid4()))
+    for start in range(0, len(ids), 1000):
+        memory.vector_store.insert(
+            vectors=vectors[start : start + 1000],
+            payloads=payloads[start : start + 1000],
+            ids=ids[start : start + 1000],
+        )

@@ -1,0 +1,214 @@
+"""Mem0 namespace fork on real mem0 (offline) with the stack's Chroma server and embedded Qdrant.
+
+Acceptance of issue 6: 1,000 memories across keys in a production namespace; fork; same texts, metadata
+and vectors; search in the fork finds what search in the source finds; the source fingerprint is
+unchanged; replay writes stay out of production; drop removes the fork and refuses a non-fork namespace;
+a failure injected mid-fork leaves nothing behind; a retry after success is a no-op.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from airflow_flink_replay.core.memory import (
+    FORK_ID_FIELD,
+    FORK_SOURCE_ID_FIELD,
+    PROVENANCE_FIELDS,
+    SCOPE_FIELDS,
+)
+from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
+from tests.integration.mem0_fixtures import TOPICS, drop_collection, seed, store_config
+
+PROD = {"user_id": "prod-job-7"}
+OTHER = {"user_id": "other-job"}
+
+
+@pytest.fixture(params=["chroma", "qdrant"])
+def hook(request: pytest.FixtureRequest, stack: Any, tmp_path: Path) -> Iterator[Mem0Hook]:
+    """A Mem0Hook on a fresh collection of the given store."""
+    config = store_config(request.param, tmp_path, stack.chroma_host, stack.chroma_port)
+    h = Mem0Hook(config=config, batch_size=400)
+    yield h
+    drop_collection(h.get_memory())
+
+
+def history_rows(hook: Mem0Hook, memory_ids: list[str]) -> int:
+    path = hook.get_memory().config.history_db_path
+    with sqlite3.connect(path) as conn:
+        marks = ",".join("?" * len(memory_ids))
+        return conn.execute(f"SELECT COUNT(*) FROM history WHERE memory_id IN ({marks})", memory_ids).fetchone()[0]
+
+
+def content(payload: dict[str, Any]) -> dict[str, Any]:
+    """Payload without scope and provenance fields (what must be equal in source and fork)."""
+    return {k: v for k, v in payload.items() if k not in PROVENANCE_FIELDS and k not in SCOPE_FIELDS}
+
+
+def assert_vectors_identical(hook: Mem0Hook, src: list[float], fork: list[float]) -> None:
+    """Bit-identical, except where Qdrant's float32 cosine re-normalisation on write rounds the last bits."""
+    if src == fork:
+        return
+    assert hook.get_store().provider == "qdrant", "Chroma must store the copied vector unchanged"
+    a, b = np.asarray(src, dtype=np.float32), np.asarray(fork, dtype=np.float32)
+    ulps = np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
+    assert int(ulps.max()) <= 2, f"{int(ulps.max())} ulp apart"
+    rewritten = a / np.linalg.norm(a)  # what Qdrant stores for ANY write of ``src`` (float32 cosine)
+    assert np.array_equal(rewritten, b), "the fork's vector is not the store's rewrite of the source vector"
+
+
+def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
+    memory = hook.get_memory()
+    seed(memory, PROD["user_id"], 1000, via_add=120)
+    seed(memory, OTHER["user_id"], 30, via_add=5)
+    assert hook.count(PROD) == 1000
+    before = hook.fingerprint(PROD)
+    target = {"user_id": "replay-run-1"}
+
+    result = hook.fork(PROD, target, fork_id="run-1")
+    assert (result.count, result.noop, result.source_fingerprint) == (1000, False, before.digest)
+    assert result.history_rows == 120  # one ADD row per Memory.add, remapped to the fork ids
+    assert hook.count(target) == 1000 and hook.count(OTHER) == 30
+
+    # same texts, metadata and vectors, new ids, provenance added
+    src = {r.id: r for r in hook.list_memories(PROD, with_vectors=True)}
+    fork = hook.list_memories(target, with_vectors=True)
+    assert {r.payload[FORK_SOURCE_ID_FIELD] for r in fork} == set(src)
+    assert not {r.id for r in fork} & set(src)
+    by_agent: dict[str, int] = {}
+    for r in fork:
+        s = src[r.payload[FORK_SOURCE_ID_FIELD]]
+        assert content(r.payload) == content(s.payload)
+        assert r.payload["user_id"] == "replay-run-1"
+        assert (r.payload["agent_id"], r.payload["run_id"]) == (s.payload["agent_id"], s.payload["run_id"])
+        assert r.payload[FORK_ID_FIELD] == "run-1"
+        assert_vectors_identical(hook, s.dense(), r.dense())
+        by_agent[r.payload["agent_id"]] = by_agent.get(r.payload["agent_id"], 0) + 1
+    assert len(by_agent) == 25
+
+    # mem0's own API sees the same memories (text and metadata) in both namespaces
+    got_src = memory.get_all(filters={**PROD, "agent_id": "key-3"}, top_k=500)["results"]
+    got_fork = memory.get_all(filters={**target, "agent_id": "key-3"}, top_k=500)["results"]
+    assert len(got_src) == len(got_fork) == 40
+    assert sorted(m["memory"] for m in got_src) == sorted(m["memory"] for m in got_fork)
+    fork_meta = {m["memory"]: {k: v for k, v in (m.get("metadata") or {}).items() if k not in PROVENANCE_FIELDS}
+                 for m in got_fork}  # fmt: skip
+    assert all(fork_meta[m["memory"]] == (m.get("metadata") or {}) for m in got_src)
+    forked_real = [r for r in fork if history_rows(hook, [r.id])]
+    assert len(forked_real) == 120
+    hist = memory.history(forked_real[0].id)
+    assert hist and hist[0]["new_memory"] == forked_real[0].payload["data"]
+
+    # search in the fork finds what search in the source finds
+    for topic in TOPICS[:6]:
+        for scope in ({}, {"agent_id": "key-5"}):
+            a = memory.search(f"prefers {topic}", filters={**PROD, **scope}, top_k=8)["results"]
+            b = memory.search(f"prefers {topic}", filters={**target, **scope}, top_k=8)["results"]
+            assert a and [m["memory"] for m in a] == [m["memory"] for m in b]
+            assert [round(m["score"], 5) for m in a] == [round(m["score"], 5) for m in b]
+            assert topic in a[0]["memory"]
+
+    # source unchanged by fork and searches
+    assert hook.fingerprint(PROD).digest == before.digest
+
+    # writes through the replay namespace do not reach production
+    memory.add(
+        "replay-only: customer likes oolong", user_id="replay-run-1", agent_id="key-3", run_id="ltm", infer=False
+    )
+    assert hook.count(target) == 1001 and hook.count(PROD) == 1000
+    assert all("oolong" not in m["memory"] for m in memory.get_all(filters=PROD, top_k=2000)["results"])
+    report = hook.verify_untouched(target)
+    assert report.ok and report.unchanged and report.fingerprint_now == before.digest
+
+    # production's own write after resume: reported, not a failure
+    memory.add("production wrote after resume", user_id=PROD["user_id"], agent_id="key-1", run_id="ltm", infer=False)
+    report = hook.verify_untouched(target)
+    assert (
+        report.ok and not report.unchanged and len(report.added) == 1 and report.production_change_ids == report.added
+    )
+    strict = hook.verify_untouched(target, production_writes_expected=False)
+    assert not strict.ok and strict.replay_leak_ids == report.added
+
+    # drop refuses production and foreign namespaces, removes the fork (incl. the replay's write)
+    with pytest.raises(NotAForkError):
+        hook.drop(PROD)
+    with pytest.raises(NotAForkError):
+        hook.drop(OTHER)
+    assert hook.drop(target, keep=True).kept and hook.count(target) == 1001
+    dropped = hook.drop(target)
+    assert (dropped.dropped, dropped.fork_id, dropped.history_rows) == (1001, "run-1", 121)
+    assert hook.count(target) == 0 and hook.read_manifest(target) is None
+    assert hook.count(PROD) == 1001 and hook.count(OTHER) == 30
+    assert hook.drop(target).existed is False  # cleanup twice is a no-op
+
+
+def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = hook.get_memory()
+    seed(memory, PROD["user_id"], 1000, via_add=40)
+    before = hook.fingerprint(PROD).digest
+    target = {"user_id": "replay-run-2"}
+    store = hook.get_store()
+    real_insert = store.insert
+    calls = {"n": 0}
+
+    def failing_insert(records: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second batch of 400: 400 memories already written
+            real_insert(records[:100])  # and part of this one
+            raise RuntimeError("injected: store went away mid-fork")
+        real_insert(records)
+
+    monkeypatch.setattr(store, "insert", failing_insert)
+    with pytest.raises(RuntimeError, match="injected"):
+        hook.fork(PROD, target, fork_id="run-2")
+    monkeypatch.setattr(store, "insert", real_insert)
+    assert hook.count(target) == 0 and hook.read_manifest(target) is None
+    fork_tagged = [r for r in hook.list_memories(target) if r.payload.get(FORK_ID_FIELD)]
+    assert not fork_tagged
+    with sqlite3.connect(memory.config.history_db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM history").fetchone()[0] == 40  # only production's rows
+
+    # failure while writing the completion marker (every memory already copied): also nothing left
+    def failing_marker(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("injected: marker write failed")
+
+    monkeypatch.setattr(hook, "_write_markers", failing_marker)
+    with pytest.raises(RuntimeError, match="marker"):
+        hook.fork(PROD, target, fork_id="run-2")
+    monkeypatch.undo()
+    assert hook.count(target) == 0 and hook.read_manifest(target) is None
+
+    # a crash that could not clean up (process killed): the retry removes the leftovers and forks
+    monkeypatch.setattr(hook, "_remove", lambda *a, **k: 0)
+    monkeypatch.setattr(hook, "_write_markers", failing_marker)
+    with pytest.raises(RuntimeError):
+        hook.fork(PROD, target, fork_id="run-2")
+    monkeypatch.undo()
+    assert hook.count(target) == 1000 and hook.read_manifest(target) is None  # partial: no marker
+    with pytest.raises(ForkConflictError, match="not from fork"):
+        hook.fork(PROD, target, fork_id="another-run")  # someone else's leftovers are never deleted
+
+    first = hook.fork(PROD, target, fork_id="run-2")
+    assert (first.count, first.noop, first.source_fingerprint) == (1000, False, before)
+    assert hook.count(target) == 1000
+
+    # retry after success: no-op, same result
+    again = hook.fork(PROD, target, fork_id="run-2")
+    assert again.noop and (again.count, again.source_fingerprint, again.forked_at) == (1000, before, first.forked_at)
+    assert hook.count(target) == 1000
+
+    # the target is taken: another run, or a namespace with data, is refused
+    with pytest.raises(ForkConflictError, match="already holds fork"):
+        hook.fork(PROD, target, fork_id="run-3")
+    seed(memory, OTHER["user_id"], 5, via_add=0)
+    with pytest.raises(ForkConflictError, match="not from fork"):
+        hook.fork(PROD, OTHER, fork_id="run-3")
+    with pytest.raises(ValueError, match="equals the source"):
+        hook.fork(PROD, PROD, fork_id="run-3")
+    assert hook.fingerprint(PROD).digest == before
+    hook.drop(target)
