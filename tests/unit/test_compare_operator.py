@@ -1,0 +1,130 @@
+"""CompareReplayOutputsOperator in a real DAG under dag.test(): PASS succeeds and pushes the summary;
+FAIL with gate=True fails the task (and still writes the reports and links them); gate=False only reports."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.core.compare.synthetic import make_audit, make_run, write_jsonl
+
+pytestmark = pytest.mark.timeout(300)
+
+RESULTS: dict[str, dict[str, Any]] = {}
+N = 200
+
+
+def register_and_test(dag: Any) -> Any:
+    """Write the in-test DAG to the metadata DB (as the DAG processor would), then dag.test() it."""
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.merge(DagBundleModel(name="issue7-tests"))
+        session.flush()
+        update_dag_parsing_results_in_db(
+            "issue7-tests", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
+        )
+    return dag.test()
+
+
+def build_dag(dag_id: str, candidate: Path, runs: Path, gate: bool, **kwargs: Any) -> Any:
+    from airflow.sdk import DAG, TriggerRule, task
+
+    from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
+
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+        compare = CompareReplayOutputsOperator(
+            task_id="compare",
+            baseline=str(runs / "baseline.jsonl"),
+            baseline_2=f"file://{runs}/baseline_2.jsonl",  # a URI goes through ObjectStoragePath
+            candidate=str(candidate),
+            key="$.id",
+            manifest_uri=f"file://{runs}/manifest.json",
+            config={"fields": [{"path": "$.score", "comparator": "numeric", "abs_tol": 0.001}]},
+            gate=gate,
+            **kwargs,
+        )
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def record(**context: Any) -> None:
+            ti = context["ti"]
+            RESULTS[dag_id] = {
+                "return_value": ti.xcom_pull(task_ids="compare"),
+                "comparison": ti.xcom_pull(task_ids="compare", key="comparison"),
+                "link": ti.xcom_pull(task_ids="compare", key="_link_ReplayReportLink"),
+            }
+
+        compare >> record()
+    return dag
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    d = tmp_path / "runs"
+    outs = make_run(N, "baseline", 1, paraphrase=0.2)
+    write_jsonl(d / "baseline.jsonl", outs)
+    write_jsonl(d / "baseline_2.jsonl", make_run(N, "baseline_2", 2, paraphrase=0.2))
+    write_jsonl(d / "candidate_ok.jsonl", make_run(N, "candidate", 3, paraphrase=0.2))
+    write_jsonl(d / "candidate_bad.jsonl", make_run(N, "candidate", 3, paraphrase=0.2, label_change=0.25))
+    write_jsonl(d / "audit_baseline.jsonl", make_audit(outs, "baseline"))
+    write_jsonl(d / "audit_candidate.jsonl", make_audit(outs, "candidate", extra_tool_keys=0.2))
+    (d / "manifest.json").write_text("{}")  # stand-in: only its folder matters to this operator
+    return d
+
+
+def states(dr: Any) -> dict[str, str]:
+    return {ti.task_id: ti.state for ti in dr.get_task_instances()}
+
+
+def test_pass_succeeds_pushes_summary_and_links_report(airflow_db: Path, runs: Path) -> None:
+    dag_id = f"issue7_compare_pass_{uuid.uuid4().hex[:6]}"
+    dr = register_and_test(build_dag(dag_id, runs / "candidate_ok.jsonl", runs, gate=True))
+    assert dr.state == "success"
+    assert states(dr) == {"compare": "success", "record": "success"}
+    out = RESULTS[dag_id]
+    summary = out["return_value"]
+    assert summary["verdict"] == "PASS" and summary == out["comparison"]
+    assert summary["counts"]["aligned_candidate"] == N
+    # reports next to the manifest, in a folder named after the run
+    report = Path(summary["report_uri"].removeprefix("file://"))
+    assert report.parent.parent == runs and report.parent.name.startswith("compare-")
+    assert report.name == "report.html" and "PASS" in report.read_text()
+    assert json.loads(Path(summary["summary_uri"].removeprefix("file://")).read_text())["verdict"] == "PASS"
+    assert out["link"] == summary["report_uri"]
+
+
+def test_fail_with_gate_fails_the_task(airflow_db: Path, runs: Path, tmp_path: Path) -> None:
+    dag_id = f"issue7_compare_fail_{uuid.uuid4().hex[:6]}"
+    report_dir = tmp_path / "reports"
+    dag = build_dag(dag_id, runs / "candidate_bad.jsonl", runs, gate=True, report_uri=str(report_dir),
+                    report_url="http://reports.example/{report}")
+    dr = register_and_test(dag)
+    assert states(dr)["compare"] == "failed"  # (the run itself follows its all_done leaf, 'record')
+    out = RESULTS[dag_id]
+    assert out["return_value"] is None  # no return value from a failed task ...
+    comparison = out["comparison"]  # ... but the summary was pushed before failing
+    assert comparison["verdict"] == "FAIL"
+    assert comparison["worst_fields"][0]["path"] == "$.label"
+    assert (report_dir / "report.html").is_file() and (report_dir / "junit.xml").is_file()
+    assert out["link"] == f"http://reports.example/{(report_dir / 'report.html').resolve().as_uri()}"
+
+
+def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs: Path) -> None:
+    dag_id = f"issue7_compare_report_{uuid.uuid4().hex[:6]}"
+    dag = build_dag(
+        dag_id, runs / "candidate_ok.jsonl", runs, gate=False,
+        baseline_audit=str(runs / "audit_baseline.jsonl"), candidate_audit=str(runs / "audit_candidate.jsonl"),
+    )
+    dr = register_and_test(dag)
+    assert dr.state == "success"
+    summary = RESULTS[dag_id]["return_value"]
+    assert summary["verdict"] == "FAIL"  # side effects changed, outputs did not
+    assert [r["code"] for r in summary["reasons"]] == ["SIDE_EFFECT_REGRESSION"]
