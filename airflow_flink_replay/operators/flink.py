@@ -251,9 +251,9 @@ class QuiesceAndSavepointOperator(BaseOperator):
                     flink_conn_id=self.flink_conn_id,
                     timeout=self.timeout,
                     poll_interval=self.poll_interval,
+                    carry=kwargs,
                 ),
                 method_name="execute_complete",
-                kwargs=kwargs,
             )
         location = hook.wait_for_savepoint(
             self.job_id, trigger_id, timeout=self.timeout, poll_interval=self.poll_interval, operation=self.operation
@@ -269,27 +269,23 @@ class QuiesceAndSavepointOperator(BaseOperator):
             reused=reused,
         )
 
-    def execute_complete(
-        self,
-        context: Any,
-        event: dict[str, Any],
-        trigger_id: str,
-        plan: dict[str, Any],
-        requested_at: str,
-        reused: bool,
-    ) -> Any:
-        """Finish after the trigger: fail with Flink's cause, or build the result."""
+    def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
+        """Finish after the trigger: fail with Flink's cause, or build the result.
+
+        What ``execute`` knew travels in ``event["carry"]`` (dag.test() drops deferral kwargs).
+        """
         if event.get("status") != "success":
             raise AirflowException(event.get("message") or f"Flink {self.operation} failed: {event}")
+        carry = {**event.get("carry", {}), **kwargs}
         return self._finish(
             context,
             self.hook,
-            ProductionPlan.model_validate(plan),
-            trigger_id=trigger_id,
+            ProductionPlan.model_validate(carry["plan"]),
+            trigger_id=carry["trigger_id"],
             location=str(event["location"]),
-            requested_at=datetime.fromisoformat(requested_at),
+            requested_at=datetime.fromisoformat(carry["requested_at"]),
             completed_at=datetime.fromisoformat(event["completed_at"]),
-            reused=reused,
+            reused=bool(carry["reused"]),
         )
 
     def _finish(
@@ -521,9 +517,9 @@ class ResumeJobOperator(BaseOperator):
                     timeout=self.timeout,
                     poll_interval=self.poll_interval,
                     all_tasks_running=self.all_tasks_running,
+                    carry=kwargs,
                 ),
                 method_name="execute_complete",
-                kwargs=kwargs,
             )
         try:
             job = hook.wait_for_job_state(
@@ -547,18 +543,11 @@ class ResumeJobOperator(BaseOperator):
             reattached=reattached,
         )
 
-    def execute_complete(
-        self,
-        context: Any,
-        event: dict[str, Any],
-        job_id: str,
-        job_name: str,
-        savepoint: str | None,
-        submitted_at: str,
-        stopped_at: str | None,
-        reattached: bool,
-    ) -> Any:
+    def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
         """Finish after the trigger: fail with the job's cause, or build the result."""
+        carry = {**event.get("carry", {}), **kwargs}
+        job_id, job_name, savepoint = carry["job_id"], carry["job_name"], carry["savepoint"]
+        submitted_at, stopped_at, reattached = carry["submitted_at"], carry["stopped_at"], carry["reattached"]
         if event.get("status") != "success":
             raise AirflowException(event.get("message") or f"Resumed job {job_id} did not reach RUNNING: {event}")
         return self._result(

@@ -42,6 +42,8 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
     :param timeout: seconds from creation; ignored when ``deadline`` is given.
     :param deadline: absolute epoch seconds after which the wait ends with ``timeout``.
     :param poll_interval: seconds between polls.
+    :param carry: JSON-able data echoed in every event (``event["carry"]``): what the operator needs to
+        finish in ``execute_complete``, independent of how the deferral's kwargs travel.
     """
 
     def __init__(
@@ -53,8 +55,10 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
         timeout: float = 600.0,
         deadline: float | None = None,
         poll_interval: float = 0.5,
+        carry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.carry = dict(carry or {})
         self.job_id = job_id
         self.trigger_id = trigger_id
         self.operation = operation
@@ -75,11 +79,12 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
                 "timeout": self.timeout,
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
+                "carry": self.carry,
             },
         )
 
     def _base(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "trigger_id": self.trigger_id, "operation": self.operation}
+        return {"job_id": self.job_id, "trigger_id": self.trigger_id, "operation": self.operation, "carry": self.carry}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll ``GET /jobs/{id}/savepoints/{trigger}`` until COMPLETED or the deadline."""
@@ -128,6 +133,7 @@ class FlinkJobStateTrigger(BaseTrigger):
     :param job_id: the Flink job.
     :param target_states: e.g. ``["RUNNING"]`` or ``["FINISHED"]``.
     :param all_tasks_running: for RUNNING, also wait until every vertex is RUNNING (records flow again).
+    :param carry: JSON-able data echoed in every event (``event["carry"]``).
     """
 
     def __init__(
@@ -139,8 +145,10 @@ class FlinkJobStateTrigger(BaseTrigger):
         deadline: float | None = None,
         poll_interval: float = 0.5,
         all_tasks_running: bool = False,
+        carry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.carry = dict(carry or {})
         self.job_id = job_id
         self.target_states = [str(s).upper() for s in target_states]
         self.flink_conn_id = flink_conn_id
@@ -161,6 +169,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
                 "all_tasks_running": self.all_tasks_running,
+                "carry": self.carry,
             },
         )
 
@@ -181,6 +190,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                             {
                                 "status": "success",
                                 "job_id": self.job_id,
+                                "carry": self.carry,
                                 "state": state,
                                 "observed_at": _now_iso(),
                                 "job": job.model_dump(mode="json", by_alias=True),
@@ -193,6 +203,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                             {
                                 "status": "error",
                                 "job_id": self.job_id,
+                                "carry": self.carry,
                                 "state": state,
                                 "message": f"Flink job {self.job_id} ended {state} while waiting for "
                                 f"{self.target_states}: {cause or 'no exception recorded'}",
@@ -204,6 +215,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                             {
                                 "status": "timeout",
                                 "job_id": self.job_id,
+                                "carry": self.carry,
                                 "state": state,
                                 "message": f"Flink job {self.job_id} did not reach {self.target_states} within "
                                 f"{self.timeout:g} s (state {state})",
@@ -212,4 +224,6 @@ class FlinkJobStateTrigger(BaseTrigger):
                         return
                     await asyncio.sleep(min(self.poll_interval, max(self.deadline - time.time(), 0.01)))
         except FlinkRestError as err:
-            yield TriggerEvent({"status": "error", "job_id": self.job_id, "state": state, "message": str(err)})
+            yield TriggerEvent(
+                {"status": "error", "job_id": self.job_id, "carry": self.carry, "state": state, "message": str(err)}
+            )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
@@ -34,8 +35,9 @@ FAR_FUTURE_MS = 4_000_000_000_000
 class CountingFunction(KeyedProcessFunction):
     """Counts records per key; optionally holds each record until end of input."""
 
-    def __init__(self, hold: bool) -> None:
+    def __init__(self, hold: bool, slow_ms: int = 0) -> None:
         self.hold = hold
+        self.slow_ms = slow_ms
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
@@ -43,6 +45,8 @@ class CountingFunction(KeyedProcessFunction):
 
     def process_element(self, value, ctx):  # type: ignore[no-untyped-def]
         key, seq = value
+        if self.slow_ms:
+            time.sleep(self.slow_ms / 1000)  # a slow operator: barriers queue behind its backlog
         count = (self.count.value() or 0) + 1
         self.count.update(count)
         yield json.dumps({"kind": "count", "key": key, "seq": seq, "count": count})
@@ -73,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--job-name", default="keyed-counter")
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000)
+    parser.add_argument("--slow-ms", type=int, default=0, help="sleep per record (slow savepoints)")
     parser.add_argument("--fail", default="", help="raise this message before building the job")
     args = parser.parse_args(argv)
     if args.fail:
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         records.map(parse, output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
         .uid("parse")
         .key_by(lambda r: r[0], key_type=Types.STRING())
-        .process(CountingFunction(args.hold), output_type=Types.STRING())
+        .process(CountingFunction(args.hold, args.slow_ms), output_type=Types.STRING())
         .uid(args.counter_uid)
         .name("keyed-counter")
     )
