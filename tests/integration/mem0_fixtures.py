@@ -8,16 +8,19 @@ the rest in bulk through mem0's own ``vector_store.insert`` with the payload ``M
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from airflow_flink_replay.mem0_offline import hashing_embed
 
-TOPICS = ["green tea", "espresso", "window seat", "aisle seat", "vegetarian meals", "peanut allergy",
-          "late checkout", "early flights", "red bicycle", "jazz concerts", "python code", "mountain hikes"]  # fmt: skip
+TOPICS = [
+    "green tea", "espresso", "window seat", "aisle seat", "vegetarian meals", "peanut allergy",
+    "late checkout", "early flights", "red bicycle", "jazz concerts", "python code", "mountain hikes",
+]  # fmt: skip
 
 
 def text_for(i: int) -> str:
@@ -40,17 +43,15 @@ def store_config(provider: str, tmp_path: Path, chroma_host: str, chroma_port: i
 
 def drop_collection(memory: Any) -> None:
     """Remove the test collection (Chroma server is shared by everyone)."""
-    try:
+    with contextlib.suppress(Exception):  # already gone / embedded store in a tmp dir
         memory.vector_store.delete_col()
-    except Exception:  # already gone / embedded store in a tmp dir
-        pass
 
 
 def seed(memory: Any, user_id: str, n: int, *, via_add: int, keys: int = 25, run_id: str = "ltm") -> None:
     """``n`` memories in ``user_id`` across ``keys`` agent ids; the first ``via_add`` through Memory.add."""
     for i in range(via_add):
         memory.add(text_for(i), user_id=user_id, agent_id=f"key-{i % keys}", run_id=run_id, infer=False)
-    base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    base = datetime(2026, 11, 1, tzinfo=UTC)
     vectors, payloads, ids = [], [], []
     for i in range(via_add, n):
         text = text_for(i)
