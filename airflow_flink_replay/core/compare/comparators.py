@@ -122,15 +122,15 @@ class ComparatorResolver:
             elif rule.comparator == "ignore":
                 comp = Comparator("ignore", _ignore, mnc)
             else:  # auto, maybe with tolerances/threshold or must_not_change
-                comp = None if not (mnc or rule.rel_tol or rule.abs_tol or rule.text_threshold) else (
-                    self._auto_with_rule(rule.rel_tol, rule.abs_tol, rule.text_threshold, mnc)
+                comp = (
+                    None
+                    if not (mnc or rule.rel_tol or rule.abs_tol or rule.text_threshold)
+                    else (self._auto_with_rule(rule.rel_tol, rule.abs_tol, rule.text_threshold, mnc))
                 )
         self._by_path[path] = comp
         return comp
 
-    def _auto_with_rule(
-        self, rel: float | None, ab: float | None, th: float | None, mnc: bool
-    ) -> Comparator:
+    def _auto_with_rule(self, rel: float | None, ab: float | None, th: float | None, mnc: bool) -> Comparator:
         num = _numeric(self._config.rel_tol if rel is None else rel, self._config.abs_tol if ab is None else ab)
         text = _text(self._config.text_threshold if th is None else th)
         min_len = self._config.text_min_length
@@ -169,6 +169,21 @@ class ComparatorResolver:
             return differs, score, "set"
         differs, score = _exact(a, b)
         return differs, score, "exact"
+
+    def describe(self, path: str, sample: Any) -> str:
+        """The comparator name ``path`` gets for values like ``sample`` (for fields that never differed)."""
+        comp = self._by_path.get(path, MISSING)
+        if comp is MISSING:
+            comp = self.rule_comparator(path)
+        if comp is not None:
+            return comp.name
+        if _is_number(sample):
+            return "numeric"
+        if isinstance(sample, str):
+            return "text" if _is_text(sample, self._config.text_min_length) else "exact"
+        if isinstance(sample, list):
+            return "set"
+        return "exact"
 
     def must_not_change(self, path: str) -> bool:
         """True if a rule marks ``path`` as must-not-change."""

@@ -141,8 +141,10 @@ def compare_runs(
     if ignore:
         config = config.model_copy(update={"ignore": list(dict.fromkeys([*config.ignore, *ignore]))})
     audit_sources = AuditSources.coerce(audits)
-    if audit_sources is not None and audit_sources.given() and (
-        audit_sources.baseline is None or audit_sources.candidate is None
+    if (
+        audit_sources is not None
+        and audit_sources.given()
+        and (audit_sources.baseline is None or audit_sources.candidate is None)
     ):
         raise CompareInputError(
             "audits", "give both the baseline and the candidate audit (baseline-2 audit is optional)"
@@ -158,8 +160,9 @@ def compare_runs(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compare(baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener,
-                        ignore_all, started)
+        return _compare(
+            baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener, ignore_all, started
+        )
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -250,7 +253,7 @@ def _compare(
         fields.append(
             _field_stat(
                 p,
-                diff.comparator_of.get(p) or _rule_name(resolver, p),
+                diff.comparator_of.get(p) or resolver.describe(p, _sample(p, run_a, run_b)),
                 noise_counts[p] if has_noise else None,
                 aligned_noise if has_noise else None,
                 cand_counts[p],
@@ -262,7 +265,7 @@ def _compare(
             )
         )
     rank = {"changed": 0, "regression": 0, "not_significant": 1, "too_noisy": 2, "ok": 3, "improved": 4}
-    fields.sort(key=lambda f: (rank[f.status], -f.delta, -f.candidate_rate, f.path))
+    fields.sort(key=lambda f: (rank[f.status], -max(f.delta, 0.0), -f.candidate_rate, f.path))
 
     counts = Counts(
         baseline=run_a.count,
@@ -288,9 +291,7 @@ def _compare(
         counts.audit_records = {"baseline": len(aud_a), "candidate": len(aud_b)}
         if aud_a2 is not None:
             counts.audit_records["baseline_2"] = len(aud_a2)
-        resources, audit_reasons = compare_audits(
-            aud_a, aud_b, aud_a2, run_a.by_key.keys() | b_keys.keys(), config
-        )
+        resources, audit_reasons = compare_audits(aud_a, aud_b, aud_a2, run_a.by_key.keys() | b_keys.keys(), config)
         reasons.extend(audit_reasons)
 
     examples = _examples(fields, heaps, run_a, run_a2, run_b, diff, config)
@@ -324,8 +325,10 @@ def _compare(
                         source_name(audit_sources.baseline_2) if audit_sources.baseline_2 is not None else None
                     ),
                 }
-                if audit_sources is not None and audit_sources.given()
-                and audit_sources.baseline is not None and audit_sources.candidate is not None
+                if audit_sources is not None
+                and audit_sources.given()
+                and audit_sources.baseline is not None
+                and audit_sources.candidate is not None
                 else {}
             ),
         },
@@ -338,9 +341,14 @@ def _compare(
     )
 
 
-def _rule_name(resolver: ComparatorResolver, path: str) -> str:
-    comp = resolver.rule_comparator(path)
-    return comp.name if comp is not None else "auto"
+def _sample(path: str, *runs: Run) -> Any:
+    """A value of ``path`` from the first outputs that have it (to name the comparator of equal fields)."""
+    for run in runs:
+        for entries in itertools.islice(run.by_key.values(), 200):
+            for flat, _, _ in entries:
+                if path in flat:
+                    return flat[path]
+    return MISSING
 
 
 def _unmatched(k: str, i: int, e: Entry) -> Unmatched:

@@ -64,7 +64,8 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
                 ) from None
             if not isinstance(obj, dict):
                 raise CompareInputError(
-                    name, f"expected a JSON object, got {type(obj).__name__}; each line must be one object",
+                    name,
+                    f"expected a JSON object, got {type(obj).__name__}; each line must be one object",
                     line=lineno,
                 )
             yield lineno, obj
@@ -103,9 +104,7 @@ def read_audit(source: Source) -> list[AuditRecord]:
         except ValidationError as err:
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "<record>"
-            raise CompareInputError(
-                name, f"audit record field {field!r}: {first['msg']}", line=lineno
-            ) from None
+            raise CompareInputError(name, f"audit record field {field!r}: {first['msg']}", line=lineno) from None
     return records
 
 

@@ -53,8 +53,10 @@ def headline(result: ComparisonResult) -> str:
         return "no fields to compare"
     if result.mode == "exact":
         return f"all {len(result.fields)} fields equal under their comparators (exact rules)"
+    if worst.candidate_rate == 0:
+        return f"all {len(result.fields)} fields identical in baseline and candidate"
     return (
-        f"all {len(result.fields)} fields within the noise; the largest change is {worst.path} "
+        f"all {len(result.fields)} fields within the noise; {worst.path} differs most "
         f"({_pct(worst.candidate_rate)} vs noise {_pct(worst.noise_rate)})"
     )
 
@@ -97,11 +99,18 @@ def render_junit(result: ComparisonResult) -> str:
     case("compare", "verdict", verdict_status, decisive)
     c = result.counts
     codes = {r.code: r for r in result.reasons}
-    for code, name in (("TOO_FEW_ALIGNED", "alignment"), ("MISSING_OUTPUTS", "missing outputs"),
-                       ("EXTRA_OUTPUTS", "extra outputs")):
+    for code, name in (
+        ("TOO_FEW_ALIGNED", "alignment"),
+        ("MISSING_OUTPUTS", "missing outputs"),
+        ("EXTRA_OUTPUTS", "extra outputs"),
+    ):
         r = codes.get(code)
-        case("compare.outputs", name, "ok" if r is None else ("fail" if r.severity == "fail" else "skip"),
-             r.message if r else "")
+        case(
+            "compare.outputs",
+            name,
+            "ok" if r is None else ("fail" if r.severity == "fail" else "skip"),
+            r.message if r else "",
+        )
     for f in result.fields:
         rate = f"candidate {_pct(f.candidate_rate)} vs noise {_pct(f.noise_rate)} (n={f.candidate_n})"
         status = {"regression": "fail", "changed": "fail", "not_significant": "skip", "too_noisy": "skip"}.get(

@@ -88,9 +88,7 @@ def _selected(i: int, fraction: float, salt: int = 0) -> bool:
     return random.Random(i * 1_000_003 + salt).random() < fraction
 
 
-def make_audit(
-    outputs: Iterable[dict[str, Any]], variant: str, extra_tool_keys: float = 0.0
-) -> list[dict[str, Any]]:
+def make_audit(outputs: Iterable[dict[str, Any]], variant: str, extra_tool_keys: float = 0.0) -> list[dict[str, Any]]:
     """Audit records matching ``outputs``: one chat call per output, one tool call per listed tool.
 
     ``extra_tool_keys`` makes a fraction of keys also call ``notify_support`` (a side-effect change that the
@@ -101,8 +99,10 @@ def make_audit(
     for o in outputs:
         key = o["id"]
         calls = [("chat_model", "llm", "chat")] + [("tool", t, "call") for t in o.get("tools", [])]
-        if extra_tool_keys and "notify_support" not in o.get("tools", []) and _selected(
-            int(key.split("-")[1]), extra_tool_keys, salt=11
+        if (
+            extra_tool_keys
+            and "notify_support" not in o.get("tools", [])
+            and _selected(int(key.split("-")[1]), extra_tool_keys, salt=11)
         ):
             calls.append(("tool", "notify_support", "call"))
         for rtype, name, method in calls:
