@@ -1,0 +1,124 @@
+"""Mem0 fork operators under real Airflow ``dag.test()`` with a connections file → the stack's Chroma.
+
+fork → (the replay writes into its namespace) → verify-untouched → drop, plus an idempotent second fork
+task, and a DAG whose fork target is a namespace in use: the fork fails, the all_done drop runs and
+refuses to drop a namespace that is not a fork; production stays untouched throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.hooks.mem0 import Mem0Hook
+from tests.integration.mem0_fixtures import drop_collection, seed, store_config
+
+RESULTS: dict[str, dict[str, Any]] = {}
+PROD = "prod-job-op"
+
+
+def register_dag(dag: Any) -> None:
+    """Write an in-memory DAG to the test metadata DB the way the DAG processor does (dag.test needs it)."""
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.merge(DagBundleModel(name="mem0-fork-tests"))
+        session.flush()
+        update_dag_parsing_results_in_db(
+            "mem0-fork-tests", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
+        )
+
+
+@pytest.fixture
+def mem0_conn(airflow_db: Path, stack: Any, tmp_path: Path) -> Any:
+    """A connections file with a ``mem0`` connection on a fresh Chroma collection, seeded with production data."""
+    config = store_config("chroma", tmp_path, stack.chroma_host, stack.chroma_port)
+    conn_file = tmp_path / "connections.json"
+    conn_id = f"mem0_optest_{uuid.uuid4().hex[:8]}"  # unique: connections may be cached per process
+    conn_file.write_text(json.dumps({conn_id: {"conn_type": "mem0", "extra": json.dumps(config)}}))
+    hook = Mem0Hook(config=config)
+    seed(hook.get_memory(), PROD, 300, via_add=20, keys=10)
+    seed(hook.get_memory(), "busy-namespace", 5, via_add=0)
+    yield hook, str(conn_file), conn_id
+    drop_collection(hook.get_memory())
+
+
+def test_fork_verify_drop_dag(mem0_conn: Any) -> None:
+    from airflow.sdk import DAG, task
+
+    from airflow_flink_replay.operators.mem0 import (
+        DropMem0ForkOperator,
+        ForkMem0NamespaceOperator,
+        VerifyMem0UntouchedOperator,
+    )
+
+    hook, conn_file, conn_id = mem0_conn
+    before = hook.fingerprint(PROD).digest
+    with DAG("mem0_fork_ops", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+        fork = ForkMem0NamespaceOperator(
+            task_id="fork", source={"user_id": PROD}, target="replay-optest", fork_id="op-run", mem0_conn_id=conn_id
+        )
+        fork_again = ForkMem0NamespaceOperator(
+            task_id="fork_again", source=PROD, target="replay-optest", fork_id="op-run", mem0_conn_id=conn_id
+        )
+
+        @task
+        def replay_writes() -> None:
+            memory = Mem0Hook(mem0_conn_id=conn_id).get_memory()
+            memory.add("the replay learned this", user_id="replay-optest", agent_id="key-1", run_id="ltm", infer=False)
+
+        verify = VerifyMem0UntouchedOperator(task_id="verify", target="replay-optest", mem0_conn_id=conn_id)
+        drop = DropMem0ForkOperator(task_id="drop", namespace="replay-optest", mem0_conn_id=conn_id)
+
+        @task
+        def record(f: dict[str, Any], f2: dict[str, Any], v: dict[str, Any], d: dict[str, Any]) -> None:
+            RESULTS["ops"] = {"fork": f, "fork_again": f2, "verify": v, "drop": d}
+
+        written = replay_writes()
+        fork >> fork_again >> written >> verify >> drop
+        record(fork.output, fork_again.output, verify.output, drop.output)
+
+    register_dag(dag)
+    dr = dag.test(conn_file_path=conn_file)
+    assert dr.state == "success"
+    got = RESULTS["ops"]
+    assert got["fork"]["count"] == 300 and got["fork"]["noop"] is False
+    assert got["fork"]["source"] == {"user_id": PROD, "agent_id": None, "run_id": None}
+    assert got["fork"]["target"]["user_id"] == "replay-optest"
+    assert got["fork"]["source_fingerprint"] == before and got["fork"]["duration_s"] >= 0
+    assert got["fork_again"]["noop"] is True and got["fork_again"]["count"] == 300
+    assert got["verify"]["ok"] and got["verify"]["unchanged"]
+    assert got["drop"]["dropped"] == 301 and got["drop"]["fork_id"] == "op-run"
+    assert hook.count("replay-optest") == 0
+    assert hook.fingerprint(PROD).digest == before
+
+
+def test_fork_into_namespace_in_use_fails_and_drop_refuses(mem0_conn: Any) -> None:
+    from airflow.sdk import DAG
+
+    from airflow_flink_replay.operators.mem0 import DropMem0ForkOperator, ForkMem0NamespaceOperator
+
+    hook, conn_file, conn_id = mem0_conn
+    before = hook.fingerprint("busy-namespace").digest
+    with DAG("mem0_fork_conflict", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+        fork = ForkMem0NamespaceOperator(
+            task_id="fork", source=PROD, target="busy-namespace", mem0_conn_id=conn_id, retries=0
+        )
+        drop = DropMem0ForkOperator(task_id="drop", namespace="busy-namespace", mem0_conn_id=conn_id)
+        fork >> drop
+
+    register_dag(dag)
+    dr = dag.test(conn_file_path=conn_file)
+    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
+    assert states == {"fork": "failed", "drop": "failed"}  # drop ran (all_done) and refused
+    assert dr.state == "failed"
+    assert hook.count("busy-namespace") == 5 and hook.fingerprint("busy-namespace").digest == before
+    assert hook.count(PROD) == 300
