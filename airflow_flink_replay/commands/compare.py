@@ -37,7 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidate", required=True, type=Path, metavar="B.jsonl", help="candidate outputs (JSONL)")
     p.add_argument("--key", required=True, metavar="JSONPATH", help="correlation key, e.g. '$.id'")
     p.add_argument(
-        "--ignore", action="extend", nargs="+", default=[], metavar="JSONPATH",
+        "--ignore",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="JSONPATH",
         help="paths to ignore ($._replay always is); repeatable",
     )
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder for the reports")
@@ -55,11 +59,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for flag, comp in (("--set", "set"), ("--text", "text"), ("--exact", "exact")):
         p.add_argument(flag, action="append", default=[], metavar="JSONPATH", help=f"compare this path as {comp}")
     p.add_argument(
-        "--tolerance", action="append", default=[], metavar="JSONPATH=ABS",
+        "--tolerance",
+        action="append",
+        default=[],
+        metavar="JSONPATH=ABS",
         help="numeric absolute tolerance for a path, e.g. '$.score=0.01'",
     )
-    p.add_argument("--must-not-change", action="append", default=[], metavar="JSONPATH",
-                   help="FAIL if the candidate changes this field where the baseline runs agree")
+    p.add_argument(
+        "--must-not-change",
+        action="append",
+        default=[],
+        metavar="JSONPATH",
+        help="FAIL if the candidate changes this field where the baseline runs agree",
+    )
     p.add_argument("--json", action="store_true", help="print summary.json's small form instead of text")
     p.set_defaults(func=run)
     _exit_3_on_usage_errors(p)
@@ -81,7 +93,7 @@ def _exit_3_on_usage_errors(p: argparse.ArgumentParser) -> None:
         return ns, extras
 
     p.error = error  # type: ignore[method-assign]
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]
 
 
 def build_config(args: argparse.Namespace) -> Any:

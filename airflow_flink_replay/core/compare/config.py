@@ -167,4 +167,4 @@ def path_pattern(path: str) -> re.Pattern[str]:
 def is_under(pattern: re.Pattern[str], path: str) -> bool:
     """True if ``path`` is the pattern's path or lies below it (``$.a`` covers ``$.a.b`` and ``$.a[0]``)."""
     m = pattern.match(path)
-    return bool(m) and (m.end() == len(path) or path[m.end()] in ".[")
+    return m is not None and (m.end() == len(path) or path[m.end()] in ".[")

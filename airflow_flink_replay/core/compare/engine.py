@@ -31,6 +31,7 @@ from airflow_flink_replay.core.compare.result import (
     ExampleValue,
     FieldStat,
     Reason,
+    ResourceStat,
     Unmatched,
 )
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
@@ -282,7 +283,7 @@ def _compare(
     )
     reasons = _decide(fields, counts, run_a, run_b, run_a2, config, key)
 
-    resources = []
+    resources: list[ResourceStat] = []
     if audit_sources is not None and audit_sources.given():
         assert audit_sources.baseline is not None and audit_sources.candidate is not None
         aud_a = read_audit(audit_sources.baseline)
