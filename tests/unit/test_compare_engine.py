@@ -329,3 +329,23 @@ def test_wilson_and_newcombe_match_published_values() -> None:
     assert round(newcombe_lower(56, 70, 48, 80, 1.959964), 4) == 0.0524
     assert round(-newcombe_lower(48, 80, 56, 70, 1.959964), 4) == 0.3339  # the upper limit, by symmetry
     assert wilson(0, 0, 1.96) == (0.0, 1.0)
+
+
+def test_audit_keyed_by_agent_key_other_than_output_key(tmp_path: Path) -> None:
+    """The agent may be keyed by customer while outputs are keyed by request id: rates use audit keys."""
+    a, a2, b = runs(tmp_path)
+    outs = make_run(N, "baseline", 1)
+
+    def by_customer(recs: list[dict]) -> list[dict]:
+        return [{**r, "key": next(o["customer"] for o in outs if o["id"] == r["key"])} for r in recs]
+
+    aa = write_jsonl(tmp_path / "aa.jsonl", by_customer(make_audit(outs, "baseline")))
+    ab = write_jsonl(tmp_path / "ab.jsonl", by_customer(make_audit(outs, "candidate", extra_tool_keys=0.1)))
+    result = compare_runs(a, b, a2, key="$.id", audits={"baseline": aa, "candidate": ab})
+    notify = next(s for s in result.resources if s.resource_name == "notify_support")
+    customers = len({o["customer"] for o in outs})
+    # the rate is over the customers seen in the audits, not diluted by the request ids of the outputs
+    differing = notify.candidate_rate * customers
+    assert differing == pytest.approx(round(differing)) and round(differing) >= notify.new_keys > 0
+    assert notify.candidate_rate > 0.1  # over N + customers keys it would be diluted to ~0.04
+    assert notify.example_keys and notify.example_keys[0].startswith("c-")

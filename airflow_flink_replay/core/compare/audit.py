@@ -64,9 +64,14 @@ def compare_audits(
     a_sig, _, _ = _index(baseline)
     b_sig, b_err, b_blk = _index(candidate)
     a2_sig = _index(baseline_2)[0] if baseline_2 is not None else None
-    universe = set(output_keys)
+    audit_keys: set[str] = set()
     for rec_list in (baseline, candidate, baseline_2 or []):
-        universe.update(r.key for r in rec_list)
+        audit_keys.update(r.key for r in rec_list)
+    # Keys without any call are invisible in the audit. When the audit's (agent) key is the output key,
+    # the outputs supply them; when the agent is keyed differently (e.g. by customer), they cannot.
+    outputs = set(output_keys)
+    same_keys = bool(audit_keys) and len(audit_keys & outputs) >= 0.5 * len(audit_keys)
+    universe = audit_keys | outputs if same_keys else audit_keys
     n = max(len(universe), 1)
     z = z_one_sided(config.alpha)
     stats: list[ResourceStat] = []

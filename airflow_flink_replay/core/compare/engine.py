@@ -228,7 +228,7 @@ def _compare(
                 if only:
                     cand_only[p] += 1
                 if max_ex:
-                    item = ((1 if only else 0, 1.0 - score, next(tie)), k, i)
+                    item = ((1 if only else 0, 1.0 - score, -next(tie)), k, i)  # ties: earliest wins
                     h = heaps.setdefault(p, [])
                     if len(h) < max_ex:
                         heapq.heappush(h, item)
