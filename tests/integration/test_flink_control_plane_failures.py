@@ -1,0 +1,271 @@
+"""Failure paths and retries of the control plane on the real local Flink, run under dag.test().
+
+Each failure asserts the text a user sees: the exception Airflow hands to the task's failure callback.
+Retries: a quiesce task that loses its worker right after the stop/savepoint completed (simulated by a
+subclass that raises once after finishing) must, on its retry, reattach instead of stopping or taking a
+savepoint twice.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+from tests.jobs import harness
+
+pytestmark = pytest.mark.timeout(600)
+
+ERRORS: dict[str, str] = {}
+RESULTS: dict[str, Any] = {}
+FINISHED: dict[str, list[str]] = {}
+
+
+def _record_failure(context: Any) -> None:
+    ERRORS[context["ti"].dag_id] = str(context["exception"])
+
+
+def _run(stack: Any, dag_id: str, tasks: Any, conn_file: str | None = None) -> Any:
+    """Run a DAG built by ``tasks()`` inside the DAG context; returns the DagRun state."""
+    from airflow.sdk import DAG
+
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+        tasks()
+    return harness.run_dag_test(dag, conn_file or stack.connections_file).state
+
+
+@pytest.fixture(scope="module")
+def flink(stack: Any) -> FlinkRestHook:
+    return FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, retries=2))
+
+
+def _start_counter(stack: Any, flink: FlinkRestHook, name: str, **kwargs: Any) -> tuple[str, Any]:
+    topic_in, topic_out = f"{name}-in", f"{name}-out"
+    harness.create_topics(stack.kafka_bootstrap, topic_in, topic_out)
+    program = harness.counter_program(
+        stack.kafka_bootstrap, topic_in, topic_out, stack.connector_jars, job_name=name, **kwargs
+    )
+    job_id = RestPythonSubmitter(flink, flink_home=stack.flink_home).submit(program).job_id
+    flink.wait_for_job_state(job_id, ("RUNNING",), timeout=120, all_tasks_running=True)
+    return job_id, program
+
+
+def _cleanup(stack: Any, flink: FlinkRestHook, name: str, *job_ids: str) -> None:
+    for job_id in job_ids:
+        try:
+            if flink.get_job(job_id).state not in ("FINISHED", "CANCELED", "FAILED"):
+                flink.cancel_job(job_id)
+        except Exception:
+            pass
+    harness.delete_topics(stack.kafka_bootstrap, f"{name}-in", f"{name}-out")
+
+
+def test_unknown_job_id_names_the_job(stack: Any, airflow_db: Any) -> None:
+    dag_id = harness.unique("cp-unknown")
+    missing = "0123456789abcdef0123456789abcdef"
+    state = _run(
+        stack,
+        dag_id,
+        lambda: QuiesceAndSavepointOperator(
+            task_id="quiesce", job_id=missing, mode="drain", on_failure_callback=_record_failure
+        ),
+    )
+    assert state == "failed"
+    assert f"Flink job {missing} not found at {stack.flink_rest_url}" in ERRORS[dag_id]
+
+
+def test_rest_unreachable_fails_after_retries_and_names_the_url(stack: Any, airflow_db: Any, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once the socket is closed
+    conns = json.loads(Path(stack.connections_file).read_text())
+    conns["flink_down"] = {
+        "conn_type": "flink_rest",
+        "host": f"http://127.0.0.1:{port}",
+        "extra": json.dumps({"retries": 2, "backoff_factor": 0.05}),
+    }
+    conn_file = tmp_path / "connections.json"
+    conn_file.write_text(json.dumps(conns))
+    dag_id = harness.unique("cp-unreachable")
+    state = _run(
+        stack,
+        dag_id,
+        lambda: QuiesceAndSavepointOperator(
+            task_id="quiesce",
+            job_id="0123456789abcdef0123456789abcdef",
+            flink_conn_id="flink_down",
+            on_failure_callback=_record_failure,
+        ),
+        conn_file=str(conn_file),
+    )
+    assert state == "failed"
+    assert f"Flink REST at http://127.0.0.1:{port} is unreachable" in ERRORS[dag_id]
+    assert "failed after 2 retries" in ERRORS[dag_id]
+
+
+@pytest.fixture(scope="module")
+def slow_job(stack: Any, flink: FlinkRestHook) -> Iterator[str]:
+    """A counter whose operator sleeps 300 ms per record behind a backlog: its barriers are slow."""
+    name = harness.unique("cp-slow")
+    job_id, _ = _start_counter(stack, flink, name, hold=False, extra_args=["--slow-ms", "300"])
+    harness.produce(stack.kafka_bootstrap, f"{name}-in", range(60))
+    yield job_id
+    _cleanup(stack, flink, name, job_id)
+
+
+def test_savepoint_to_unwritable_directory_fails_with_flinks_cause(
+    stack: Any, airflow_db: Any, slow_job: str, flink: FlinkRestHook
+) -> None:
+    dag_id = harness.unique("cp-unwritable")
+    state = _run(
+        stack,
+        dag_id,
+        lambda: QuiesceAndSavepointOperator(
+            task_id="quiesce",
+            job_id=slow_job,
+            mode="savepoint",
+            target_directory="file:///proc/flink-replay-savepoints",
+            timeout=60,
+            deferrable=True,
+            on_failure_callback=_record_failure,
+        ),
+    )
+    assert state == "failed"
+    error = ERRORS[dag_id]
+    assert f"Flink savepoint of job {slow_job} failed" in error
+    assert "no checkpoint is used instead" in error
+    assert "/proc/flink-replay-savepoints" in error  # Flink's own cause names the directory
+    assert flink.get_job(slow_job).state == "RUNNING"
+
+
+def test_savepoint_exceeding_the_timeout_fails(stack: Any, airflow_db: Any, slow_job: str) -> None:
+    dag_id = harness.unique("cp-timeout")
+    state = _run(
+        stack,
+        dag_id,
+        lambda: QuiesceAndSavepointOperator(
+            task_id="quiesce",
+            job_id=slow_job,
+            mode="savepoint",
+            timeout=1.0,
+            deferrable=True,
+            on_failure_callback=_record_failure,
+        ),
+    )
+    assert state == "failed"
+    error = ERRORS[dag_id]
+    assert f"Flink savepoint of job {slow_job} did not complete within 1 s" in error
+    assert "no checkpoint is used instead" in error
+
+
+class CrashOnceAfterFinish(QuiesceAndSavepointOperator):
+    """Simulates a worker lost right after the stop/savepoint completed (first try only)."""
+
+    def _finish(self, context: Any, hook: Any, plan: Any, **kwargs: Any) -> dict[str, Any]:
+        result = super()._finish(context, hook, plan, **kwargs)
+        FINISHED.setdefault(self.dag_id, []).append(result["savepoint_path"])
+        if context["ti"].try_number == 1:
+            raise RuntimeError("worker lost after the savepoint completed (simulated)")
+        return result
+
+
+class CrashOnceFlinkForgets(CrashOnceAfterFinish):
+    """As above, and on the retry Flink no longer remembers the trigger id (its async-operation cache
+    expired, ``rest.async.store-duration``): the retry must find this run's savepoint in the checkpoint
+    statistics instead."""
+
+    def _known_status(self, hook: Any, trigger_id: str) -> Any:
+        return None
+
+
+@pytest.fixture(scope="module")
+def retried(stack: Any, flink: FlinkRestHook, airflow_db: Any) -> Iterator[dict[str, Any]]:
+    """One counter job; a savepoint-mode quiesce and then a stop-mode quiesce, each retried once."""
+    name = harness.unique("cp-retry")
+    job_id, program = _start_counter(stack, flink, name, hold=True)
+    harness.produce(stack.kafka_bootstrap, f"{name}-in", range(9))
+    harness.wait_outputs(stack.kafka_bootstrap, f"{name}-out", lambda o: len(harness.counts(o)) == 9)
+    out: dict[str, Any] = {"job_id": job_id, "program": program, "name": name}
+    try:
+        for mode, cls in (("savepoint", CrashOnceFlinkForgets), ("stop", CrashOnceAfterFinish)):
+            dag_id = f"{name}-{mode}"
+
+            def tasks(mode: str = mode, cls: Any = cls, dag_id: str = dag_id) -> None:
+                from airflow.sdk import task
+
+                quiesce = cls(
+                    task_id="quiesce",
+                    job_id=job_id,
+                    mode=mode,
+                    timeout=60,
+                    deferrable=True,
+                    retries=1,
+                    # Flink caches checkpoint statistics for web.refresh-interval (3 s): a retry that must
+                    # find the savepoint there comes after that, as real retries (minutes) do.
+                    retry_delay=timedelta(seconds=4 if cls is CrashOnceFlinkForgets else 0),
+                )
+
+                @task
+                def record(q: dict[str, Any]) -> None:
+                    RESULTS[dag_id] = q
+
+                record(quiesce.output)
+
+            out[mode] = {"state": _run(stack, dag_id, tasks), "dag_id": dag_id}
+        time.sleep(4)  # checkpoint statistics are cached for web.refresh-interval
+        out["stats"] = flink.get_checkpoints(job_id)
+        yield out
+    finally:
+        _cleanup(stack, flink, name, job_id)
+
+
+@pytest.mark.parametrize("mode", ["savepoint", "stop"])
+def test_retry_after_the_stop_does_not_stop_or_savepoint_twice(retried: dict[str, Any], mode: str) -> None:
+    run = retried[mode]
+    assert run["state"] == "success"
+    result = RESULTS[run["dag_id"]]
+    first_try, second_try = FINISHED[run["dag_id"]]
+    assert first_try == second_try == result["savepoint_path"], "the retry reused the first try's savepoint"
+    assert result["reused"] is True
+    savepoints = [s.external_path for s in retried["stats"].savepoints()]
+    assert savepoints.count(result["savepoint_path"]) == 1
+    assert len(savepoints) == 2, f"one savepoint per quiesce run, no second one: {savepoints}"
+    run_dir = Path(result["savepoint_path"].removeprefix("file:")).parent
+    assert len(list(run_dir.glob("savepoint-*"))) == 1
+
+
+def test_resume_with_unmappable_state_shows_cannot_map(
+    stack: Any, flink: FlinkRestHook, retried: dict[str, Any], airflow_db: Any
+) -> None:
+    savepoint = RESULTS[retried["stop"]["dag_id"]]["savepoint_path"]
+    renamed = retried["program"].model_copy(
+        update={"program_args": [*retried["program"].program_args, "--counter-uid", "keyed-counter-renamed"]}
+    )
+    dag_id = harness.unique("cp-cannot-map")
+    state = _run(
+        stack,
+        dag_id,
+        lambda: ResumeJobOperator(
+            task_id="resume",
+            program=renamed.model_dump(),
+            savepoint_path=savepoint,
+            timeout=120,
+            deferrable=True,
+            on_failure_callback=_record_failure,
+        ),
+    )
+    leftover = [j.jid for j in flink.list_jobs().by_name(retried["name"]) if j.state == "RUNNING"]
+    for job_id in leftover:
+        flink.cancel_job(job_id)
+    assert state == "failed"
+    assert "Cannot map checkpoint/savepoint state for operator" in ERRORS[dag_id]
+    assert not leftover
