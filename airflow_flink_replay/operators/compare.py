@@ -97,8 +97,9 @@ class CompareReplayOutputsOperator(BaseOperator):
         self.candidate = candidate
         self.baseline_2 = baseline_2
         self.key = key
-        self.ignore = list(ignore)
-        self.config = config.model_dump() if isinstance(config, CompareConfig) else (dict(config or {}))
+        self.ignore = ignore
+        # kept as given (it may be an XComArg resolved at run time); validated in execute()
+        self.config = config.model_dump(mode="json") if isinstance(config, CompareConfig) else config
         self.baseline_audit = baseline_audit
         self.baseline_2_audit = baseline_2_audit
         self.candidate_audit = candidate_audit
@@ -125,7 +126,11 @@ class CompareReplayOutputsOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         """Compare, write the reports, push the summary and the link; fail on FAIL when gating."""
         try:
-            config = CompareConfig.model_validate(self.config or {})
+            config = (
+                self.config
+                if isinstance(self.config, CompareConfig)
+                else CompareConfig.model_validate(dict(self.config or {}))
+            )
         except Exception as err:
             raise AirflowFailException(f"CompareReplayOutputsOperator: bad config: {err}") from None
         out_dir = self._report_dir(context)
@@ -138,6 +143,12 @@ class CompareReplayOutputsOperator(BaseOperator):
                     path = ObjectStoragePath(str(uri))
                     if not path.exists():
                         raise CompareInputError(str(uri), "not found")
+                    if path.is_dir():  # the replay job's per-worker audit files
+                        return [
+                            _named(stack.enter_context(p.open("r", encoding="utf-8")), str(p))
+                            for p in sorted(path.iterdir(), key=str)
+                            if p.name.endswith(".jsonl")
+                        ]
                     stream = stack.enter_context(path.open("r", encoding="utf-8"))
                     with contextlib.suppress(AttributeError, TypeError):
                         stream.name = str(uri)  # for error messages
@@ -159,7 +170,7 @@ class CompareReplayOutputsOperator(BaseOperator):
                     key=self.key,
                     config=config,
                     audits=audits,
-                    ignore=self.ignore,
+                    ignore=list(self.ignore or []),
                 )
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
@@ -191,6 +202,12 @@ class CompareReplayOutputsOperator(BaseOperator):
         )
         for reason in result.reasons:
             self.log.info("  [%s] %s: %s", reason.severity, reason.code, reason.message)
+
+
+def _named(stream: Any, name: str) -> Any:
+    with contextlib.suppress(AttributeError, TypeError):
+        stream.name = name
+    return stream
 
 
 def _uri(path: Any) -> str:

@@ -349,3 +349,20 @@ def test_audit_keyed_by_agent_key_other_than_output_key(tmp_path: Path) -> None:
     assert differing == pytest.approx(round(differing)) and round(differing) >= notify.new_keys > 0
     assert notify.candidate_rate > 0.1  # over N + customers keys it would be diluted to ~0.04
     assert notify.example_keys and notify.example_keys[0].startswith("c-")
+
+
+def test_audit_folder_of_worker_files(tmp_path: Path) -> None:
+    """The replay job writes audit-<variant>-<pid>.jsonl per worker: a folder reads them all."""
+    a, a2, b = runs(tmp_path)
+    outs = make_run(N, "baseline", 1)
+    recs_b = make_audit(outs, "candidate", extra_tool_keys=0.1)
+    folder = tmp_path / "audit_candidate"
+    write_jsonl(folder / "audit-candidate-101.jsonl", recs_b[: len(recs_b) // 2])
+    write_jsonl(folder / "audit-candidate-102.jsonl", recs_b[len(recs_b) // 2 :])
+    aa = write_jsonl(tmp_path / "aa.jsonl", make_audit(outs, "baseline"))
+    single = write_jsonl(tmp_path / "ab.jsonl", recs_b)
+    split = compare_runs(a, b, a2, key="$.id", audits={"baseline": aa, "candidate": folder})
+    whole = compare_runs(a, b, a2, key="$.id", audits={"baseline": aa, "candidate": single})
+    assert split.counts.audit_records == whole.counts.audit_records
+    assert [s.model_dump() for s in split.resources] == [s.model_dump() for s in whole.resources]
+    assert split.verdict == "FAIL"

@@ -118,13 +118,32 @@ def test_fail_with_gate_fails_the_task(airflow_db: Path, runs: Path, tmp_path: P
 
 
 def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs: Path) -> None:
+    """Audits from a folder URI (one file per replay worker); config from an upstream task's XCom."""
+    from airflow.sdk import task
+
+    folder = runs / "audit_candidate"
+    folder.mkdir()
+    lines = (runs / "audit_candidate.jsonl").read_text().splitlines(keepends=True)
+    (folder / "audit-candidate-1.jsonl").write_text("".join(lines[::2]))
+    (folder / "audit-candidate-2.jsonl").write_text("".join(lines[1::2]))
     dag_id = f"issue7_compare_report_{uuid.uuid4().hex[:6]}"
     dag = build_dag(
         dag_id, runs / "candidate_ok.jsonl", runs, gate=False,
-        baseline_audit=str(runs / "audit_baseline.jsonl"), candidate_audit=str(runs / "audit_candidate.jsonl"),
+        baseline_audit=str(runs / "audit_baseline.jsonl"), candidate_audit=f"file://{folder}",
     )
+    with dag:
+        @task
+        def compare_config() -> dict:
+            return {"fields": [{"path": "$.score", "comparator": "numeric", "abs_tol": 0.001}], "min_aligned": 50}
+
+        compare = dag.get_task("compare")
+        compare.config = compare_config()
+        compare.config.operator >> compare
     dr = register_and_test(dag)
     assert dr.state == "success"
     summary = RESULTS[dag_id]["return_value"]
     assert summary["verdict"] == "FAIL"  # side effects changed, outputs did not
     assert [r["code"] for r in summary["reasons"]] == ["SIDE_EFFECT_REGRESSION"]
+    full = json.loads(Path(summary["summary_uri"].removeprefix("file://")).read_text())
+    assert full["config"]["min_aligned"] == 50  # the config came through XCom
+    assert "audit-candidate-1.jsonl" in full["inputs"]["candidate_audit"]

@@ -53,14 +53,17 @@ REASON_ORDER = (
 
 @dataclass
 class AuditSources:
-    """Optional side-effect audit files of the three runs (baseline and candidate go together)."""
+    """Optional side-effect audits of the three runs (baseline and candidate go together).
 
-    baseline: Source | None = None
-    candidate: Source | None = None
-    baseline_2: Source | None = None
+    Each is a JSONL file, a folder of ``*.jsonl`` files (one per replay worker), a text stream, or a list.
+    """
+
+    baseline: Source | list[Source] | None = None
+    candidate: Source | list[Source] | None = None
+    baseline_2: Source | list[Source] | None = None
 
     @classmethod
-    def coerce(cls, value: AuditSources | Mapping[str, Source | None] | None) -> AuditSources | None:
+    def coerce(cls, value: AuditSources | Mapping[str, Any] | None) -> AuditSources | None:
         """Accept an AuditSources, a mapping with the same keys, or None."""
         if value is None or isinstance(value, AuditSources):
             return value
@@ -122,7 +125,7 @@ def compare_runs(
     baseline_2: Source | None = None,
     key: str = "$.id",
     config: CompareConfig | None = None,
-    audits: AuditSources | Mapping[str, Source | None] | None = None,
+    audits: AuditSources | Mapping[str, Any] | None = None,
     ignore: list[str] | None = None,
 ) -> ComparisonResult:
     """Compare a candidate run B with a baseline run A, calibrated by a second baseline run A'.
@@ -320,11 +323,9 @@ def _compare(
             "candidate": run_b.source,
             **(
                 {
-                    "baseline_audit": source_name(audit_sources.baseline),
-                    "candidate_audit": source_name(audit_sources.candidate),
-                    "baseline_2_audit": (
-                        source_name(audit_sources.baseline_2) if audit_sources.baseline_2 is not None else None
-                    ),
+                    "baseline_audit": _names(audit_sources.baseline),
+                    "candidate_audit": _names(audit_sources.candidate),
+                    "baseline_2_audit": _names(audit_sources.baseline_2),
                 }
                 if audit_sources is not None
                 and audit_sources.given()
@@ -340,6 +341,14 @@ def _compare(
         duration_s=round(time.monotonic() - started, 3),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+
+
+def _names(source: Source | list[Source] | None) -> str | None:
+    if source is None:
+        return None
+    if isinstance(source, list):
+        return ", ".join(source_name(s) for s in source)
+    return source_name(source)
 
 
 def _sample(path: str, *runs: Run) -> Any:

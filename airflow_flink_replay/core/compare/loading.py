@@ -7,9 +7,11 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
+
+from airflow_flink_replay.core.audit import AuditRecord
 
 #: A run's outputs or audit: a local path, or an open text stream (e.g. from ObjectStoragePath.open()).
 Source = str | os.PathLike[str] | IO[str]
@@ -76,26 +78,16 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
             stream.close()
 
 
-class AuditRecord(BaseModel):
-    """One attempted resource call in a replay, as the replay job's resource proxies write it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    variant: str
-    key: str
-    resource_type: Literal["chat_model", "tool", "vector_store", "embedding_model", "unmediated"]
-    resource_name: str
-    method: str
-    args_digest: str
-    args_preview: str = ""
-    decision: Literal["allow", "record", "block"]
-    outcome: Literal["ok", "error", "recorded", "blocked"]
-    error: str | None = None
-    ts: float
-
-
-def read_audit(source: Source) -> list[AuditRecord]:
-    """Read an audit JSONL file; a bad record names its line and field."""
+def read_audit(source: Source | list[Source]) -> list[AuditRecord]:
+    """Read audit records from a JSONL file, a folder of ``*.jsonl`` files (the replay job writes one per
+    Python worker) or a list of sources; a bad record names its file, line and field."""
+    if isinstance(source, list):
+        return [rec for part in source for rec in read_audit(part)]
+    if isinstance(source, str | os.PathLike) and Path(source).is_dir():
+        files = sorted(Path(source).glob("*.jsonl"))
+        if not files:
+            raise CompareInputError(source_name(source), "audit folder holds no *.jsonl files")
+        return read_audit(list(files))
     name = source_name(source)
     records = []
     for lineno, obj in iter_json_lines(source):
@@ -104,7 +96,9 @@ def read_audit(source: Source) -> list[AuditRecord]:
         except ValidationError as err:
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "<record>"
-            raise CompareInputError(name, f"audit record field {field!r}: {first['msg']}", line=lineno) from None
+            raise CompareInputError(
+                name, f"audit record field {field!r}: {first['msg']}", line=lineno
+            ) from None
     return records
 
 
