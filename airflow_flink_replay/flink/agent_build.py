@@ -87,3 +87,40 @@ def _attr(module: Any, attr: str, factory: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ValueError(f"agent factory {factory!r} is not callable")
     return obj
+
+
+#: Modules of this package the TaskManager's embedded interpreter imports (policy proxies, audit hook).
+_RUNTIME_FILES = ("__init__.py", "core/__init__.py", "core/policy.py", "core/audit.py",
+                  "flink/__init__.py", "flink/audit_context.py", "flink/proxies.py")
+
+
+def isolate_runtime(build_root: str | Path) -> str:
+    """Copy the modules the TaskManager imports from this package under a content-hashed package name.
+
+    The embedded interpreter keeps the first version of ``airflow_flink_replay.flink.proxies`` it imported
+    until the TaskManager restarts; a newer airflow-flink-replay would otherwise run stale proxy code. The
+    copy ``afr_rt_<sha256>`` (imports rewritten to it) is what the rewritten plan refers to. Returns the
+    package name; ``build_root`` must be shipped with ``env.add_python_file``.
+    """
+    src = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in _RUNTIME_FILES:
+        h.update(rel.encode() + b"\0" + (src / rel).read_bytes())
+    name = f"afr_rt_{h.hexdigest()[:16]}"
+    root = Path(build_root)
+    dest = root / name
+    if not dest.exists():
+        tmp = root / f".{name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for rel in _RUNTIME_FILES:
+            text = (src / rel).read_text(encoding="utf-8")
+            text = text.replace("airflow_flink_replay.core", f"{name}.core").replace(
+                "airflow_flink_replay.flink", f"{name}.flink"
+            )
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_text(text, encoding="utf-8")
+        tmp.rename(dest)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    return name

@@ -2,8 +2,12 @@
 
 Flink Agents resources never see the key. The runtime, however, calls
 ``flink_agents.runtime.flink_runner_context.flink_runner_context_switch_action_context(ctx, key)`` (by name,
-through pemja) before it runs each action. Importing this module wraps that function so it also remembers
-the key; :func:`current_key` returns it.
+through pemja) before it runs each action — with an int *hash* of the key, not the key. It also calls
+``python_java_utils.wrap_to_input_event(bytes)`` for every input record. Importing this module wraps both:
+the input wrapper learns the key text of each input (from the ``key_field`` of the JSON input) and maps the
+key hashes the Java side may pass (Java ``String.hashCode`` of the text, and that value + 31 / + 62 as the
+0.2.0 operator passes for a one-field key row) to the text; the context switch then sets the current key
+text (or the hash as text when it is unknown). :func:`current_key` returns it.
 
 The replay job makes the TaskManager import this module while it deserialises the agent plan — before the
 first action runs — by putting a :class:`KeyHookMarker` into the config of the plan's actions (Flink Agents
@@ -22,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 _log = logging.getLogger(__name__)
-_state: dict[str, Any] = {"key": "", "installed": False}
+_state: dict[str, Any] = {"key": "", "installed": False, "key_field": "", "names": {}}
 
 #: Action-config entry name carrying the marker.
 MARKER_CONFIG_KEY = "_afr_audit_key_hook"
@@ -32,6 +36,47 @@ class KeyHookMarker(BaseModel):
     """Pydantic value put into action configs: loading it imports (and so installs) this module."""
 
     installed: bool = True
+    key_field: str = ""
+
+    def model_post_init(self, context: Any) -> None:
+        """Remember which input field is the key (the plan carries it to the TaskManager)."""
+        if self.key_field:
+            _state["key_field"] = self.key_field
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit signed) of ``text``."""
+    h = 0
+    for unit in _utf16_units(text):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def _utf16_units(text: str) -> list[int]:
+    data = text.encode("utf-16-le")
+    return [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def learn_key(text: str) -> None:
+    """Map the key hashes the runtime may pass for ``text`` back to ``text``."""
+    names: dict[int, str] = _state["names"]
+    if len(names) > 200_000:
+        names.clear()
+    h = java_string_hash(text)
+    for candidate in (h, _int32(h + 31), _int32(h + 62)):
+        names[candidate] = text
+
+
+def key_text(key: Any) -> str:
+    """The key text for what the runtime passed (a hash), or the value as text when unknown."""
+    if isinstance(key, int):
+        return _state["names"].get(key, str(key))
+    return "" if key is None else str(key)
 
 
 def current_key() -> str:
@@ -53,19 +98,51 @@ def install() -> bool:
     except Exception:  # flink_agents not installed (Airflow side) or not importable here
         return False
     original = frc.flink_runner_context_switch_action_context
-    if getattr(original, "_afr_wrapped", False):
+    if __name__ in getattr(original, "_afr_wrapped_by", ()):
         _state["installed"] = True
         return True
 
     def flink_runner_context_switch_action_context(ctx: Any, key: Any) -> None:
-        set_current_key(key)
+        set_current_key(key_text(key))
         original(ctx, key)
 
-    flink_runner_context_switch_action_context._afr_wrapped = True  # type: ignore[attr-defined]
+    # Several copies of this module may live in one interpreter (one per runtime build, see agent_build): each
+    # wraps the function once, chaining to the previous wrapper.
+    flink_runner_context_switch_action_context._afr_wrapped_by = (  # type: ignore[attr-defined]
+        *getattr(original, "_afr_wrapped_by", ()), __name__)
     frc.flink_runner_context_switch_action_context = flink_runner_context_switch_action_context
+    _wrap_input_event()
     _state["installed"] = True
     _log.info("airflow-flink-replay: audit key hook installed")
     return True
+
+
+def _wrap_input_event() -> None:
+    try:
+        from flink_agents.runtime import python_java_utils as pju
+    except Exception:
+        return
+    original = pju.wrap_to_input_event
+    if __name__ in getattr(original, "_afr_wrapped_by", ()):
+        return
+
+    def wrap_to_input_event(bytes_object: bytes) -> Any:
+        field = _state["key_field"]
+        if field:
+            try:
+                import json
+
+                import cloudpickle
+
+                value = cloudpickle.loads(bytes_object)
+                event = json.loads(value) if isinstance(value, str | bytes) else value
+                learn_key(str(event[field]))
+            except Exception:  # never break the agent for an audit nicety
+                pass
+        return original(bytes_object)
+
+    wrap_to_input_event._afr_wrapped_by = (*getattr(original, "_afr_wrapped_by", ()), __name__)  # type: ignore[attr-defined]
+    pju.wrap_to_input_event = wrap_to_input_event
 
 
 install()

@@ -271,11 +271,14 @@ _PROXY_FOR: dict[ResourceType, type[_ResourcePolicyProxy]] = {
 
 
 # --------------------------------------------------------------------------------------------- plan rewrite
-def rewrite_plan_resources(plan: Any, policy: ReplayPolicy, variant: str, audit_dir: str) -> dict[str, list[str]]:
+def rewrite_plan_resources(
+    plan: Any, policy: ReplayPolicy, variant: str, audit_dir: str, key_field: str = ""
+) -> dict[str, list[str]]:
     """Wrap every governed resource provider of ``plan`` (an ``AgentPlan``) in a policy proxy, in place.
 
     Also marks every action's config with a :class:`KeyHookMarker` so the TaskManager installs the key hook
-    (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan. Returns what was wrapped and
+    (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan; ``key_field`` (the JSON input
+    field that is the agent key) lets audit records name the key text. Returns what was wrapped and
     what was left unmediated, per resource type.
     """
     Path(audit_dir).mkdir(parents=True, exist_ok=True)
@@ -294,7 +297,10 @@ def rewrite_plan_resources(plan: Any, policy: ReplayPolicy, variant: str, audit_
             report["wrapped"].append(f"{rtype.value}:{name}")
     for name, act in list(plan.actions.items()):
         config = dict(act.config or {})
-        config[MARKER_CONFIG_KEY] = KeyHookMarker()
+        # The serialised form Flink Agents gives a pydantic config value: (module, class, data). Given as a plain
+        # list (a model instance trips pydantic's circular-reference check in 0.2.0's config serializer).
+        marker = KeyHookMarker(key_field=key_field).model_dump()
+        config[MARKER_CONFIG_KEY] = [KeyHookMarker.__module__, KeyHookMarker.__name__, marker]
         plan.actions[name] = act.model_copy(update={"config": config})
     return report
 

@@ -63,28 +63,26 @@ def file_sink(output_dir: str, variant: str) -> Any:
 
 def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
+    import importlib
+
     from pyflink.common import WatermarkStrategy
 
-    from airflow_flink_replay.flink.agent_build import load_agent_factory
+    from airflow_flink_replay.flink.agent_build import isolate_runtime, load_agent_factory
     from airflow_flink_replay.flink.identity import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars, bounded_source
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
-    from airflow_flink_replay.flink.proxies import rewrite_plan_resources
 
     window = spec.window()
     add_connector_jars(env, spec.connector_jars)  # BEFORE the agents environment
     env.set_parallelism(spec.parallelism)
     env.enable_checkpointing(spec.checkpoint_interval_ms)
 
-    build = load_agent_factory(
-        spec.agent_factory,
-        isolate=spec.isolate_agent_build,
-        build_root=Path(tempfile.gettempdir()) / "afr-agent-builds" / spec.variant
-        if spec.isolate_agent_build
-        else None,
-    )
-    if build.build_root is not None:
-        env.add_python_file(str(build.build_root))
+    build_root = Path(tempfile.mkdtemp(prefix=f"afr-build-{spec.variant}-"))
+    build = load_agent_factory(spec.agent_factory, isolate=spec.isolate_agent_build, build_root=build_root)
+    runtime_pkg = isolate_runtime(build_root)
+    env.add_python_file(str(build_root))
+    proxies = importlib.import_module(f"{runtime_pkg}.flink.proxies")
+    policy_cls = importlib.import_module(f"{runtime_pkg}.core.policy").ReplayPolicy
     agent = build.factory(mem0_config=spec.mem0_config, **spec.agent_options)
     logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_factory, build.module)
 
@@ -100,7 +98,8 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         stream = stream.assign_timestamps_and_watermarks(watermark_strategy(spec.watermark)).uid(REPLAY_WATERMARK_UID)
 
     def plan_hook(plan: Any) -> None:
-        report = rewrite_plan_resources(plan, spec.policy, spec.variant, spec.audit_dir)
+        policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
+        report = proxies.rewrite_plan_resources(plan, policy, spec.variant, spec.audit_dir, spec.key_field)
         logging.info("replay %s: resources %s", spec.variant, report)
 
     out = build_agent_pipeline(

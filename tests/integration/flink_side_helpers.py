@@ -47,10 +47,16 @@ def submit(script: Path, args: list[str], savepoint: str | None = None, allow_no
     if savepoint:
         body["savepointPath"] = savepoint
         body["allowNonRestoredState"] = allow_non_restored
-    r = requests.post(f"{REST}/jars/{_python_jar_id()}/run", json=body, timeout=300)
-    if r.status_code != 200:
-        raise AssertionError(f"submit {script.name} failed: {r.status_code} {r.text[:2000]}")
-    return r.json()["jobid"]
+    # The JobManager runs one PythonDriver gateway at a time: a concurrent Python submission (another test or
+    # helper on the shared cluster) fails in PythonEnvUtils.setGatewayServer. Retry those.
+    for attempt in range(8):
+        r = requests.post(f"{REST}/jars/{_python_jar_id()}/run", json=body, timeout=300)
+        if r.status_code == 200:
+            return r.json()["jobid"]
+        if "setGatewayServer" not in r.text and "caused an error: null" not in r.text:
+            break
+        time.sleep(2 + attempt)
+    raise AssertionError(f"submit {script.name} failed: {r.status_code} {r.text[:2000]}")
 
 
 def job_state(job_id: str) -> str:
