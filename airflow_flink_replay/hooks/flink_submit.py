@@ -43,6 +43,7 @@ _LOG_PREFIX = re.compile(
 )
 #: Two PythonDriver runs at the same time in one JobManager collide on a static gateway (Flink limitation).
 _CONCURRENT_DRIVER = "PythonEnvUtils.setGatewayServer"
+_JAVA_FRAME = re.compile(r"^\s+(at \S+\(.*\)$|\.\.\. \d+ more)")
 
 
 class FlinkSubmissionError(RuntimeError):
@@ -116,7 +117,24 @@ def python_traceback_from_log(log: str, program: FlinkPythonProgram) -> str:
                 output.append(text)
     last_tb = max((i for i, ln in enumerate(output) if ln.startswith("Traceback")), default=None)
     picked = output[last_tb:] if last_tb is not None else output[-30:]
+    picked = [ln for ln in picked if not _JAVA_FRAME.match(ln)]  # py4j errors carry Java stack frames
     return "\n".join(picked[-60:])
+
+
+def program_failure_cause(text: str) -> str:
+    """The most telling line of a failed program's output: the innermost Java ``Caused by:`` (e.g.
+    "Cannot map checkpoint/savepoint state ...") when the failure came from Flink through py4j, else the
+    Python exception line."""
+    kept: list[str] = []
+    for line in text.splitlines():
+        if "ProgramAbortException" in line or "Python process exits with code" in line:
+            break  # the driver's own wrapper follows the program's output
+        kept.append(line)
+    text = "\n".join(kept)
+    java = [ln.strip().removeprefix("Caused by:").strip() for ln in kept if ln.strip().startswith("Caused by:")]
+    if java:
+        return java[-1]
+    return _python_error_line(text)
 
 
 def _python_error_line(traceback_text: str) -> str:
@@ -239,7 +257,7 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         if "Python process exits" in (err.details or cause):
             traceback_text = python_traceback_from_log(self.hook.jobmanager_log_tail(600), program)
             if traceback_text:
-                cause = _python_error_line(traceback_text) or cause
+                cause = program_failure_cause(traceback_text) or cause
         where = f" from savepoint {savepoint_path}" if savepoint_path else ""
         message = f"Submitting {program.entry_point or program.module}{where} over REST failed: {cause}"
         if traceback_text:
@@ -340,8 +358,7 @@ def _cli_cause(output: str) -> str:
     """The most telling line of ``flink run`` output: a Python error line, else the innermost Java cause."""
     tb = [i for i, ln in enumerate(output.splitlines()) if ln.startswith("Traceback")]
     if tb:
-        python_part = "\n".join(output.splitlines()[tb[-1] :])
-        line = _python_error_line(python_part.split("\n\tat ")[0])
+        line = program_failure_cause("\n".join(output.splitlines()[tb[-1] :]))
         if line:
             return line
     summary = flink_cause(output).splitlines()

@@ -32,6 +32,7 @@ FINISHED: dict[str, list[str]] = {}
 
 def _record_failure(context: Any) -> None:
     ERRORS[context["ti"].dag_id] = str(context["exception"])
+    print(f"USER-VISIBLE ERROR of {context['ti'].dag_id}: {context['exception']}\n--- end ---")
 
 
 def _run(stack: Any, dag_id: str, tasks: Any, conn_file: str | None = None) -> Any:
@@ -267,5 +268,7 @@ def test_resume_with_unmappable_state_shows_cannot_map(
     for job_id in leftover:
         flink.cancel_job(job_id)
     assert state == "failed"
-    assert "Cannot map checkpoint/savepoint state for operator" in ERRORS[dag_id]
+    headline = ERRORS[dag_id].splitlines()[0]
+    assert "Cannot map checkpoint/savepoint state for operator" in headline, headline
+    assert "Python process exits with code" not in ERRORS[dag_id]
     assert not leftover
