@@ -42,13 +42,21 @@ def airflow_db() -> Path:
     return _AIRFLOW_HOME
 
 
+def _alive(pid: int) -> bool:
+    from airflow_flink_replay.local.stack import _pid_alive
+
+    return _pid_alive(pid)
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator:
     """The real local stack (Flink, tansu, Chroma), up for the whole session."""
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
     local = LocalStack(StackConfig())
-    already_up = local.info() is not None and local.status()["up"]
+    recorded = local.info()
+    # "Already up" = started outside this session (its processes live): reuse it and leave it running.
+    already_up = recorded is not None and all(_alive(p.pid) for p in recorded.processes)
     info = local.up()
     yield info
     if not already_up and not os.environ.get("FLINK_REPLAY_KEEP_STACK"):

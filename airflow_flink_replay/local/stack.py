@@ -276,9 +276,11 @@ class LocalStack:
         """Set up whatever is missing and start the stack; return the recorded info."""
         current = self.info()
         if current is not None:
-            if self.status()["up"]:
+            if all(_pid_alive(p.pid) for p in current.processes):
+                # Every process lives: a busy part may answer slowly, so wait for it instead of restarting.
+                self._wait_ready(current)
                 return current
-            # Something of a previous stack is half up: stop what is left, then start clean.
+            # A process of a previous stack died: stop what is left, then start clean.
             self.down()
         cfg = self.config
         busy = [
@@ -318,8 +320,16 @@ class LocalStack:
             procs.append(
                 _spawn(
                     "tansu",
-                    [str(tansu), "broker", "--listener-url", f"tcp://{bootstrap}",
-                     "--advertised-listener-url", f"tcp://{bootstrap}", "--storage-engine", "memory://tansu/"],
+                    [
+                        str(tansu),
+                        "broker",
+                        "--listener-url",
+                        f"tcp://{bootstrap}",
+                        "--advertised-listener-url",
+                        f"tcp://{bootstrap}",
+                        "--storage-engine",
+                        "memory://tansu/",
+                    ],
                     self._p("logs", "tansu.log"),
                 )
             )
@@ -327,8 +337,16 @@ class LocalStack:
             procs.append(
                 _spawn(
                     "chroma",
-                    [str(chroma_bin), "run", "--path", str(self._p("chroma")), "--host", "127.0.0.1",
-                     "--port", str(cfg.chroma_port)],
+                    [
+                        str(chroma_bin),
+                        "run",
+                        "--path",
+                        str(self._p("chroma")),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(cfg.chroma_port),
+                    ],
                     self._p("logs", "chroma.log"),
                     env=env,
                 )
@@ -336,10 +354,18 @@ class LocalStack:
             procs.extend(self._start_flink(flink_home, conf_dir, java_home))
             by_name = {p.name: p for p in procs}
             _wait(lambda: kafka_answers(bootstrap), cfg.start_timeout, "tansu metadata", by_name["tansu"])
-            _wait(lambda: chroma_answers("127.0.0.1", cfg.chroma_port), cfg.start_timeout,
-                  "the Chroma heartbeat", by_name["chroma"])
-            _wait(lambda: flink_taskmanagers(rest_url) >= 1, cfg.start_timeout,
-                  "a Flink TaskManager to register", by_name["flink-taskmanager"])
+            _wait(
+                lambda: chroma_answers("127.0.0.1", cfg.chroma_port),
+                cfg.start_timeout,
+                "the Chroma heartbeat",
+                by_name["chroma"],
+            )
+            _wait(
+                lambda: flink_taskmanagers(rest_url) >= 1,
+                cfg.start_timeout,
+                "a Flink TaskManager to register",
+                by_name["flink-taskmanager"],
+            )
         except BaseException:
             for p in procs:
                 _terminate(p.pid)
@@ -365,12 +391,27 @@ class LocalStack:
         )
         self._write_connections(info)
         self._p(ENV_FILE).write_text(
-            "".join(f"export {k}={v}\n" for k, v in {**env, "FLINK_HOME": str(flink_home),
-                                                      "FLINK_CONF_DIR": str(conf_dir),
-                                                      "JAVA_HOME": str(java_home)}.items())
+            "".join(
+                f"export {k}={v}\n"
+                for k, v in {
+                    **env,
+                    "FLINK_HOME": str(flink_home),
+                    "FLINK_CONF_DIR": str(conf_dir),
+                    "JAVA_HOME": str(java_home),
+                }.items()
+            )
         )
         self.stack_file.write_text(info.model_dump_json(indent=2))
         return info
+
+    def _wait_ready(self, info: StackInfo) -> None:
+        by_name = {p.name: p for p in info.processes}
+        timeout = self.config.start_timeout
+        _wait(lambda: kafka_answers(info.kafka_bootstrap), timeout, "tansu metadata", by_name.get("tansu"))
+        _wait(lambda: chroma_answers(info.chroma_host, info.chroma_port), timeout, "the Chroma heartbeat",
+              by_name.get("chroma"))
+        _wait(lambda: flink_taskmanagers(info.flink_rest_url) >= 1, timeout, "a Flink TaskManager to register",
+              by_name.get("flink-taskmanager"))
 
     def _write_flink_conf(self, flink_home: Path, flink_python: Path, java_home: Path) -> Path:
         cfg = self.config
@@ -441,7 +482,10 @@ class LocalStack:
             with log.open("ab") as out:
                 subprocess.run(
                     ["bash", str(flink_home / "bin" / script), "start"],
-                    env=env, stdout=out, stderr=subprocess.STDOUT, check=False,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    check=False,
                 )
             pid = _read_flink_pid(self._p("pids"), kind)
             if pid is None:

@@ -1,0 +1,111 @@
+"""Preflight checks of a replay run that need no I/O: names, modes and the production plan.
+
+The operator (``operators/preflight.py``) gathers the facts (the running job, its plan, the topics that
+exist) and this module judges them, so every rule is unit-testable. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+AGENT_OPERATOR_NAME = "action-execute-operator"
+#: Vertex names that betray event-time windows or timers (Flink's own operator names).
+_EVENT_TIME = re.compile(r"(EventTime|TumblingEventTime|SlidingEventTime|EventTimeSession|Window\()", re.I)
+
+
+class PreflightError(ValueError):
+    """The replay must not start; the message lists every problem with its fix."""
+
+
+@dataclass
+class PreflightFindings:
+    """Problems (refuse) and warnings (report) of one preflight."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def raise_if_any(self) -> None:
+        """Raise :class:`PreflightError` listing every problem."""
+        if self.problems:
+            raise PreflightError("replay preflight refused:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
+    """Replay topics and namespaces must never be production's."""
+    found = PreflightFindings()
+    prod = spec.production
+    for variant in spec.variants():
+        ns = spec.fork_namespace(run_tag, variant)
+        topic = spec.action_state_topic(run_tag, variant)
+        if ns == prod.job_identifier:
+            found.problems.append(
+                f"the {variant} memory fork namespace {ns!r} equals production's job identifier; "
+                "rename the spec (`name`) or production's `job_identifier`"
+            )
+        if topic in (prod.action_state_topic, prod.input_topic, prod.capture_topic):
+            found.problems.append(
+                f"the {variant} action-state topic {topic!r} is one of production's topics; rename the spec"
+            )
+    if prod.capture_topic == prod.input_topic:
+        found.problems.append(
+            f"capture_topic equals input_topic ({prod.input_topic!r}): the capture tee must write its own topic"
+        )
+    return found
+
+
+def check_production(
+    spec: ReplaySpec,
+    running: list[tuple[str, str]],
+    vertex_names: list[str] | None,
+    topics: set[str] | None,
+) -> PreflightFindings:
+    """Judge production: exactly one RUNNING job with the name, an agent vertex, the topics exist.
+
+    :param running: ``(job_id, name)`` of every RUNNING job on the cluster.
+    :param vertex_names: the production job's vertex names (None if no job was found).
+    :param topics: topics on the broker (None if the broker was not asked).
+    """
+    found = PreflightFindings()
+    prod = spec.production
+    matching = [jid for jid, name in running if name == prod.job_name]
+    if spec.quiesce_mode != "existing":
+        if not matching:
+            names = ", ".join(sorted({n for _, n in running})) or "none"
+            found.problems.append(
+                f"no RUNNING Flink job named {prod.job_name!r} (running: {names}); start production or fix "
+                "production.job_name"
+            )
+        elif len(matching) > 1:
+            found.problems.append(
+                f"{len(matching)} RUNNING jobs are named {prod.job_name!r} ({', '.join(matching)}); "
+                "production must be unique — cancel the duplicates"
+            )
+    if vertex_names is not None:
+        if not any(AGENT_OPERATOR_NAME in v for v in vertex_names):
+            found.problems.append(
+                f"production's plan has no {AGENT_OPERATOR_NAME!r} vertex: is {prod.job_name!r} a Flink Agents job?"
+            )
+        windows = [v for v in vertex_names if _EVENT_TIME.search(v)]
+        if windows and spec.quiesce_mode == "drain":
+            found.problems.append(
+                "quiesce_mode=drain emits MAX_WATERMARK and production has event-time windows/timers "
+                f"({'; '.join(windows)[:200]}): they would fire early and Flink advises against resuming "
+                "such a savepoint — use quiesce_mode=stop"
+            )
+    if spec.quiesce_mode == "savepoint":
+        found.warnings.append(
+            "quiesce_mode=savepoint: production keeps running, so in-flight agent work may be inside the "
+            "savepoint and the capture topic's end offsets do not mark the barrier"
+        )
+    if topics is not None:
+        for label, topic in (
+            ("input_topic", prod.input_topic),
+            ("capture_topic", prod.capture_topic),
+            ("action_state_topic", prod.action_state_topic),
+        ):
+            if topic not in topics:
+                found.problems.append(f"production.{label} {topic!r} does not exist on the broker")
+    return found

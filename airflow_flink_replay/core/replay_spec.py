@@ -1,0 +1,195 @@
+"""``ReplaySpec``: everything one replay DAG needs to know about a production Flink Agents job.
+
+A spec is written once per production job (YAML next to the DAG, or Python) and turned into DAGs by
+:mod:`airflow_flink_replay.dag_factory`. Per-run choices (candidate, quiesce mode, window size,
+thresholds, keep the fork) come from the DAG run's params/conf and override the spec's defaults through
+:meth:`ReplaySpec.with_run_overrides`. Pure: pydantic + yaml.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from airflow_flink_replay.core.compare.config import CompareConfig
+from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+from airflow_flink_replay.core.policy import ReplayPolicy
+
+QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
+VARIANTS = ("baseline", "baseline_2", "candidate")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,62}$")
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class SpecError(ValueError):
+    """A replay spec (or a run's overrides) is invalid; the message names the field and the fix."""
+
+
+class ProductionJob(BaseModel):
+    """The production Flink Agents job and the external state it owns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_name: str = Field(description="Flink job name; the RUNNING job with this name is production")
+    program: FlinkPythonProgram = Field(description="how production is (re)submitted on resume")
+    agent_factory: str = Field(description='"module:attr" of production\'s agent (the baseline)')
+    input_topic: str = Field(description="production's input topic")
+    capture_topic: str = Field(description="topic the capture tee writes the agent's keyed input to")
+    action_state_topic: str = Field(description="production's Flink Agents action-state topic (never touched)")
+    action_state_partitions: int = Field(default=1, ge=1)
+    job_identifier: str = Field(description="production's Flink Agents job identifier = Mem0 user_id")
+    key_field: str = Field(default="customer", description="JSON field of the input that is the agent key")
+    agent_uid: str | None = Field(default=None, description="uid the production pipeline sets on the agent")
+    max_parallelism: int | None = Field(default=None, ge=1)
+
+    @field_validator("agent_factory")
+    @classmethod
+    def _factory(cls, value: str) -> str:
+        if not _FACTORY.match(value):
+            raise ValueError(f'agent_factory {value!r} must look like "package.module:attribute"')
+        return value
+
+
+class WindowSpec(BaseModel):
+    """How much input to capture after production resumes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    records: int | None = Field(default=40, ge=1, description="replay this many captured records")
+    minutes: float | None = Field(default=None, gt=0, description="... or wait this long")
+    timeout_minutes: float = Field(default=30, gt=0, description="fail if the window is not filled by then")
+
+    @model_validator(mode="after")
+    def _one(self) -> WindowSpec:
+        if self.records is None and self.minutes is None:
+            raise ValueError("window needs `records` or `minutes`")
+        return self
+
+
+class ReplaySpec(BaseModel):
+    """One production job's replay configuration (see docs/operators.md for every field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="short id used in DAG ids, topic and namespace names ([a-z0-9_-])")
+    production: ProductionJob
+    candidate_agent_factory: str | None = Field(
+        default=None, description='"module:attr" of the candidate; None = baseline only (noise tracking)'
+    )
+    quiesce_mode: QuiesceModeName = "drain"
+    existing_savepoint: str | None = Field(default=None, description="for quiesce_mode=existing")
+    existing_manifest: str | None = Field(default=None, description="for quiesce_mode=existing")
+    window: WindowSpec = Field(default_factory=WindowSpec)
+    compare_key: str = "$.id"
+    compare: CompareConfig = Field(default_factory=CompareConfig)
+    policy: ReplayPolicy = Field(default_factory=ReplayPolicy)
+    flink_conn_id: str = "flink_default"
+    replay_flink_conn_id: str | None = Field(
+        default=None, description="Flink connection for replay jobs (default: production's cluster)"
+    )
+    kafka_conn_id: str = "kafka_default"
+    mem0_conn_id: str = "mem0_default"
+    kafka_bootstrap: str = Field(description="bootstrap servers as seen from the Flink cluster")
+    connector_jars: list[str] = Field(default_factory=list, description="Kafka connector jars for the jobs")
+    mem0_config: dict[str, Any] | None = Field(default=None, description="mem0 config the agents use")
+    runs_uri: str = Field(description="base folder of run folders (manifest, outputs, reports, run record)")
+    keep_fork: bool = False
+    savepoint_dir: str | None = None
+    replay_timeout_minutes: float = Field(default=20, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"name {value!r} must be 2-63 characters of [a-z0-9_-], starting with a letter/digit")
+        return value
+
+    @field_validator("candidate_agent_factory")
+    @classmethod
+    def _candidate(cls, value: str | None) -> str | None:
+        if value and not _FACTORY.match(value):
+            raise ValueError(f'candidate_agent_factory {value!r} must look like "package.module:attribute"')
+        return value or None
+
+    @model_validator(mode="after")
+    def _existing(self) -> ReplaySpec:
+        if self.quiesce_mode == "existing" and not (self.existing_savepoint and self.existing_manifest):
+            raise ValueError(
+                "quiesce_mode=existing needs existing_savepoint and existing_manifest (a previous run's "
+                "savepoint path and manifest URI)"
+            )
+        return self
+
+    # ------------------------------------------------------------------------------------------ names
+    def variants(self) -> list[str]:
+        """The variants this spec replays: the baselines always, the candidate when one is set."""
+        return [v for v in VARIANTS if v != "candidate" or self.candidate_agent_factory]
+
+    def fork_namespace(self, run_tag: str, variant: str) -> str:
+        """The Mem0 user_id (= job identifier) of a variant's memory fork."""
+        return f"replay-{self.name}-{run_tag}-{variant}".replace("_", "-")
+
+    def action_state_topic(self, run_tag: str, variant: str) -> str:
+        """The isolated action-state topic of a variant."""
+        return f"replay-{self.name}-{run_tag}-{variant}-action-state".replace("_", "-")
+
+    def agent_factory_for(self, variant: str) -> str:
+        """The agent each variant runs: production's for both baselines, the candidate's otherwise."""
+        if variant == "candidate":
+            if not self.candidate_agent_factory:
+                raise SpecError("variant 'candidate' needs candidate_agent_factory")
+            return self.candidate_agent_factory
+        return self.production.agent_factory
+
+    # -------------------------------------------------------------------------------------- overrides
+    def with_run_overrides(self, params: dict[str, Any] | None) -> ReplaySpec:
+        """This spec with a DAG run's params/conf applied (unknown or empty values are ignored).
+
+        Accepted keys: ``candidate`` (agent factory), ``quiesce_mode``, ``window_records``,
+        ``window_minutes``, ``abs_threshold``, ``rel_threshold``, ``min_aligned``, ``keep_fork``,
+        ``existing_savepoint``, ``existing_manifest``.
+        """
+        if not params:
+            return self
+        data = self.model_dump()
+        p = {k: v for k, v in params.items() if v not in (None, "")}
+        if "candidate" in p:
+            data["candidate_agent_factory"] = p["candidate"]
+        for key in ("quiesce_mode", "keep_fork", "existing_savepoint", "existing_manifest"):
+            if key in p:
+                data[key] = p[key]
+        if "window_records" in p or "window_minutes" in p:
+            data["window"] = {
+                **data["window"],
+                "records": p.get("window_records"),
+                "minutes": p.get("window_minutes"),
+            }
+        for key in ("abs_threshold", "rel_threshold", "min_aligned"):
+            if key in p:
+                data["compare"][key] = p[key]
+        try:
+            return ReplaySpec.model_validate(data)
+        except ValidationError as err:
+            raise SpecError(_explain(err, "run conf/params")) from None
+
+    # ---------------------------------------------------------------------------------------- loading
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> ReplaySpec:
+        """Load a spec from a YAML file; errors name the field and the file."""
+        text = Path(path).read_text()
+        try:
+            return cls.model_validate(yaml.safe_load(text))
+        except ValidationError as err:
+            raise SpecError(_explain(err, str(path))) from None
+
+
+def _explain(err: ValidationError, where: str) -> str:
+    lines = [f"invalid replay spec ({where}):"]
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        lines.append(f"  - {loc}: {e['msg']}")
+    return "\n".join(lines)

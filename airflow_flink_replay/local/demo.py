@@ -1,0 +1,212 @@
+"""The demo's production side on the local stack: the review agent v1 in production with the capture tee.
+
+``deploy_production`` creates the topics, submits production (v1) with a Kafka action-state store and
+the capture tee, feeds it reviews (which also seeds production's Mem0 memories: the agent writes one per
+review) and writes the :class:`ReplaySpec` the DAGs load. ``ReviewFeeder`` keeps reviews flowing while
+a replay DAG runs, so the capture window fills after production resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pydantic import BaseModel
+
+from airflow_flink_replay.local.stack import StackInfo
+
+PRODUCTION_JOB_NAME = "review-triage-production"
+JOB_IDENTIFIER = "review-triage-prod"
+V1 = "examples.review_agent.v1.agent:build_agent"
+V2 = "examples.review_agent.v2.agent:build_agent"
+AGENT_UID = "afr-agent"
+PRODUCTION_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "production_job.py")
+
+
+class DemoTopics(BaseModel):
+    """Production's topics (one set per demo instance, so tests can run side by side)."""
+
+    reviews: str
+    outputs: str
+    capture: str
+    action_state: str
+
+    @classmethod
+    def named(cls, prefix: str) -> DemoTopics:
+        """Topics ``<prefix>-reviews`` etc."""
+        return cls(
+            reviews=f"{prefix}-reviews",
+            outputs=f"{prefix}-outputs",
+            capture=f"{prefix}-capture",
+            action_state=f"{prefix}-action-state",
+        )
+
+
+def production_program(stack: StackInfo, topics: DemoTopics, job_name: str, job_identifier: str) -> dict[str, Any]:
+    """The FlinkPythonProgram (as a dict) that (re)submits production."""
+    return {
+        "entry_point": PRODUCTION_JOB_SCRIPT,
+        "program_args": [
+            "--agent-factory", V1,
+            "--bootstrap", stack.kafka_bootstrap,
+            "--source-topic", topics.reviews,
+            "--sink-topic", topics.outputs,
+            "--capture-topic", topics.capture,
+            "--action-state-topic", topics.action_state,
+            "--job-identifier", job_identifier,
+            "--agent-uid", AGENT_UID,
+            "--mem0-config", json.dumps(stack.mem0_config()),
+            "--jars", ",".join(stack.connector_jars),
+            "--job-name", job_name,
+        ],
+        "job_name": job_name,
+    }
+
+
+def create_topics(bootstrap: str, topics: DemoTopics, partitions: int = 2) -> None:
+    """Create production's topics (idempotent); the action-state topic is compacted."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = set(admin.list_topics(timeout=10).topics)
+    new = []
+    for name in (topics.reviews, topics.outputs, topics.capture):
+        if name not in existing:
+            new.append(NewTopic(name, num_partitions=partitions, replication_factor=1))
+    if topics.action_state not in existing:
+        new.append(NewTopic(topics.action_state, num_partitions=1, replication_factor=1,
+                            config={"cleanup.policy": "compact"}))
+    for fut in admin.create_topics(new).values() if new else []:
+        fut.result(15)
+
+
+def produce_reviews(bootstrap: str, topic: str, reviews: list[dict[str, Any]]) -> None:
+    """Produce reviews keyed by customer, timestamped by event time, one record per batch (tansu)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for review in reviews:
+        producer.produce(topic, key=str(review["customer"]).encode(), value=json.dumps(review).encode(),
+                         timestamp=int(review["ts"]))
+        producer.flush(10)
+
+
+class ReviewFeeder:
+    """Produces reviews in the background (``rate`` per second) until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, *, start_index: int, rate: float = 4.0, seed: int = 11) -> None:
+        self.bootstrap, self.topic, self.rate, self.seed = bootstrap, topic, rate, seed
+        self.next_index = start_index
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="review-feeder")
+
+    def _run(self) -> None:
+        from examples.review_agent.common.generator import generate_reviews
+
+        while not self._stop.is_set():
+            batch = generate_reviews(1, seed=self.seed + self.next_index, id_prefix=f"f{self.next_index}")
+            produce_reviews(self.bootstrap, self.topic, list(batch))
+            self.next_index += 1
+            self._stop.wait(1.0 / self.rate)
+
+    def __enter__(self) -> ReviewFeeder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def write_spec(
+    stack: StackInfo,
+    topics: DemoTopics,
+    path: Path,
+    *,
+    name: str = "review-triage",
+    job_name: str = PRODUCTION_JOB_NAME,
+    job_identifier: str = JOB_IDENTIFIER,
+    window_records: int = 40,
+    runs_dir: Path | None = None,
+) -> Path:
+    """Write the demo's ReplaySpec YAML (what a team writes once per production job)."""
+    spec = {
+        "name": name,
+        "production": {
+            "job_name": job_name,
+            "program": production_program(stack, topics, job_name, job_identifier),
+            "agent_factory": V1,
+            "input_topic": topics.reviews,
+            "capture_topic": topics.capture,
+            "action_state_topic": topics.action_state,
+            "action_state_partitions": 1,
+            "job_identifier": job_identifier,
+            "key_field": "customer",
+            "agent_uid": AGENT_UID,
+        },
+        "candidate_agent_factory": V2,
+        "quiesce_mode": "drain",
+        "window": {"records": window_records, "timeout_minutes": 10},
+        "compare_key": "$.id",
+        "compare": {"min_aligned": min(20, window_records)},
+        "kafka_bootstrap": stack.kafka_bootstrap,
+        "connector_jars": stack.connector_jars,
+        "mem0_config": stack.mem0_config(),
+        "runs_uri": f"file://{runs_dir or Path(stack.workdir) / 'runs'}",
+        "savepoint_dir": f"file://{stack.savepoint_dir}",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def deploy_production(
+    stack: StackInfo,
+    topics: DemoTopics,
+    *,
+    job_name: str = PRODUCTION_JOB_NAME,
+    job_identifier: str = JOB_IDENTIFIER,
+    initial_reviews: int = 30,
+    timeout: float = 240.0,
+) -> str:
+    """Create topics, submit production v1, feed ``initial_reviews`` and wait until they are processed."""
+    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+    from examples.review_agent.common.generator import generate_reviews
+
+    create_topics(stack.kafka_bootstrap, topics)
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    running = [j for j in hook.list_jobs().jobs if j.name == job_name and j.state == "RUNNING"]
+    if running:
+        return running[0].jid
+    program = FlinkPythonProgram.model_validate(production_program(stack, topics, job_name, job_identifier))
+    job_id = RestPythonSubmitter(hook, flink_home=stack.flink_home).submit(program).job_id
+    hook.wait_for_job_state(job_id, ("RUNNING",), timeout=timeout, all_tasks_running=True)
+    produce_reviews(stack.kafka_bootstrap, topics.reviews, list(generate_reviews(initial_reviews, seed=7)))
+    _wait_for_outputs(stack.kafka_bootstrap, topics.outputs, initial_reviews, timeout)
+    return job_id
+
+
+def _wait_for_outputs(bootstrap: str, topic: str, n: int, timeout: float) -> None:
+    """Wait until production wrote ``n`` outputs (its memories are then in Mem0)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-wait-{time.time()}"})
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            total = 0
+            for p in parts:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
+                total += max(high, 0)
+            if total >= n:
+                return
+            time.sleep(1)
+    finally:
+        consumer.close()
+    raise TimeoutError(f"production wrote fewer than {n} outputs to {topic} within {timeout:.0f}s")

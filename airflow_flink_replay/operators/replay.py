@@ -1,0 +1,249 @@
+"""``SubmitReplayJobOperator``: one replay variant, from production's savepoint, until FINISHED."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.exceptions import AirflowException
+from airflow.sdk import BaseOperator, conf
+
+from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+from airflow_flink_replay.core.identity import JobPlan as IdentityPlan
+from airflow_flink_replay.core.identity import ReplayPins, check_identity
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.core.run_record import file_digest
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
+from airflow_flink_replay.hooks.flink_submit import get_submitter
+from airflow_flink_replay.links.flink import FlinkJobLink
+from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
+
+#: The job side's entry point, run by the PythonDriver on the JobManager host.
+REPLAY_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "replay_job.py")
+_ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
+
+
+def collect_jsonl(folder: Path, target: Path) -> int:
+    """Concatenate the finished ``*.jsonl`` part files below ``folder`` into ``target``; return the lines."""
+    parts = sorted(p for p in folder.rglob("*.jsonl") if p.is_file() and not p.name.startswith("."))
+    lines = 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as out:
+        for part in parts:
+            if part == target:
+                continue
+            for line in part.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    out.write(line + "\n")
+                    lines += 1
+    return lines
+
+
+class SubmitReplayJobOperator(BaseOperator):
+    """Replay one variant (baseline, baseline_2, candidate) from production's savepoint and wait for it.
+
+    Before submitting, the replay job's plan (``POST /jars/{id}/plan``) is compared with production's
+    plan (``core.identity``): the agent must map to production's operator id, max parallelism must match
+    and only the old source's state may be dropped — otherwise the task fails with the diff and nothing
+    runs. The job restores the savepoint with ``allowNonRestoredState`` (the old source's offsets are
+    replaced by the manifest's window), reads the capture window, and FINISHES by itself.
+
+    Retries reattach: a job of this run and variant that is running is waited for, one that FINISHED is
+    collected — never submitted twice. ``on_kill`` cancels the job the task started. Returns the output
+    and audit files (one JSONL each, concatenated from the job's part files), their digests, record
+    counts, the Flink job id and the duration.
+
+    :param spec: the :class:`ReplayJobSpec` (or its dict; templated) without ``job_name``.
+    :param savepoint_path: production's savepoint (templated).
+    :param production_plan: production's job details JSON (``GET /jobs/{id}``, templated) for the
+        identity preflight; the quiesce result's ``plan`` is accepted too.
+    :param production_agent_uid: the uid production's agent carries, if any.
+    :param flink_conn_id: the cluster that runs replays (may differ from production's).
+    :param submitter: ``rest`` (default) or ``cli``.
+    :param timeout: seconds the replay may run.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan")
+    operator_extra_links = (FlinkJobLink(),)
+    ui_color = "#f3e8fd"
+
+    def __init__(
+        self,
+        *,
+        spec: ReplayJobSpec | dict[str, Any],
+        savepoint_path: str | None,
+        production_plan: dict[str, Any] | None = None,
+        production_agent_uid: str | None = None,
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        submitter: str = "rest",
+        timeout: float = 1200.0,
+        poll_interval: float = 1.0,
+        deferrable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplayJobSpec) else spec
+        self.savepoint_path = savepoint_path
+        self.production_plan = production_plan
+        self.production_agent_uid = production_agent_uid
+        self.flink_conn_id = flink_conn_id
+        self.submitter = submitter
+        self.timeout = float(timeout)
+        self.poll_interval = float(poll_interval)
+        if deferrable is None:
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
+        self.deferrable = deferrable
+        self._job_id: str | None = None
+
+    # ------------------------------------------------------------------------------------------ steps
+    def _spec(self, context: Any) -> ReplayJobSpec:
+        spec = ReplayJobSpec.model_validate(self.spec)
+        if not spec.job_name:
+            ti = context["ti"]
+            spec = spec.model_copy(update={"job_name": f"afr-replay-{ti.dag_id}-{ti.run_id}-{spec.variant}"[:200]})
+        return spec
+
+    def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
+        return FlinkPythonProgram(entry_point=REPLAY_JOB_SCRIPT, program_args=spec.to_argv(), job_name=spec.job_name)
+
+    def _existing(self, hook: FlinkRestHook, job_name: str) -> tuple[str, str] | None:
+        """A job of this run and variant (retry): prefer an active one, then a FINISHED one."""
+        jobs = [j for j in hook.list_jobs().jobs if j.name == job_name]
+        for wanted in (_ACTIVE, ("FINISHED",)):
+            for job in sorted(jobs, key=lambda j: j.start_time, reverse=True):
+                if job.state in wanted:
+                    return job.jid, job.state
+        return None
+
+    def _preflight(self, hook: FlinkRestHook, spec: ReplayJobSpec, program: FlinkPythonProgram) -> str:
+        """Identity preflight on the replay's plan before it runs; returns the rendered report."""
+        if not self.production_plan:
+            self.log.warning("no production plan given: the identity preflight is skipped")
+            return "skipped: no production plan"
+        production = IdentityPlan.from_rest(_as_rest_details(self.production_plan))
+        submitter = get_submitter("rest", hook)
+        jar_id = submitter.python_jar_id()  # type: ignore[attr-defined]
+        replay_plan = hook.jar_plan(
+            jar_id,
+            entry_class="org.apache.flink.client.python.PythonDriver",
+            program_args=program.driver_args(),
+            flink_configuration=program.configuration(),
+        )
+        replay = IdentityPlan.from_rest({"plan": replay_plan.model_dump(mode="json", by_alias=True)})
+        report = check_identity(
+            production,
+            replay,
+            pins=ReplayPins(
+                agent_uid=spec.agent_uid, agent_uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism
+            ),
+            production_agent_uid=self.production_agent_uid,
+        )
+        self.log.info("%s", report.render())
+        report.raise_if_refused()
+        return report.render()
+
+    # ---------------------------------------------------------------------------------------- execute
+    def execute(self, context: Any) -> Any:
+        """Reattach or preflight + submit, then wait until the replay FINISHES."""
+        spec = self._spec(context)
+        hook = FlinkRestHook(self.flink_conn_id)
+        started = time.time()
+        existing = self._existing(hook, spec.job_name or "")
+        preflight = "reattached"
+        if existing:
+            job_id, state = existing
+            self.log.info("reattaching to %s job %s of this run (%s)", state, job_id, spec.variant)
+        else:
+            program = self._program(spec)
+            preflight = self._preflight(hook, spec, program)
+            for folder in (spec.output_dir, spec.audit_dir):
+                Path(folder).mkdir(parents=True, exist_ok=True)
+            submitted = get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
+                program,
+                savepoint_path=self.savepoint_path,
+                allow_non_restored_state=bool(self.savepoint_path),
+                timeout=300,
+            )
+            job_id = submitted.job_id
+            self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
+        self._job_id = job_id
+        context["ti"].xcom_push(key="flink_job_id", value=job_id)
+        carry = {"job_id": job_id, "started": started, "preflight": preflight}
+        if self.deferrable:
+            self.defer(
+                trigger=FlinkJobStateTrigger(
+                    job_id=job_id,
+                    target_states=["FINISHED"],
+                    flink_conn_id=self.flink_conn_id,
+                    timeout=self.timeout,
+                    poll_interval=self.poll_interval,
+                    carry=carry,
+                ),
+                method_name="execute_complete",
+            )
+        try:
+            hook.wait_for_job_state(job_id, ("FINISHED",), timeout=self.timeout, poll_interval=self.poll_interval)
+        except Exception as err:
+            raise AirflowException(f"replay {spec.variant} (Flink job {job_id}) failed: {err}") from err
+        return self._result(context, spec, carry)
+
+    def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
+        """After the trigger: fail with the Flink cause, or collect the outputs."""
+        spec = self._spec(context)
+        if event.get("status") != "success":
+            raise AirflowException(f"replay {spec.variant} failed: {event.get('message') or event}")
+        return self._result(context, spec, {**event.get("carry", {}), **kwargs})
+
+    def _result(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
+        run_dir = Path(spec.output_dir).parent
+        output = run_dir / f"{spec.variant}.outputs.jsonl"
+        audit = run_dir / f"{spec.variant}.audit.jsonl"
+        outputs = collect_jsonl(Path(spec.output_dir), output)
+        audits = collect_jsonl(Path(spec.audit_dir), audit)
+        result = {
+            "variant": spec.variant,
+            "agent_factory": spec.agent_factory,
+            "job_id": carry["job_id"],
+            "job_name": spec.job_name,
+            "state": "FINISHED",
+            "fork_namespace": spec.job_identifier,
+            "action_state_topic": spec.action_state_topic,
+            "output": str(output),
+            "output_digest": file_digest(output),
+            "output_records": outputs,
+            "audit": str(audit),
+            "audit_digest": file_digest(audit),
+            "audit_records": audits,
+            "duration_s": round(time.time() - float(carry["started"]), 2),
+            "finished_at": datetime.now(UTC).isoformat(),
+            "identity_preflight": carry.get("preflight"),
+        }
+        self.log.info("replay %s finished: %d outputs, %d audit records", spec.variant, outputs, audits)
+        return result
+
+    def on_kill(self) -> None:
+        """Cancel the replay job this task started or reattached to."""
+        if self._job_id:
+            try:
+                FlinkRestHook(self.flink_conn_id).cancel_job(self._job_id)
+            except Exception:  # best effort: the cleanup task cancels leftovers too
+                self.log.exception("could not cancel replay job %s", self._job_id)
+
+
+def _as_rest_details(plan: dict[str, Any]) -> dict[str, Any]:
+    """Accept job details JSON (``GET /jobs/{id}``) or the quiesce result's ``ProductionPlan`` dict."""
+    if "plan" in plan or "nodes" in plan:
+        return plan
+    vertices = plan.get("vertices", [])
+    nodes = [{"id": v["id"], "description": v["name"], "parallelism": v.get("parallelism", 1)} for v in vertices]
+    details = [{"id": v["id"], "name": v["name"], "maxParallelism": v.get("max_parallelism")} for v in vertices]
+    return {
+        "jid": plan.get("job_id", ""),
+        "name": plan.get("job_name", ""),
+        "vertices": details,
+        "plan": {"jid": plan.get("job_id", ""), "name": plan.get("job_name", ""), "nodes": nodes},
+    }
