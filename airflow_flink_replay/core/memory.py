@@ -131,14 +131,21 @@ def check_fork_pair(source: Mem0Namespace, target: Mem0Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------- ids
-def fork_memory_id(fork_id: str, target: Mem0Namespace, source_memory_id: str) -> str:
-    """The forked memory's id: uuid5 of (fork id, target, source id) — never a source id, stable on retry."""
-    return str(uuid.uuid5(_ID_NAMESPACE, f"memory\x1f{fork_id}\x1f{target.key()}\x1f{source_memory_id}"))
+def _key(ns: Mem0Namespace | str) -> str:
+    return ns if isinstance(ns, str) else ns.key()
 
 
-def fork_history_id(fork_id: str, target: Mem0Namespace, source_history_id: str) -> str:
+def fork_memory_id(fork_id: str, target: Mem0Namespace | str, source_memory_id: str) -> str:
+    """The forked memory's id: uuid5 of (fork id, target, source id) — never a source id, stable on retry.
+
+    ``target`` is the namespace or its :meth:`Mem0Namespace.key` (precomputed in loops).
+    """
+    return str(uuid.uuid5(_ID_NAMESPACE, f"memory\x1f{fork_id}\x1f{_key(target)}\x1f{source_memory_id}"))
+
+
+def fork_history_id(fork_id: str, target: Mem0Namespace | str, source_history_id: str) -> str:
     """The copied history row's id (stable on retry)."""
-    return str(uuid.uuid5(_ID_NAMESPACE, f"history\x1f{fork_id}\x1f{target.key()}\x1f{source_history_id}"))
+    return str(uuid.uuid5(_ID_NAMESPACE, f"history\x1f{fork_id}\x1f{_key(target)}\x1f{source_history_id}"))
 
 
 def marker_id(target: Mem0Namespace, part: int | None = None) -> str:
@@ -223,17 +230,20 @@ def rewrite_payload(
     payload: Mapping[str, Any],
     *,
     source_id: str,
-    source: Mem0Namespace,
-    target: Mem0Namespace,
+    source: Mem0Namespace | str,
+    target: Mem0Namespace | Mapping[str, str],
     fork_id: str,
     forked_at: str,
 ) -> dict[str, Any]:
-    """Forked payload: scope fields rewritten to ``target``, everything else kept, provenance added."""
+    """Forked payload: scope fields rewritten to ``target``, everything else kept, provenance added.
+
+    ``source`` may be given as its key and ``target`` as its fields (precomputed in loops).
+    """
     out = dict(payload)
-    out.update(target.fields())
+    out.update(target.fields() if isinstance(target, Mem0Namespace) else target)
     out[FORK_ID_FIELD] = fork_id
     out[FORK_SOURCE_ID_FIELD] = source_id
-    out[FORK_SOURCE_NAMESPACE_FIELD] = source.key()
+    out[FORK_SOURCE_NAMESPACE_FIELD] = _key(source)
     out[FORKED_AT_FIELD] = forked_at
     return out
 
@@ -273,6 +283,9 @@ class ForkResult(BaseModel):
     noop: bool = Field(False, description="True when a complete fork of the same run already existed")
     store: str
     collection: str
+    timings_s: dict[str, float] = Field(
+        default_factory=dict, description="seconds per phase: check, read (incl. digests), write, history, marker"
+    )
 
 
 class DropResult(BaseModel):

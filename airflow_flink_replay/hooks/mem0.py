@@ -314,20 +314,36 @@ class Mem0Hook(BaseHook):
         id_map: dict[str, str] = {}
         digests: dict[str, bytes] = {}
         parts = 0
+        timings = {"check": time.monotonic() - started, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         try:
+            mark = time.monotonic()
+            src_key, tgt_key, tgt_fields = src.key(), tgt.key(), tgt.fields()
             for batch in store.iter_where(src.fields(), with_vectors=True):
                 out = []
                 for rec in batch:
                     digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
-                    new_id = fork_memory_id(fork_id, tgt, rec.id)
+                    new_id = fork_memory_id(fork_id, tgt_key, rec.id)
                     id_map[rec.id] = new_id
                     payload = rewrite_payload(
-                        rec.payload, source_id=rec.id, source=src, target=tgt, fork_id=fork_id, forked_at=forked_at
+                        rec.payload,
+                        source_id=rec.id,
+                        source=src_key,
+                        target=tgt_fields,
+                        fork_id=fork_id,
+                        forked_at=forked_at,
                     )
                     out.append(StoredMemory(id=new_id, payload=payload, vector=rec.vector, document=rec.document))
                 written.extend(r.id for r in out)
+                timings["read"] += time.monotonic() - mark
+                mark = time.monotonic()
                 store.insert(out)
+                timings["write"] += time.monotonic() - mark
+                mark = time.monotonic()
+            timings["read"] += time.monotonic() - mark
+            mark = time.monotonic()
             history_rows = self._copy_history(id_map, fork_id, tgt)
+            timings["history"] = time.monotonic() - mark
+            mark = time.monotonic()
             snapshot_chunks = split_chunks(encode_snapshot(digests))
             parts = len(snapshot_chunks)
             manifest = ForkManifest(
@@ -343,12 +359,16 @@ class Mem0Hook(BaseHook):
                 collection=store.collection,
             )
             self._write_markers(store, tgt, manifest, snapshot_chunks)
+            timings["marker"] = time.monotonic() - mark
         except BaseException:
             log.error("fork %s into %s failed after %d memories: removing what it wrote", fork_id, tgt, len(written))
             self._remove(tgt, written, parts=parts)
             raise
         return ForkResult(
-            **manifest.model_dump(exclude={"snapshot_parts"}), duration_s=time.monotonic() - started, noop=False
+            **manifest.model_dump(exclude={"snapshot_parts"}),
+            duration_s=time.monotonic() - started,
+            noop=False,
+            timings_s={k: round(v, 6) for k, v in timings.items()},
         )
 
     def _write_markers(
