@@ -98,10 +98,22 @@ class Mem0Namespace(BaseModel):
                 value = {"user_id": text}
         if not isinstance(value, Mapping):
             raise ValueError(f"{what}: expected a mapping with user_id/agent_id/run_id, got {type(value).__name__}")
+        unknown = sorted(set(value) - set(SCOPE_FIELDS))
+        if unknown:
+            raise ValueError(f"{what}: unknown field(s) {unknown}: a Mem0 namespace takes {list(SCOPE_FIELDS)}")
         try:
             return cls(**dict(value))
         except ValueError as exc:
-            raise ValueError(f"{what}: {exc}") from exc
+            errors = getattr(exc, "errors", None)
+            detail = (
+                "; ".join(
+                    (f"{e['loc'][0]}: " if e["loc"] else "") + str(e["msg"]).removeprefix("Value error, ")
+                    for e in errors()
+                )
+                if errors
+                else exc
+            )
+            raise ValueError(f"{what}: {detail}") from exc
 
     def fields(self) -> dict[str, str]:
         """The set scope fields, e.g. ``{"user_id": "job-1"}`` (also mem0's ``filters=``)."""
