@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from airflow_flink_replay.core.manifest import ManifestTamperedError
 from airflow_flink_replay.core.manifest_io import load_manifest
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(180)
 
 RESULTS: dict[str, dict[str, Any]] = {}
 AGENT = "4aab10bf863e9ada48b1abaa99285148"
@@ -76,7 +76,7 @@ def produce(bootstrap: str, topic: str, values: list[tuple[int, int, dict]]) -> 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for partition, ts, value in values:
         producer.produce(topic, key=value["customer"], value=json.dumps(value), partition=partition, timestamp=ts)
-        producer.flush(10)
+        assert producer.flush(10) == 0, "record not delivered: is the broker up?"
 
 
 @pytest.fixture
