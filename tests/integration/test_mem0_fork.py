@@ -212,3 +212,31 @@ def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypat
         hook.fork(PROD, PROD, fork_id="run-3")
     assert hook.fingerprint(PROD).digest == before
     hook.drop(target)
+
+
+def test_generic_fallback_through_mem0_interface(tmp_path: Path, stack: Any) -> None:
+    """A store without a dedicated adapter goes through mem0's VectorStoreBase (here: Qdrant, forced)."""
+    config = store_config("qdrant", tmp_path, stack.chroma_host, stack.chroma_port)
+    strict = Mem0Hook(config={**config, "store_adapter": "generic"})
+    memory = strict.get_memory()
+    seed(memory, PROD["user_id"], 200, via_add=20)
+    # mem0's list() hides Qdrant's vectors: without reembed the fork is refused, and leaves nothing
+    with pytest.raises(NotImplementedError, match="reembed=True"):
+        strict.fork(PROD, "replay-generic", fork_id="g1")
+    assert strict.count("replay-generic") == 0
+
+    hook = Mem0Hook(config={**config, "store_adapter": "generic", "reembed": True})
+    hook._memory = memory  # one embedded Qdrant client per path
+    assert not hook.get_store().exact_vectors
+    result = hook.fork(PROD, "replay-generic", fork_id="g1")
+    assert result.count == 200 and result.history_rows == 20
+    assert hook.fork(PROD, "replay-generic", fork_id="g1").noop
+    texts = {r.payload["data"] for r in hook.list_memories(PROD)}
+    assert {r.payload["data"] for r in hook.list_memories("replay-generic")} == texts
+    hits = memory.search("prefers espresso", filters={"user_id": "replay-generic"}, top_k=3)["results"]
+    assert hits and "espresso" in hits[0]["memory"]
+    assert hook.verify_untouched("replay-generic").unchanged
+    with pytest.raises(NotAForkError):
+        hook.drop(PROD)
+    assert hook.drop("replay-generic").dropped == 200
+    assert hook.count("replay-generic") == 0 and hook.count(PROD) == 200
