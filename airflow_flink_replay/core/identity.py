@@ -285,27 +285,33 @@ def check_identity(
     prod_found = production.find_agent(agent_name)
     replay_found = replay.find_agent(agent_name)
     if prod_found is None:
-        problems.append(IdentityProblem(
-            code="AGENT_NOT_IN_PRODUCTION",
-            message=f"production's plan has no operator named like {agent_name!r}",
-            fix="point the preflight at the Flink Agents job (its agent operator is 'action-execute-operator')",
-        ))
+        problems.append(
+            IdentityProblem(
+                code="AGENT_NOT_IN_PRODUCTION",
+                message=f"production's plan has no operator named like {agent_name!r}",
+                fix="point the preflight at the Flink Agents job (its agent operator is 'action-execute-operator')",
+            )
+        )
     if replay_found is None:
-        problems.append(IdentityProblem(
-            code="AGENT_NOT_IN_REPLAY",
-            message=f"the replay plan has no operator named like {agent_name!r}",
-            fix="build the replay job with the same agent (the shared pipeline builder)",
-        ))
+        problems.append(
+            IdentityProblem(
+                code="AGENT_NOT_IN_REPLAY",
+                message=f"the replay plan has no operator named like {agent_name!r}",
+                fix="build the replay job with the same agent (the shared pipeline builder)",
+            )
+        )
 
     prod_agent = prod_found[0] if prod_found else None
     replay_agent = replay_found[0] if replay_found else None
     if prod_found and prod_found[1] != 0 and production_agent_uid is None:
-        problems.append(IdentityProblem(
-            code="AGENT_NOT_CHAIN_HEAD",
-            message=f"production's agent operator is chained behind {prod_found[0].head!r}: its operator id is "
-            "not visible in the plan, so the preflight cannot tell which id its state is stored under",
-            fix="give production's agent a uid (the pipeline builder pins one) and pass it as production_agent_uid",
-        ))
+        problems.append(
+            IdentityProblem(
+                code="AGENT_NOT_CHAIN_HEAD",
+                message=f"production's agent operator is chained behind {prod_found[0].head!r}: its operator id is "
+                "not visible in the plan, so the preflight cannot tell which id its state is stored under",
+                fix="give production's agent a uid (the pipeline builder pins one) and pass it as production_agent_uid",
+            )
+        )
 
     # 1. the agent's operator id
     prod_agent_id: str | None = None
@@ -332,14 +338,16 @@ def check_identity(
                 "uid": f"pinned with setUid({pins.agent_uid!r}) = {replay_agent_id}",
                 "vertex-id": f"not pinned; its vertex id is {replay_agent_id}",
             }[mapped_by]
-            problems.append(IdentityProblem(
-                code="AGENT_ID_DIFFERS",
-                message=f"production stores the agent's state under operator id {prod_agent_id}; the replay's "
-                f"agent is {how}. Flink would not find the agent's state (with allowNonRestoredState it is "
-                "dropped silently and the replay starts with empty agent memory)",
-                fix=f"pin the replay's agent: agent_uid_hash={prod_agent_id!r} in the ReplayJobSpec "
-                "(setUidHash), or the same uid as production",
-            ))
+            problems.append(
+                IdentityProblem(
+                    code="AGENT_ID_DIFFERS",
+                    message=f"production stores the agent's state under operator id {prod_agent_id}; the replay's "
+                    f"agent is {how}. Flink would not find the agent's state (with allowNonRestoredState it is "
+                    "dropped silently and the replay starts with empty agent memory)",
+                    fix=f"pin the replay's agent: agent_uid_hash={prod_agent_id!r} in the ReplayJobSpec "
+                    "(setUidHash), or the same uid as production",
+                )
+            )
 
     # 2. max parallelism
     prod_mp = prod_agent.max_parallelism if prod_agent else None
@@ -347,66 +355,100 @@ def check_identity(
     report.production_max_parallelism, report.replay_max_parallelism = prod_mp, replay_mp
     if prod_agent is not None and replay_agent is not None:
         if prod_mp is None:
-            problems.append(IdentityProblem(
-                code="MAX_PARALLELISM_UNKNOWN",
-                message="production's plan carries no max parallelism for the agent vertex",
-                fix="pass production's job details (GET /jobs/{id}): they list maxParallelism per vertex",
-            ))
+            problems.append(
+                IdentityProblem(
+                    code="MAX_PARALLELISM_UNKNOWN",
+                    message="production's plan carries no max parallelism for the agent vertex",
+                    fix="pass production's job details (GET /jobs/{id}): they list maxParallelism per vertex",
+                )
+            )
         elif replay_mp is None:
-            problems.append(IdentityProblem(
-                code="MAX_PARALLELISM_UNKNOWN",
-                message=f"the replay does not pin the agent's max parallelism (production: {prod_mp}); Flink "
-                "derives a default from the parallelism that may differ",
-                fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
-            ))
+            problems.append(
+                IdentityProblem(
+                    code="MAX_PARALLELISM_UNKNOWN",
+                    message=f"the replay does not pin the agent's max parallelism (production: {prod_mp}); Flink "
+                    "derives a default from the parallelism that may differ",
+                    fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
+                )
+            )
         elif prod_mp != replay_mp:
-            problems.append(IdentityProblem(
-                code="MAX_PARALLELISM_DIFFERS",
-                message=f"agent max parallelism differs: production {prod_mp}, replay {replay_mp}; keyed state is "
-                "split into max-parallelism key groups, so it cannot be restored",
-                fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
-            ))
+            problems.append(
+                IdentityProblem(
+                    code="MAX_PARALLELISM_DIFFERS",
+                    message=f"agent max parallelism differs: production {prod_mp}, replay {replay_mp}; keyed state is "
+                    "split into max-parallelism key groups, so it cannot be restored",
+                    fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
+                )
+            )
 
     # 3. vertex by vertex
     replay_ids = {v.id for v in replay.vertices}
     for v in production.vertices:
         if prod_agent is not None and v.id == prod_agent.id:
             mapped = report.agent_mapped_by != "none"
-            rows.append(VertexRow(
-                vertex_id=v.id, production=v.label, replay=replay_agent.label if replay_agent else None,
-                status="agent" if mapped else "AGENT-UNMAPPED",
-                note=(f"replay vertex {replay_agent.id}, state mapped by {report.agent_mapped_by}"
-                      if mapped and replay_agent and replay_agent.id != v.id else ""),
-            ))
+            rows.append(
+                VertexRow(
+                    vertex_id=v.id,
+                    production=v.label,
+                    replay=replay_agent.label if replay_agent else None,
+                    status="agent" if mapped else "AGENT-UNMAPPED",
+                    note=(
+                        f"replay vertex {replay_agent.id}, state mapped by {report.agent_mapped_by}"
+                        if mapped and replay_agent and replay_agent.id != v.id
+                        else ""
+                    ),
+                )
+            )
             continue
         if v.id in replay_ids:
-            rows.append(VertexRow(vertex_id=v.id, production=v.label, replay=replay.vertex(v.id).label,  # type: ignore[union-attr]
-                                  status="kept"))
+            rows.append(
+                VertexRow(
+                    vertex_id=v.id,
+                    production=v.label,
+                    replay=replay.vertex(v.id).label,  # type: ignore[union-attr]
+                    status="kept",
+                )
+            )
             continue
         chained = v.operators[1:]
         if v.is_source:
-            rows.append(VertexRow(
-                vertex_id=v.id, production=v.label, status="dropped-source",
-                note="old source: its offsets are replaced by the manifest's window",
-            ))
+            rows.append(
+                VertexRow(
+                    vertex_id=v.id,
+                    production=v.label,
+                    status="dropped-source",
+                    note="old source: its offsets are replaced by the manifest's window",
+                )
+            )
             if chained:
                 warnings.append(
                     f"operators chained behind the old source {v.head!r} ({', '.join(chained)}) keep their state "
                     "only if the replay gives them the same uid; the plan cannot show their ids"
                 )
         elif v.id in allowed:
-            rows.append(VertexRow(vertex_id=v.id, production=v.label, status="dropped-allowed",
-                                  note="listed in allowed_dropped (confirmed stateless)"))
+            rows.append(
+                VertexRow(
+                    vertex_id=v.id,
+                    production=v.label,
+                    status="dropped-allowed",
+                    note="listed in allowed_dropped (confirmed stateless)",
+                )
+            )
         else:
-            rows.append(VertexRow(vertex_id=v.id, production=v.label, status="DROPPED",
-                                  note="not a source: its state would be lost"))
-            problems.append(IdentityProblem(
-                code="STATE_DROPPED",
-                message=f"production vertex {v.id} ({v.label}) has no counterpart in the replay: its state would "
-                "be dropped (only the old source's state may be)",
-                fix=f"keep the uid of {v.head!r} unchanged in the replay job; if it holds no state, pass "
-                f"allowed_dropped=[{v.id!r}]",
-            ))
+            rows.append(
+                VertexRow(
+                    vertex_id=v.id, production=v.label, status="DROPPED", note="not a source: its state would be lost"
+                )
+            )
+            problems.append(
+                IdentityProblem(
+                    code="STATE_DROPPED",
+                    message=f"production vertex {v.id} ({v.label}) has no counterpart in the replay: its state would "
+                    "be dropped (only the old source's state may be)",
+                    fix=f"keep the uid of {v.head!r} unchanged in the replay job; if it holds no state, pass "
+                    f"allowed_dropped=[{v.id!r}]",
+                )
+            )
     prod_ids = {v.id for v in production.vertices}
     for v in replay.vertices:
         if v.id not in prod_ids and not (replay_agent is not None and v.id == replay_agent.id):

@@ -165,8 +165,7 @@ class PartitionWindow(_Model):
     def _consistent(self) -> PartitionWindow:
         if self.start_offset > self.end_offset:
             raise _fail(
-                f"partition {self.partition}: start_offset {self.start_offset} is after end_offset "
-                f"{self.end_offset}",
+                f"partition {self.partition}: start_offset {self.start_offset} is after end_offset {self.end_offset}",
                 "the window must end at or after its start; read the end offsets after the start offsets",
             )
         span = self.end_offset - self.start_offset
@@ -481,8 +480,10 @@ class ReplayManifest(_Model):
         """Raise :class:`ManifestTamperedError` unless the stored digest matches the content."""
         if self.digest is None:
             raise ManifestTamperedError(
-                ["digest: missing. Fix: write manifests with save_manifest()/CreateReplayManifestOperator, "
-                 "which seal them"],
+                [
+                    "digest: missing. Fix: write manifests with save_manifest()/CreateReplayManifestOperator, "
+                    "which seal them"
+                ],
                 title="unsealed replay manifest",
             )
         actual = self.compute_digest()

@@ -53,8 +53,12 @@ def load_manifest(source: Target, *, verify: bool = True) -> ReplayManifest:
         with _open(source, "r") as fh:
             text = fh.read()
     except FileNotFoundError as err:
-        raise ManifestError([f"(file) {os.fspath(source) if isinstance(source, str | os.PathLike) else source}: "
-                             "not found. Fix: check the URI the manifest step returned"]) from err
+        raise ManifestError(
+            [
+                f"(file) {os.fspath(source) if isinstance(source, str | os.PathLike) else source}: "
+                "not found. Fix: check the URI the manifest step returned"
+            ]
+        ) from err
     return ReplayManifest.parse(text, verify=verify)
 
 

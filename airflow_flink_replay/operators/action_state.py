@@ -109,9 +109,11 @@ class IsolateActionStateOperator(BaseOperator):
 
     def plan_topics(self, run_key: str) -> dict[str, str]:
         """The ``{variant: topic}`` names, checked against production's and each other."""
-        names = dict(self.topics) if self.topics else {
-            v: replay_topic_name(self.production_topic, run_key, v) for v in self.variants
-        }
+        names = (
+            dict(self.topics)
+            if self.topics
+            else {v: replay_topic_name(self.production_topic, run_key, v) for v in self.variants}
+        )
         for variant, name in names.items():
             if name == self.production_topic:
                 raise AirflowException(
@@ -169,8 +171,15 @@ class IsolateActionStateOperator(BaseOperator):
                     to_create.append(topic)
             if to_create:
                 futures = hook.admin.create_topics(
-                    [NewTopic(t, num_partitions=partitions, replication_factor=self.replication_factor,
-                              config=dict(self.topic_config)) for t in to_create],
+                    [
+                        NewTopic(
+                            t,
+                            num_partitions=partitions,
+                            replication_factor=self.replication_factor,
+                            config=dict(self.topic_config),
+                        )
+                        for t in to_create
+                    ],
                     request_timeout=hook.timeout,
                 )
                 errors = []
@@ -262,10 +271,11 @@ class DeleteReplayTopicsOperator(BaseOperator):
         note = ""
         if before is not None and after is not None:
             meanwhile = sum(after.get(p, 0) - o for p, o in before.items())
-            note = (
-                f"production's action-state topic advanced by {meanwhile} record(s) during the replay"
-                + (": production was running and may have written them; the replay jobs were pointed at "
-                   f"{sorted(held) or topics} only" if meanwhile else ": nothing was written there")
+            note = f"production's action-state topic advanced by {meanwhile} record(s) during the replay" + (
+                ": production was running and may have written them; the replay jobs were pointed at "
+                f"{sorted(held) or topics} only"
+                if meanwhile
+                else ": nothing was written there"
             )
         result = ActionStateCleanup(
             deleted=deleted,

@@ -108,7 +108,13 @@ class CreateReplayManifestOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "manifest_uri", "window", "production", "flink_version", "checkpoint_id", "run_id", "expected_records",
+        "manifest_uri",
+        "window",
+        "production",
+        "flink_version",
+        "checkpoint_id",
+        "run_id",
+        "expected_records",
     )
 
     def __init__(

@@ -140,7 +140,11 @@ class CaptureWindowSensor(BaseSensorOperator):
             raise AirflowException(f"capture window failed: {(event or {}).get('message', 'no event')}")
         window = event["window"]
         self.log.info(
-            "capture window complete (%s): %s start %s end %s (%s offsets)", window["reason"], window["topic"],
-            window["start_offsets"], window["end_offsets"], window["offset_span"],
+            "capture window complete (%s): %s start %s end %s (%s offsets)",
+            window["reason"],
+            window["topic"],
+            window["start_offsets"],
+            window["end_offsets"],
+            window["offset_span"],
         )
         return window

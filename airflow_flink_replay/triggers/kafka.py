@@ -175,11 +175,13 @@ class CaptureWindowTrigger(BaseTrigger):
                     yield TriggerEvent({"status": "success", "window": result.model_dump(mode="json")})
                     return
                 if time.time() >= self.deadline:
-                    yield TriggerEvent({
-                        "status": "timeout",
-                        "message": f"capture window on {self.topic!r} not complete before the deadline "
-                        f"({self.timeout:.0f}s): start {self.start_offsets}",
-                    })
+                    yield TriggerEvent(
+                        {
+                            "status": "timeout",
+                            "message": f"capture window on {self.topic!r} not complete before the deadline "
+                            f"({self.timeout:.0f}s): start {self.start_offsets}",
+                        }
+                    )
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:

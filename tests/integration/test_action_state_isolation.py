@@ -70,7 +70,9 @@ def test_two_variants_two_fresh_topics_then_cleanup(stack: Any, airflow_db: Any,
     dag_id = f"issue5_isolation_{uuid.uuid4().hex[:6]}"
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         isolate = IsolateActionStateOperator(
-            task_id="isolate", production_topic=production_topic, variants=["baseline", "candidate"],
+            task_id="isolate",
+            production_topic=production_topic,
+            variants=["baseline", "candidate"],
             run_key="run-1",
         )
 
@@ -136,15 +138,20 @@ def test_refusals(stack: Any, airflow_db: Any, production_topic: str, monkeypatc
 
     from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": stack.kafka_bootstrap}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_DEFAULT",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": stack.kafka_bootstrap}}),
+    )
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
 
     same = IsolateActionStateOperator(
         task_id="same", production_topic=production_topic, topics={"candidate": production_topic}
     )
-    with pytest.raises(AirflowException, match=r"refusing to use production's action-state topic .* for replay "
-                                               r"variant 'candidate'.*Fix: give the variant its own topic"):
+    with pytest.raises(
+        AirflowException,
+        match=r"refusing to use production's action-state topic .* for replay "
+        r"variant 'candidate'.*Fix: give the variant its own topic",
+    ):
         same.execute({"run_id": "r"})
 
     # a topic that already has data (e.g. a previous run's) is refused, and nothing is created for others
@@ -154,7 +161,8 @@ def test_refusals(stack: Any, airflow_db: Any, production_topic: str, monkeypatc
     producer.produce(dirty, key="k", value=b"old", partition=0)
     assert producer.flush(10) == 0, "record not delivered: is the broker up?"
     op = IsolateActionStateOperator(
-        task_id="dirty", production_topic=production_topic,
+        task_id="dirty",
+        production_topic=production_topic,
         topics={"baseline": f"{production_topic}-fresh-b", "candidate": dirty},
     )
     with pytest.raises(AirflowException, match=r"already has data .* a replay must start with no recorded actions"):

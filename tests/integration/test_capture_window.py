@@ -47,8 +47,12 @@ QUIESCE = {
         "max_parallelism": None,
         "agent_vertex_id": AGENT,
         "vertices": [
-            {"id": "13ac5fc714a257b6cff827eb3ec52113", "name": "Source: capture", "parallelism": 1,
-             "max_parallelism": 128},
+            {
+                "id": "13ac5fc714a257b6cff827eb3ec52113",
+                "name": "Source: capture",
+                "parallelism": 1,
+                "max_parallelism": 128,
+            },
             {"id": AGENT, "name": "action-execute-operator", "parallelism": 1, "max_parallelism": 128},
         ],
     },
@@ -97,10 +101,14 @@ def test_window_sensor_and_manifest(stack: Any, airflow_db: Any, capture_topic: 
     n = 7
     base = int(time.time() * 1000)
     # production traffic before the savepoint: 5 records (p0: 3, p1: 2)
-    produce(stack.kafka_bootstrap, capture_topic,
-            [(i % 2, base + i, {"customer": f"c{i % 3}", "seq": i, "phase": "before"}) for i in range(5)])
-    window_records = [(i % 2, base + 1000 + 10 * i, {"customer": f"c{i % 3}", "seq": i, "phase": "window"})
-                      for i in range(n)]
+    produce(
+        stack.kafka_bootstrap,
+        capture_topic,
+        [(i % 2, base + i, {"customer": f"c{i % 3}", "seq": i, "phase": "before"}) for i in range(5)],
+    )
+    window_records = [
+        (i % 2, base + 1000 + 10 * i, {"customer": f"c{i % 3}", "seq": i, "phase": "window"}) for i in range(n)
+    ]
     later_records = [(i % 2, base + 5000 + 10 * i, {"customer": "late", "seq": i, "phase": "after"}) for i in range(4)]
     manifest_uri = f"file://{tmp_path}/runs/r1/manifest.json"
     dag_id = f"issue5_capture_window_{uuid.uuid4().hex[:6]}"
@@ -122,17 +130,30 @@ def test_window_sensor_and_manifest(stack: Any, airflow_db: Any, capture_topic: 
 
         fed = resume_production_and_feed(start.output)
         window = CaptureWindowSensor(
-            task_id="capture_window", start_offsets=start.output, min_records=n, deferrable=True,
-            poll_interval=0.5, window_timeout=60,
+            task_id="capture_window",
+            start_offsets=start.output,
+            min_records=n,
+            deferrable=True,
+            poll_interval=0.5,
+            window_timeout=60,
         )
         polled = CaptureWindowSensor(
-            task_id="capture_window_poke", start_offsets=start.output, min_records=n, deferrable=False,
-            poll_interval=0.5, window_timeout=60,
+            task_id="capture_window_poke",
+            start_offsets=start.output,
+            min_records=n,
+            deferrable=False,
+            poll_interval=0.5,
+            window_timeout=60,
         )
         manifest = CreateReplayManifestOperator(
-            task_id="manifest", manifest_uri=manifest_uri, window=window.output, production=QUIESCE,
-            value_serializer="json", event_time={"source": "field", "field": "$.ts"},
-            watermark={"max_out_of_orderness_ms": 1000, "idleness_ms": 5000}, flink_version="2.2.1",
+            task_id="manifest",
+            manifest_uri=manifest_uri,
+            window=window.output,
+            production=QUIESCE,
+            value_serializer="json",
+            event_time={"source": "field", "field": "$.ts"},
+            watermark={"max_out_of_orderness_ms": 1000, "idleness_ms": 5000},
+            flink_version="2.2.1",
             expected_records=n,
         )
 
@@ -177,8 +198,9 @@ def test_window_sensor_and_manifest(stack: Any, airflow_db: Any, capture_topic: 
     # the window's records are exactly the N produced after the start offsets
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"it-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"it-{uuid.uuid4().hex}", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(capture_topic, w.partition, w.start_offset) for w in m.capture.partitions])
     seen = []
     deadline = time.monotonic() + 20
@@ -208,12 +230,15 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
     from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, ScanningTimeIndex
     from airflow_flink_replay.triggers.kafka import check_capture_window
 
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_IT", json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": stack.kafka_bootstrap}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_IT",
+        json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": stack.kafka_bootstrap}}),
+    )
     hook = KafkaOffsetsHook("kafka_it")
     base = 1_800_000_000_000
-    produce(stack.kafka_bootstrap, capture_topic,
-            [(i % 2, base + 100 * i, {"customer": "c", "seq": i}) for i in range(6)])  # p0: ts 0,200,400
+    produce(
+        stack.kafka_bootstrap, capture_topic, [(i % 2, base + 100 * i, {"customer": "c", "seq": i}) for i in range(6)]
+    )  # p0: ts 0,200,400
     try:
         start = {0: 0, 1: 0}
         # timestamp cut-off at base+250: p0 first offset with ts >= cutoff is 2 (ts 400), p1 is 1 (ts 300)
@@ -230,16 +255,24 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
         spec = CaptureWindowSpec(topic=capture_topic, start_offsets=start, end_offsets={0: 4, 1: 3})
         assert check_capture_window(hook, spec) is None
         # duration: T not elapsed -> not complete; elapsed -> the end offsets at that time
-        spec = CaptureWindowSpec(topic=capture_topic, start_offsets=start, duration_seconds=60,
-                                 started_at=datetime.now(UTC))
+        spec = CaptureWindowSpec(
+            topic=capture_topic, start_offsets=start, duration_seconds=60, started_at=datetime.now(UTC)
+        )
         assert check_capture_window(hook, spec) is None
-        spec = CaptureWindowSpec(topic=capture_topic, start_offsets=start, duration_seconds=0.2,
-                                 started_at=datetime.now(UTC) - timedelta(seconds=1))
+        spec = CaptureWindowSpec(
+            topic=capture_topic,
+            start_offsets=start,
+            duration_seconds=0.2,
+            started_at=datetime.now(UTC) - timedelta(seconds=1),
+        )
         result = check_capture_window(hook, spec)
         assert result is not None and result.reason == "duration" and result.end_offsets == {0: 3, 1: 3}
         # scan: counts and first/last timestamps by consuming
         scans = hook.scan(capture_topic, start, {0: 3, 1: 3})
         assert (scans[1].record_count, scans[1].first_timestamp_ms, scans[1].last_timestamp_ms) == (
-            3, base + 100, base + 500)
+            3,
+            base + 100,
+            base + 500,
+        )
     finally:
         hook.close()

@@ -106,7 +106,9 @@ def test_non_source_state_dropped_is_refused(production: JobPlan) -> None:
     assert rows[PROD_AGENT].status == "agent" and "8f5f5fff9100d3cd26fe1f80db886a3d" in rows[PROD_AGENT].note
     # a person may confirm the vertex is stateless
     ok = check_identity(
-        production, plan, pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128),
+        production,
+        plan,
+        pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128),
         allowed_dropped=[PROD_DEDUPE],
     )
     assert ok.maps and {r.vertex_id: r.status for r in ok.rows}[PROD_DEDUPE] == "dropped-allowed"
@@ -121,8 +123,15 @@ def test_wrong_pin_is_refused(production: JobPlan) -> None:
 
 
 def test_missing_agent_is_refused(production: JobPlan) -> None:
-    no_agent = JobPlan.from_rest({"plan": {"jid": "x", "name": "other", "nodes": [
-        {"id": "a" * 32, "parallelism": 1, "description": "Source: s<br/>+- map<br/>"}]}})
+    no_agent = JobPlan.from_rest(
+        {
+            "plan": {
+                "jid": "x",
+                "name": "other",
+                "nodes": [{"id": "a" * 32, "parallelism": 1, "description": "Source: s<br/>+- map<br/>"}],
+            }
+        }
+    )
     report = check_identity(production, no_agent, pins=ReplayPins(max_parallelism=128))
     assert "AGENT_NOT_IN_REPLAY" in [p.code for p in report.problems]
 

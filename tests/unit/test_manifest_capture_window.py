@@ -63,8 +63,14 @@ def test_savepoint_mode_cannot_give_start_offsets() -> None:
 
 def test_trigger_serialize_round_trip() -> None:
     trigger = CaptureWindowTrigger(
-        topic="capture", start_offsets={0: 3, 1: 2}, kafka_config_id="kafka_x", min_records=7,
-        duration_seconds=30.0, started_at=T0.isoformat(), poll_interval=0.5, timeout=60,
+        topic="capture",
+        start_offsets={0: 3, 1: 2},
+        kafka_config_id="kafka_x",
+        min_records=7,
+        duration_seconds=30.0,
+        started_at=T0.isoformat(),
+        poll_interval=0.5,
+        timeout=60,
     )
     path, kwargs = trigger.serialize()
     assert path == "airflow_flink_replay.triggers.kafka.CaptureWindowTrigger"
