@@ -59,7 +59,8 @@ def stack() -> Iterator:
     already_up = recorded is not None and all(_alive(p.pid) for p in recorded.processes)
     info = local.up()
     yield info
-    if not already_up and not os.environ.get("FLINK_REPLAY_KEEP_STACK"):
+    keep = os.environ.get("FLINK_REPLAY_KEEP_STACK") or (Path(info.workdir) / "keep").exists()
+    if not already_up and not keep:
         local.down()
 
 
