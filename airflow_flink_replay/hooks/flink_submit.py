@@ -43,6 +43,19 @@ _LOG_PREFIX = re.compile(
 )
 #: Two PythonDriver runs at the same time in one JobManager collide on a static gateway (Flink limitation).
 _CONCURRENT_DRIVER = "PythonEnvUtils.setGatewayServer"
+
+
+def _concurrent_driver(details: str) -> bool:
+    """Another PythonDriver run holds the JobManager's gateway (its REST error carries no frames, only
+    ``The main method caused an error: null`` caused by a bare ``IllegalArgumentException``)."""
+    if _CONCURRENT_DRIVER in details:
+        return True
+    lines = [line.strip() for line in details.splitlines() if line.strip()]
+    return bool(lines) and lines[-1].endswith("java.lang.IllegalArgumentException") and (
+        "The main method caused an error: null" in details
+    )
+
+
 _JAVA_FRAME = re.compile(r"^\s+(at \S+\(.*\)$|\.\.\. \d+ more)")
 
 
@@ -158,6 +171,8 @@ class RestPythonSubmitter(FlinkJobSubmitter):
 
     kind = "rest"
     _upload_lock = threading.Lock()
+    #: flink-python jar id per REST base URL (refreshed when the cluster no longer has it).
+    _jar_ids: dict[str, str] = {}
 
     def __init__(
         self,
@@ -190,11 +205,13 @@ class RestPythonSubmitter(FlinkJobSubmitter):
     def python_jar_id(self, *, refresh: bool = False) -> str:
         """The id of an uploaded flink-python jar; uploads it once if the cluster has none."""
         with self._upload_lock:
-            if not refresh:
-                jars = [j for j in self.hook.list_jars() if j.name.startswith("flink-python")]
-                if jars:
-                    return max(jars, key=lambda j: j.uploaded).id
-            return self.hook.upload_jar(self._local_python_jar())
+            base = self.hook.base_url
+            if not refresh and base in self._jar_ids:
+                return self._jar_ids[base]
+            jars = [j for j in self.hook.list_jars() if j.name.startswith("flink-python")]
+            jar_id = max(jars, key=lambda j: j.uploaded).id if jars else self.hook.upload_jar(self._local_python_jar())
+            self._jar_ids[base] = jar_id
+            return jar_id
 
     def submit(
         self,
@@ -234,7 +251,7 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                 details = err.details or str(err)
                 if err.status_code == 404 or "could not find jar" in details.lower() or "jar file" in details.lower():
                     jar_id = self.python_jar_id(refresh=True)  # someone deleted the shared jar
-                elif _CONCURRENT_DRIVER in details and attempt < self.concurrent_retries:
+                elif _concurrent_driver(details) and attempt < self.concurrent_retries:
                     time.sleep(1.0 + attempt)  # another PythonDriver run is in progress
                 else:
                     raise self._explain(err, program, savepoint_path) from err
