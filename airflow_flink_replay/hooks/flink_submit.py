@@ -18,6 +18,7 @@ REST, from the CLI output for the CLI).
 from __future__ import annotations
 
 import os
+import random
 import re
 import shlex
 import subprocess
@@ -251,8 +252,12 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                 details = err.details or str(err)
                 if err.status_code == 404 or "could not find jar" in details.lower() or "jar file" in details.lower():
                     jar_id = self.python_jar_id(refresh=True)  # someone deleted the shared jar
-                elif _concurrent_driver(details) and attempt < self.concurrent_retries:
-                    time.sleep(1.0 + attempt)  # another PythonDriver run is in progress
+                elif _concurrent_driver(details) and (
+                    attempt < self.concurrent_retries or time.monotonic() - started < timeout
+                ):
+                    # Another PythonDriver run holds the JobManager's gateway (one at a time per JM):
+                    # wait with jitter so parallel submitters (three replay variants) interleave.
+                    time.sleep(random.uniform(0.5, 2.5))
                 else:
                     raise self._explain(err, program, savepoint_path) from err
                 attempt += 1
