@@ -296,7 +296,8 @@ class ForkResult(BaseModel):
     store: str
     collection: str
     timings_s: dict[str, float] = Field(
-        default_factory=dict, description="seconds per phase: check, read (incl. digests), write, history, marker"
+        default_factory=dict,
+        description="seconds per phase: check, read (incl. digests), write (time blocked on writes), history, marker",
     )
 
 

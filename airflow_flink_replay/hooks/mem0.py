@@ -20,6 +20,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
 from typing import Any
@@ -316,30 +317,43 @@ class Mem0Hook(BaseHook):
         parts = 0
         timings = {"check": time.monotonic() - started, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         try:
-            mark = time.monotonic()
             src_key, tgt_key, tgt_fields = src.key(), tgt.key(), tgt.fields()
-            for batch in store.iter_where(src.fields(), with_vectors=True):
-                out = []
-                for rec in batch:
-                    digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
-                    new_id = fork_memory_id(fork_id, tgt_key, rec.id)
-                    id_map[rec.id] = new_id
-                    payload = rewrite_payload(
-                        rec.payload,
-                        source_id=rec.id,
-                        source=src_key,
-                        target=tgt_fields,
-                        fork_id=fork_id,
-                        forked_at=forked_at,
-                    )
-                    out.append(StoredMemory(id=new_id, payload=payload, vector=rec.vector, document=rec.document))
-                written.extend(r.id for r in out)
+            # Writes of batch k overlap the read of batch k+1 where the client allows concurrent use; at
+            # most one batch is in flight, and leaving the ``with`` waits for it (so cleanup sees it).
+            with ThreadPoolExecutor(1) as writer:
+                pending: Future[None] | None = None
+                mark = time.monotonic()
+                for batch in store.iter_where(src.fields(), with_vectors=True):
+                    out = []
+                    for rec in batch:
+                        digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
+                        new_id = fork_memory_id(fork_id, tgt_key, rec.id)
+                        id_map[rec.id] = new_id
+                        payload = rewrite_payload(
+                            rec.payload,
+                            source_id=rec.id,
+                            source=src_key,
+                            target=tgt_fields,
+                            fork_id=fork_id,
+                            forked_at=forked_at,
+                        )
+                        out.append(StoredMemory(id=new_id, payload=payload, vector=rec.vector, document=rec.document))
+                    written.extend(r.id for r in out)
+                    timings["read"] += time.monotonic() - mark
+                    mark = time.monotonic()
+                    if pending is not None:
+                        pending.result()
+                    if store.concurrent_io:
+                        pending = writer.submit(store.insert, out)
+                    else:
+                        store.insert(out)
+                    timings["write"] += time.monotonic() - mark
+                    mark = time.monotonic()
                 timings["read"] += time.monotonic() - mark
                 mark = time.monotonic()
-                store.insert(out)
+                if pending is not None:
+                    pending.result()
                 timings["write"] += time.monotonic() - mark
-                mark = time.monotonic()
-            timings["read"] += time.monotonic() - mark
             mark = time.monotonic()
             history_rows = self._copy_history(id_map, fork_id, tgt)
             timings["history"] = time.monotonic() - mark

@@ -62,6 +62,8 @@ class StoreAdapter(ABC):
     provider: str = ""
     #: True when :meth:`iter_where` returns the vectors the store holds (no re-embedding).
     exact_vectors: bool = True
+    #: True when the client may read and write from two threads at once (the fork then overlaps them).
+    concurrent_io: bool = False
 
     def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
         self.memory = memory
@@ -121,6 +123,7 @@ class ChromaAdapter(StoreAdapter):
     provider = "chroma"
     #: concurrent write requests per insert (measured faster than one on the 2-core stack machine)
     write_workers = 2
+    concurrent_io = True
 
     def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
         super().__init__(memory, batch_size)
