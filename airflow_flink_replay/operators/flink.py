@@ -169,22 +169,18 @@ class QuiesceAndSavepointOperator(BaseOperator):
         dag_id, run_id, task_id, map_index = _ti_parts(context)
         run_dir = self._run_directory(hook, dag_id, run_id)
 
-        # 1. Reattach to an operation of this task instance that Flink still remembers.
-        trigger_id = ""
-        for attempt in range(MAX_ATTEMPT_IDS):
-            trigger_id = operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, attempt)
-            status = self._known_status(hook, trigger_id)
-            if status is None:
-                break
-            if status.status == "IN_PROGRESS" or status.succeeded:
+        # A first try has nothing to reattach to: skip the look-ups (they cost REST calls before the stop).
+        earlier_tries = int(getattr(context["ti"], "try_number", 1) or 1) > 1
+        trigger_id = operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, 0)
+        if earlier_tries:
+            # 1. Reattach to an operation of this task instance that Flink still remembers.
+            trigger_id, status = self._reattachable(hook, dag_id, run_id, task_id, map_index)
+            if status is not None:
                 self.log.info("Reattaching to %s %s of job %s (earlier try)", self.operation, trigger_id, self.job_id)
                 return self._wait(context, hook, trigger_id, plan, requested_at=datetime.now(UTC), reused=True)
-            self.log.warning("Earlier %s %s failed: %s; trying again", self.operation, trigger_id, status.failure_cause)
-        else:
-            raise AirflowException(f"{MAX_ATTEMPT_IDS} {self.operation} attempts of job {self.job_id} failed")
 
         # 2. Flink forgot the operation: a savepoint of this run in the job's statistics is reused.
-        existing = self._savepoint_of_this_run(hook, run_dir)
+        existing = self._savepoint_of_this_run(hook, run_dir) if earlier_tries else None
         if existing is not None:
             self.log.info("Reusing savepoint %s of this run (taken by an earlier try)", existing.external_path)
             return self._finish(
@@ -214,6 +210,21 @@ class QuiesceAndSavepointOperator(BaseOperator):
             )
         self.log.info("Triggered %s of job %s into %s (trigger %s)", self.operation, self.job_id, run_dir, trigger_id)
         return self._wait(context, hook, trigger_id, plan, requested_at=requested_at, reused=False)
+
+    def _reattachable(
+        self, hook: FlinkRestHook, dag_id: str, run_id: str, task_id: str, map_index: int
+    ) -> tuple[str, Any]:
+        """(trigger id, status) of an in-progress or successful operation of an earlier try, or
+        (the first unused trigger id, None). A failed operation moves on to the next attempt's id."""
+        for attempt in range(MAX_ATTEMPT_IDS):
+            trigger_id = operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, attempt)
+            status = self._known_status(hook, trigger_id)
+            if status is None:
+                return trigger_id, None
+            if status.status == "IN_PROGRESS" or status.succeeded:
+                return trigger_id, status
+            self.log.warning("Earlier %s %s failed: %s; trying again", self.operation, trigger_id, status.failure_cause)
+        raise AirflowException(f"{MAX_ATTEMPT_IDS} {self.operation} attempts of job {self.job_id} failed")
 
     def _savepoint_of_this_run(self, hook: FlinkRestHook, run_dir: str) -> Any:
         try:
