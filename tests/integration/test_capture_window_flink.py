@@ -110,9 +110,12 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
     fh.create_topics((src, 2), (cap, 2), (out, 1), (replay_out, 1))
     jobs: list[str] = []
     timings: dict[str, float] = {}
+    # `flink run` everywhere: the client runs here, not in the JobManager's single PythonDriver gateway, which
+    # concurrent REST submissions of other helpers on the shared cluster can keep taken
+    cli = CliPythonSubmitter(stack.flink_home, flink_conf_dir=stack.flink_conf_dir, java_home=stack.java_home)
     try:
         t0 = time.monotonic()
-        p1 = fh.submit(fh.PRODUCTION_JOB, args)
+        p1 = cli.submit(FlinkPythonProgram(entry_point=str(fh.PRODUCTION_JOB), program_args=args), timeout=240).job_id
         jobs.append(p1)
         fh.wait_running_tasks(p1)
         produce_reviews(fh.BOOTSTRAP, src, batch_a)
@@ -128,6 +131,7 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
                 program=FlinkPythonProgram(entry_point=str(fh.PRODUCTION_JOB), program_args=args),
                 quiesce_result=quiesce.output,
                 timeout=240,
+                submitter="cli",
             )
 
             @task
@@ -210,19 +214,13 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
         t2 = time.monotonic()
         script = tmp_path / "manifest_reader_job.py"
         script.write_text(READER_JOB)
-        # `flink run` (the client runs here, not in the JobManager's single PythonDriver gateway, which other
-        # helpers' REST submissions on the shared cluster keep busy)
-        reader = (
-            CliPythonSubmitter(stack.flink_home, flink_conf_dir=stack.flink_conf_dir, java_home=stack.java_home)
-            .submit(
-                FlinkPythonProgram(
-                    entry_point=str(script),
-                    program_args=[manifest_uri, fh.BOOTSTRAP, replay_out, ",".join(fh.JARS), f"cw-read-{run}"],
-                ),
-                timeout=240,
-            )
-            .job_id
-        )
+        reader = cli.submit(
+            FlinkPythonProgram(
+                entry_point=str(script),
+                program_args=[manifest_uri, fh.BOOTSTRAP, replay_out, ",".join(fh.JARS), f"cw-read-{run}"],
+            ),
+            timeout=240,
+        ).job_id
         jobs.append(reader)
         fh.wait_state(reader, {"FINISHED"}, timeout=180)
         read = [json.loads(msg.value())["id"] for msgs in fh.read_topic(replay_out, 1).values() for msg in msgs]
