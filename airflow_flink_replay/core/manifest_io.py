@@ -78,3 +78,20 @@ def savepoint_problems(manifest: ReplayManifest) -> list[str]:
             "was moved or deleted; take a new one (quiesce step) and re-create the manifest"
         ]
     return []
+
+
+def record_isolation(target: Target, **changes: Any) -> ReplayManifest:
+    """Fill in the isolation section of a stored manifest (verified first, re-sealed, written back).
+
+    ``changes`` are :class:`~airflow_flink_replay.core.manifest.Isolation` fields, e.g.
+    ``production_action_state_topic=…, action_state_topics={variant: topic}`` or
+    ``production_memory_namespace=…, memory_namespaces={variant: namespace}``; mappings are merged with
+    what the manifest already holds, so each step adds its part.
+    """
+    manifest = load_manifest(target)
+    current = manifest.isolation.model_dump()
+    merged = {
+        key: ({**current.get(key, {}), **value} if isinstance(value, dict) else value) for key, value in changes.items()
+    }
+    updated = manifest.with_isolation(**merged)
+    return save_manifest(updated, target)

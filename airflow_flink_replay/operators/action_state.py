@@ -80,9 +80,11 @@ class IsolateActionStateOperator(BaseOperator):
     :param replication_factor: for the new topics.
     :param topic_config: topic configuration; ``cleanup.policy=compact`` unless overridden.
     :param kafka_config_id: the Kafka connection.
+    :param manifest_uri: when given (templated), the topics are also recorded in the manifest's isolation
+        section (``production_action_state_topic``, ``action_state_topics``) and the manifest re-sealed.
     """
 
-    template_fields: Sequence[str] = ("production_topic", "topics", "run_key")
+    template_fields: Sequence[str] = ("production_topic", "topics", "run_key", "manifest_uri")
 
     def __init__(
         self,
@@ -95,9 +97,11 @@ class IsolateActionStateOperator(BaseOperator):
         replication_factor: int = 1,
         topic_config: Mapping[str, str] | None = None,
         kafka_config_id: str = "kafka_default",
+        manifest_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.manifest_uri = manifest_uri
         self.production_topic = production_topic
         self.variants = list(variants)
         self.topics = topics
@@ -207,6 +211,17 @@ class IsolateActionStateOperator(BaseOperator):
         finally:
             hook.close()
         self.log.info("action-state topics per variant (%s partitions, compacted): %s", partitions, names)
+        if self.manifest_uri:
+            from airflow_flink_replay.core.manifest import ManifestError
+            from airflow_flink_replay.core.manifest_io import record_isolation
+
+            try:
+                sealed = record_isolation(
+                    self.manifest_uri, production_action_state_topic=self.production_topic, action_state_topics=names
+                )
+            except ManifestError as err:
+                raise AirflowException(f"cannot record the topics in the manifest {self.manifest_uri}: {err}") from err
+            self.log.info("recorded in manifest %s (digest %s)", self.manifest_uri, sealed.digest)
         return result.model_dump(mode="json")
 
 

@@ -61,8 +61,17 @@ def production_topic(stack: Any) -> Iterator[str]:
         f.result(10)
 
 
-def test_two_variants_two_fresh_topics_then_cleanup(stack: Any, airflow_db: Any, production_topic: str) -> None:
+def test_two_variants_two_fresh_topics_then_cleanup(
+    stack: Any, airflow_db: Any, production_topic: str, tmp_path: Any
+) -> None:
     from airflow.sdk import DAG, task
+
+    from airflow_flink_replay.core.manifest import ReplayManifest
+    from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest
+    from tests.unit.test_manifest import _data
+
+    manifest_uri = f"file://{tmp_path}/manifest.json"
+    save_manifest(ReplayManifest.parse(_data(), verify=False), manifest_uri)
 
     from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 
@@ -74,6 +83,7 @@ def test_two_variants_two_fresh_topics_then_cleanup(stack: Any, airflow_db: Any,
             production_topic=production_topic,
             variants=["baseline", "candidate"],
             run_key="run-1",
+            manifest_uri=manifest_uri,
         )
 
         @task
@@ -128,6 +138,10 @@ def test_two_variants_two_fresh_topics_then_cleanup(stack: Any, airflow_db: Any,
     assert c["production_end_offsets_after"] == {"0": 2, "1": 2, "2": 1}
     assert c["production_records_written_meanwhile"] == 1
     assert "production was running and may have written them" in c["note"]
+    # the manifest records the isolation (re-sealed: it still verifies)
+    iso_section = load_manifest(manifest_uri).isolation
+    assert iso_section.production_action_state_topic == production_topic
+    assert iso_section.action_state_topics == topics
 
 
 def test_refusals(stack: Any, airflow_db: Any, production_topic: str, monkeypatch: Any) -> None:

@@ -10,6 +10,7 @@ linger.ms=0 and a flush per record: tansu's high watermark is wrong for multi-re
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -276,3 +277,33 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
         )
     finally:
         hook.close()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("AFR_REAL_KAFKA_BOOTSTRAP"),
+    reason="needs a real Apache Kafka broker (AFR_REAL_KAFKA_BOOTSTRAP=host:port): tansu answers every "
+    "ListOffsets-by-timestamp with offset 0",
+)
+def test_broker_time_index_agrees_with_scanning_on_real_kafka(airflow_db: Any, monkeypatch: Any) -> None:
+    """On Apache Kafka, the broker's time index and the scanning index give the same offsets."""
+    from airflow_flink_replay.hooks.kafka_offsets import BrokerTimeIndex, KafkaOffsetsHook, ScanningTimeIndex
+
+    bootstrap = os.environ["AFR_REAL_KAFKA_BOOTSTRAP"]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_REAL", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}})
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"it-time-index-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    hook = KafkaOffsetsHook("kafka_real")
+    try:
+        base = 1_800_000_000_000
+        produce(bootstrap, topic, [(i % 2, base + 100 * i, {"customer": "c", "seq": i}) for i in range(10)])
+        start = {0: 0, 1: 0}
+        for cutoff in (base, base + 250, base + 899, base + 5000):
+            assert BrokerTimeIndex(hook).offsets_for_time(topic, cutoff, start) == ScanningTimeIndex(
+                hook
+            ).offsets_for_time(topic, cutoff, start)
+    finally:
+        hook.close()
+        admin.delete_topics([topic])[topic].result(30)

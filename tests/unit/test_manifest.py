@@ -272,3 +272,19 @@ def test_savepoint_existence_check(tmp_path: Path) -> None:
     (tmp_path / "sp").mkdir()
     (tmp_path / "sp" / "_metadata").write_bytes(b"x")
     assert savepoint_problems(m) == []
+
+
+def test_record_isolation_merges_and_reseals(tmp_path: Path) -> None:
+    from airflow_flink_replay.core.manifest_io import record_isolation
+
+    path = tmp_path / "m.json"
+    first = save_manifest(ReplayManifest.parse(_data(), verify=False), path)
+    record_isolation(path, production_action_state_topic="prod-as", action_state_topics={"baseline": "rp-b"})
+    after = record_isolation(path, action_state_topics={"candidate": "rp-c"}, memory_namespaces={"candidate": "ns"})
+    loaded = load_manifest(path)
+    assert loaded == after and loaded.digest != first.digest
+    assert loaded.isolation.action_state_topics == {"baseline": "rp-b", "candidate": "rp-c"}
+    assert loaded.isolation.memory_namespaces == {"candidate": "ns"}
+    with pytest.raises(ManifestError, match="would use production's action-state topic"):
+        record_isolation(path, action_state_topics={"candidate": "prod-as"})
+    assert load_manifest(path) == after  # a refused update leaves the file as it was
