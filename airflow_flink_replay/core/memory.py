@@ -292,7 +292,7 @@ class ForkResult(BaseModel):
     history_rows: int
     forked_at: str
     duration_s: float
-    noop: bool = Field(False, description="True when a complete fork of the same run already existed")
+    noop: bool = Field(default=False, description="True when a complete fork of the same run already existed")
     store: str
     collection: str
     timings_s: dict[str, float] = Field(
@@ -308,7 +308,7 @@ class DropResult(BaseModel):
     fork_id: str | None
     dropped: int = Field(description="memories deleted (forked and written by the replay)")
     history_rows: int
-    kept: bool = Field(False, description="True when keep=True left the fork in place for debugging")
+    kept: bool = Field(default=False, description="True when keep=True left the fork in place for debugging")
     existed: bool
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk.bases.hook import BaseHook
 
@@ -57,6 +57,7 @@ from airflow_flink_replay.core.memory import (
     split_chunks,
 )
 from airflow_flink_replay.hooks.mem0_stores import DEFAULT_BATCH, StoreAdapter, StoredMemory, adapter_for
+from airflow_flink_replay.mem0_offline import EmbedderChoice
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,9 @@ class Mem0Hook(BaseHook):
             config = self.get_config()
             extra = self.get_extra()
             embedder = extra.get("offline_embedder") or ("config" if config.get("embedder") else "hashing")
-            self._memory = build_offline_memory(config, embedder=embedder)
+            if embedder not in ("hashing", "minilm", "config"):
+                raise ValueError(f"extra.offline_embedder: use hashing, minilm or config, not {embedder!r}")
+            self._memory = build_offline_memory(config, embedder=cast(EmbedderChoice, embedder))
         return self._memory
 
     def get_store(self) -> StoreAdapter:

@@ -304,7 +304,7 @@ class QdrantAdapter(StoreAdapter):
         vec = np.asarray([dense], dtype=np.float32)
         for _ in range(12):
             norm = np.linalg.norm(vec, axis=-1)[:, np.newaxis]
-            nxt = vec / np.where(norm != 0.0, norm, np.float32(1e-12))
+            nxt = (vec / np.where(norm != 0.0, norm, np.float32(1e-12))).astype(np.float32, copy=False)
             if np.array_equal(nxt, vec):
                 break
             vec = nxt

@@ -143,7 +143,7 @@ class DropMem0ForkOperator(BaseOperator):
     :param keep: keep the fork for debugging (the task only reports it).
     """
 
-    template_fields: Sequence[str] = ("namespace", "mem0_conn_id")
+    template_fields: Sequence[str] = ("namespace", "keep", "mem0_conn_id")
 
     def __init__(
         self,

@@ -152,17 +152,18 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
 
 def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch) -> None:
     memory = hook.get_memory()
-    seed(memory, PROD["user_id"], 1000, via_add=40)
+    seed(memory, PROD["user_id"], 400, via_add=40)
     before = hook.fingerprint(PROD).digest
     target = {"user_id": "replay-run-2"}
     store = hook.get_store()
+    store.batch_size = 100  # read pages of 100: the fork writes in 4 batches
     real_insert = store.insert
     calls = {"n": 0}
 
     def failing_insert(records: Any) -> None:
         calls["n"] += 1
-        if calls["n"] == 2:  # the second batch of 400: 400 memories already written
-            real_insert(records[:100])  # and part of this one
+        if calls["n"] == 2:  # the second batch: 100 memories already written
+            real_insert(records[:50])  # and part of this one
             raise RuntimeError("injected: store went away mid-fork")
         real_insert(records)
 
@@ -192,18 +193,18 @@ def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypat
     with pytest.raises(RuntimeError):
         hook.fork(PROD, target, fork_id="run-2")
     monkeypatch.undo()
-    assert hook.count(target) == 1000 and hook.read_manifest(target) is None  # partial: no marker
+    assert hook.count(target) == 400 and hook.read_manifest(target) is None  # partial: no marker
     with pytest.raises(ForkConflictError, match="not from fork"):
         hook.fork(PROD, target, fork_id="another-run")  # someone else's leftovers are never deleted
 
     first = hook.fork(PROD, target, fork_id="run-2")
-    assert (first.count, first.noop, first.source_fingerprint) == (1000, False, before)
-    assert hook.count(target) == 1000
+    assert (first.count, first.noop, first.source_fingerprint) == (400, False, before)
+    assert hook.count(target) == 400
 
     # retry after success: no-op, same result
     again = hook.fork(PROD, target, fork_id="run-2")
-    assert again.noop and (again.count, again.source_fingerprint, again.forked_at) == (1000, before, first.forked_at)
-    assert hook.count(target) == 1000
+    assert again.noop and (again.count, again.source_fingerprint, again.forked_at) == (400, before, first.forked_at)
+    assert hook.count(target) == 400
 
     # the target is taken: another run, or a namespace with data, is refused
     with pytest.raises(ForkConflictError, match="already holds fork"):
