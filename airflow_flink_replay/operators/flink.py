@@ -257,7 +257,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
             self.defer(
                 trigger=FlinkAsyncOperationTrigger(
                     job_id=self.job_id,
-                    trigger_id=trigger_id,
+                    request_id=trigger_id,
                     operation=self.operation,
                     flink_conn_id=self.flink_conn_id,
                     timeout=self.timeout,

@@ -36,7 +36,8 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
     "failure_cause"}`` (Flink's cause) or ``{"status": "timeout", "message"}``.
 
     :param job_id: the Flink job.
-    :param trigger_id: the savepoint/stop trigger (``request-id``).
+    :param request_id: the savepoint/stop trigger id (Flink's ``request-id``). Not called ``trigger_id``:
+        the triggerer sets ``BaseTrigger.trigger_id`` to its own database id.
     :param operation: what is awaited, for messages ("savepoint", "stop with savepoint (drain)", ...).
     :param flink_conn_id: the Flink REST connection.
     :param timeout: seconds from creation; ignored when ``deadline`` is given.
@@ -49,7 +50,7 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
     def __init__(
         self,
         job_id: str,
-        trigger_id: str,
+        request_id: str,
         operation: str = "savepoint",
         flink_conn_id: str = FlinkRestHook.default_conn_name,
         timeout: float = 600.0,
@@ -60,7 +61,7 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
         super().__init__()
         self.carry = dict(carry or {})
         self.job_id = job_id
-        self.trigger_id = trigger_id
+        self.request_id = request_id
         self.operation = operation
         self.flink_conn_id = flink_conn_id
         self.timeout = float(timeout)
@@ -73,7 +74,7 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
             f"{self.__class__.__module__}.{self.__class__.__qualname__}",
             {
                 "job_id": self.job_id,
-                "trigger_id": self.trigger_id,
+                "request_id": self.request_id,
                 "operation": self.operation,
                 "flink_conn_id": self.flink_conn_id,
                 "timeout": self.timeout,
@@ -84,7 +85,7 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
         )
 
     def _base(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "trigger_id": self.trigger_id, "operation": self.operation, "carry": self.carry}
+        return {"job_id": self.job_id, "request_id": self.request_id, "operation": self.operation, "carry": self.carry}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll ``GET /jobs/{id}/savepoints/{trigger}`` until COMPLETED or the deadline."""
@@ -92,7 +93,7 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
         try:
             async with hook.async_session() as session:
                 while True:
-                    status = await hook.aget_savepoint_status(session, self.job_id, self.trigger_id)
+                    status = await hook.aget_savepoint_status(session, self.job_id, self.request_id)
                     if status.status == "COMPLETED":
                         if status.succeeded:
                             yield TriggerEvent(
@@ -111,12 +112,12 @@ class FlinkAsyncOperationTrigger(BaseTrigger):
                                     "status": "error",
                                     "failure_cause": cause,
                                     "message": f"Flink {self.operation} of job {self.job_id} failed (trigger "
-                                    f"{self.trigger_id}); no checkpoint is used instead. Cause: {cause}",
+                                    f"{self.request_id}); no checkpoint is used instead. Cause: {cause}",
                                 }
                             )
                         return
                     if time.time() >= self.deadline:
-                        err = savepoint_timeout_error(self.job_id, self.trigger_id, self.operation, self.timeout)
+                        err = savepoint_timeout_error(self.job_id, self.request_id, self.operation, self.timeout)
                         yield TriggerEvent({**self._base(), "status": "timeout", "message": str(err)})
                         return
                     await asyncio.sleep(min(self.poll_interval, max(self.deadline - time.time(), 0.01)))

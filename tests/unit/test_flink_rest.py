@@ -273,6 +273,8 @@ def test_trigger_serialize_round_trips() -> None:
         again = import_string(path)(**kwargs)
         assert again.serialize() == (path, kwargs)
         assert kwargs["deadline"] == trigger.deadline  # the deadline is absolute: a restart does not extend it
+        again.trigger_id = 42  # what the triggerer does (its DB id): must not touch Flink's request id
+        assert again.serialize() == (path, kwargs)
 
 
 def test_async_operation_trigger_events(conn_env: FakeFlink) -> None:
