@@ -353,10 +353,15 @@ def production_from_quiesce_result(
             "production.agent: the quiesce result's plan has no agent vertex ('action-execute-operator'). "
             "Fix: quiesce the Flink Agents job, not another job"
         )
+    max_par = (agent or {}).get("max_parallelism") or plan.get("max_parallelism")
+    if agent is not None and not max_par:
+        problems.append(
+            "production.agent.max_parallelism: unknown — the quiesce result's plan has no maxParallelism for the "
+            "agent vertex. Fix: record the plan from the job details (GET /jobs/{id}), which list it per vertex"
+        )
     if problems:
         raise ManifestError(problems)
-    assert agent is not None
-    max_par = agent.get("max_parallelism") or plan.get("max_parallelism")
+    assert agent is not None and agent_id is not None and max_par is not None
     try:
         return ProductionSide(
             job_id=result["job_id"],

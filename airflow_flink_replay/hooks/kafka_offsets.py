@@ -189,24 +189,26 @@ class KafkaOffsetsHook(KafkaBaseHook):
                 msg = consumer.poll(0.5)
                 if msg is None:
                     continue
-                p = msg.partition()
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                p = int(msg.partition() or 0)
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
                         # the end of the log right now: everything below it was delivered in order, and a
                         # range reaching past it holds no more records (yet)
                         pending.discard(p)
                         continue
-                    raise KafkaTopicError(f"reading {topic}[{p}] failed: {msg.error()}")
+                    raise KafkaTopicError(f"reading {topic}[{p}] failed: {error}")
                 if p not in pending:
                     continue
                 start, end = ranges[p]
-                if msg.offset() >= end:
+                offset = int(msg.offset() or 0)
+                if offset >= end:
                     pending.discard(p)
                     continue
-                if msg.offset() >= start:
+                if offset >= start:
                     _ts_type, ts = msg.timestamp()
-                    out[p].append(Record(p, msg.offset(), ts, msg.key(), msg.value()))
-                if msg.offset() >= end - 1:
+                    out[p].append(Record(p, offset, ts, msg.key(), msg.value()))
+                if offset >= end - 1:
                     pending.discard(p)
         finally:
             consumer.unassign()

@@ -288,3 +288,57 @@ def test_record_isolation_merges_and_reseals(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="would use production's action-state topic"):
         record_isolation(path, action_state_topics={"candidate": "prod-as"})
     assert load_manifest(path) == after  # a refused update leaves the file as it was
+
+
+def _quiesce() -> dict[str, Any]:
+    """The shape of the control plane's QuiesceResult XCom (core/flink_models.py)."""
+    return {
+        "job_id": JOB,
+        "job_name": "support-agent",
+        "mode": "drain",
+        "savepoint_path": "file:///sp/savepoint-1",
+        "format_type": "CANONICAL",
+        "trigger_id": "t",
+        "requested_at": "2026-11-29T09:00:00+00:00",
+        "savepoint_completed_at": "2026-11-29T09:00:01+00:00",
+        "production_stopped": True,
+        "in_flight_work_possible": False,
+        "plan": {
+            "job_id": JOB,
+            "job_name": "support-agent",
+            "max_parallelism": None,
+            "agent_vertex_id": AGENT,
+            "vertices": [
+                {"id": AGENT, "name": "action-execute-operator -> out", "parallelism": 1, "max_parallelism": 128},
+                {
+                    "id": "13ac5fc714a257b6cff827eb3ec52113",
+                    "name": "Source: in",
+                    "parallelism": 1,
+                    "max_parallelism": 128,
+                },
+            ],
+        },
+    }
+
+
+def test_production_from_quiesce_result() -> None:
+    from airflow_flink_replay.core.manifest import production_from_quiesce_result
+
+    side = production_from_quiesce_result(_quiesce(), flink_version="2.2.1", agent_uid="afr-agent", checkpoint_id=3)
+    assert side.savepoint.path == "file:///sp/savepoint-1" and side.savepoint.quiesce_mode == "drain"
+    assert side.savepoint.checkpoint_id == 3 and side.savepoint.completed_at is not None
+    assert (side.agent.vertex_id, side.agent.uid, side.agent.max_parallelism) == (AGENT, "afr-agent", 128)
+    assert set(side.plan_vertex_ids) == {AGENT, "13ac5fc714a257b6cff827eb3ec52113"}
+
+    q = _quiesce()
+    q["savepoint_path"] = ""
+    q["plan"]["agent_vertex_id"] = None
+    with pytest.raises(ManifestError) as info:
+        production_from_quiesce_result(q)
+    assert info.value.problems[0].startswith("production.savepoint: missing. Fix:")
+    assert "production.agent: the quiesce result's plan has no agent vertex" in info.value.problems[1]
+
+    q = _quiesce()
+    q["plan"]["vertices"][0]["max_parallelism"] = None
+    with pytest.raises(ManifestError, match=r"production.agent.max_parallelism: unknown"):
+        production_from_quiesce_result(q)
