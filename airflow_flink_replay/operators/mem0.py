@@ -22,6 +22,18 @@ from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAFor
 NamespaceArg = Mem0Namespace | dict[str, Any] | str
 
 
+def _flag(value: Any, field: str) -> bool:
+    """A bool from a bool, or from a rendered template / XCom string ("true"/"false")."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise AirflowFailException(f"{field}: expected true or false, got {value!r}")
+
+
 def _namespace(value: NamespaceArg, field: str) -> Mem0Namespace:
     try:
         return Mem0Namespace.coerce(value, what=field)
@@ -96,13 +108,13 @@ class VerifyMem0UntouchedOperator(BaseOperator):
     :param target: the fork (replay) namespace; its manifest names the source.
     """
 
-    template_fields: Sequence[str] = ("target", "mem0_conn_id")
+    template_fields: Sequence[str] = ("target", "production_writes_expected", "mem0_conn_id")
 
     def __init__(
         self,
         *,
         target: NamespaceArg,
-        production_writes_expected: bool = True,
+        production_writes_expected: bool | str = True,
         mem0_conn_id: str = Mem0Hook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -116,7 +128,8 @@ class VerifyMem0UntouchedOperator(BaseOperator):
         hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id)
         try:
             report = hook.verify_untouched(
-                _namespace(self.target, "target"), production_writes_expected=self.production_writes_expected
+                _namespace(self.target, "target"),
+                production_writes_expected=_flag(self.production_writes_expected, "production_writes_expected"),
             )
         except RuntimeError as exc:
             raise AirflowFailException(str(exc)) from exc
@@ -140,7 +153,8 @@ class DropMem0ForkOperator(BaseOperator):
     refused. An empty namespace is a no-op.
 
     :param namespace: the fork namespace.
-    :param keep: keep the fork for debugging (the task only reports it).
+    :param keep: keep the fork for debugging (the task only reports it); templated, so an XCom or a
+        DAG param (``"{{ params.keep_fork }}"``) works.
     """
 
     template_fields: Sequence[str] = ("namespace", "keep", "mem0_conn_id")
@@ -163,7 +177,7 @@ class DropMem0ForkOperator(BaseOperator):
         """Drop (or keep) the fork and return the :class:`DropResult`."""
         hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id)
         try:
-            result = hook.drop(_namespace(self.namespace, "namespace"), keep=self.keep)
+            result = hook.drop(_namespace(self.namespace, "namespace"), keep=_flag(self.keep, "keep"))
         except NotAForkError as exc:
             raise AirflowFailException(str(exc)) from exc
         self.log.info("drop %s: %s", result.namespace, result.model_dump(mode="json"))

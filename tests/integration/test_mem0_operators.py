@@ -62,7 +62,9 @@ def test_fork_verify_drop_dag(mem0_conn: Any) -> None:
 
     hook, conn_file, conn_id = mem0_conn
     before = hook.fingerprint(PROD).digest
-    with DAG("mem0_fork_ops", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    with DAG(
+        "mem0_fork_ops", schedule=None, start_date=datetime(2026, 1, 1), catchup=False, params={"keep_fork": True}
+    ) as dag:
         fork = ForkMem0NamespaceOperator(
             task_id="fork", source={"user_id": PROD}, target="replay-optest", fork_id="op-run", mem0_conn_id=conn_id
         )
@@ -76,15 +78,20 @@ def test_fork_verify_drop_dag(mem0_conn: Any) -> None:
             memory.add("the replay learned this", user_id="replay-optest", agent_id="key-1", run_id="ltm", infer=False)
 
         verify = VerifyMem0UntouchedOperator(task_id="verify", target="replay-optest", mem0_conn_id=conn_id)
+        kept = DropMem0ForkOperator(
+            task_id="drop_kept", namespace="replay-optest", keep="{{ params.keep_fork }}", mem0_conn_id=conn_id
+        )
         drop = DropMem0ForkOperator(task_id="drop", namespace="replay-optest", mem0_conn_id=conn_id)
 
         @task
-        def record(f: dict[str, Any], f2: dict[str, Any], v: dict[str, Any], d: dict[str, Any]) -> None:
-            RESULTS["ops"] = {"fork": f, "fork_again": f2, "verify": v, "drop": d}
+        def record(
+            f: dict[str, Any], f2: dict[str, Any], v: dict[str, Any], k: dict[str, Any], d: dict[str, Any]
+        ) -> None:
+            RESULTS["ops"] = {"fork": f, "fork_again": f2, "verify": v, "kept": k, "drop": d}
 
         written = replay_writes()
-        fork >> fork_again >> written >> verify >> drop
-        record(fork.output, fork_again.output, verify.output, drop.output)
+        fork >> fork_again >> written >> verify >> kept >> drop
+        record(fork.output, fork_again.output, verify.output, kept.output, drop.output)
 
     register_dag(dag)
     dr = dag.test(conn_file_path=conn_file)
@@ -96,6 +103,7 @@ def test_fork_verify_drop_dag(mem0_conn: Any) -> None:
     assert got["fork"]["source_fingerprint"] == before and got["fork"]["duration_s"] >= 0
     assert got["fork_again"]["noop"] is True and got["fork_again"]["count"] == 300
     assert got["verify"]["ok"] and got["verify"]["unchanged"]
+    assert got["kept"]["kept"] is True and got["kept"]["dropped"] == 0
     assert got["drop"]["dropped"] == 301 and got["drop"]["fork_id"] == "op-run"
     assert hook.count("replay-optest") == 0
     assert hook.fingerprint(PROD).digest == before
