@@ -73,7 +73,7 @@ class StackConfig(BaseModel):
     chroma_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_CHROMA_PORT", 8000))
     task_slots: int = 4
     jobmanager_memory: str = "1024m"
-    taskmanager_memory: str = "1600m"
+    taskmanager_memory: str = "2400m"
     start_timeout: float = 120.0
 
 
@@ -441,6 +441,10 @@ class LocalStack:
             "taskmanager.host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": cfg.task_slots,
             "taskmanager.memory.process.size": cfg.taskmanager_memory,
+            # Every Flink Agents job loads the ~115 MB flink-agents jar in its own classloader and the TM's shared
+            # embedded Python keeps it reachable: with the default 256m the TM dies of Metaspace OOM after ~8 agent
+            # jobs. 1g lasts ~40 agent jobs per TaskManager start.
+            "taskmanager.memory.jvm-metaspace.size": "1024m",
             "parallelism.default": 1,
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
