@@ -149,6 +149,13 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
     assert hook.count(PROD) == 1001 and hook.count(OTHER) == 30
     assert hook.drop(target).existed is False  # cleanup twice is a no-op
 
+    # namespaces are any combination of user_id / agent_id / run_id: fork one key of production
+    assert hook.count({**PROD, "agent_id": "key-7"}) == 40
+    assert hook.count({"agent_id": "key-3", "run_id": "ltm"}) == 40 + 2  # production + other-job (fork dropped)
+    one_key = hook.fork({**PROD, "agent_id": "key-7"}, {"user_id": "replay-k7", "agent_id": "key-7"}, fork_id="k7")
+    assert one_key.count == 40 and hook.count({"user_id": "replay-k7"}) == 40
+    assert hook.drop({"user_id": "replay-k7", "agent_id": "key-7"}).dropped == 40
+
 
 def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch) -> None:
     memory = hook.get_memory()
