@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -171,12 +171,24 @@ class KafkaOffsetsHook(KafkaBaseHook):
         """Consume ``{partition: (start, end)}`` (end exclusive) and return the records per partition.
 
         Stops per partition at ``end`` or at the partition's end of log; raises TimeoutError when the range
-        cannot be read completely within ``timeout`` seconds.
+        cannot be read completely within ``timeout`` seconds. Holds every record: see :meth:`consume`.
         """
         out: dict[int, list[Record]] = {p: [] for p in ranges}
+        self.consume(topic, ranges, lambda rec: out[rec.partition].append(rec), timeout=timeout)
+        return out
+
+    def consume(
+        self,
+        topic: str,
+        ranges: Mapping[int, tuple[int, int]],
+        on_record: Callable[[Record], None],
+        *,
+        timeout: float = 60.0,
+    ) -> None:
+        """Stream the records of ``{partition: (start, end)}`` to ``on_record`` in offset order per partition."""
         pending = {p for p, (start, end) in ranges.items() if end > start}
         if not pending:
-            return out
+            return
         consumer = self._reader()
         consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in sorted(pending)])
         deadline = time.monotonic() + timeout
@@ -207,34 +219,59 @@ class KafkaOffsetsHook(KafkaBaseHook):
                     continue
                 if offset >= start:
                     _ts_type, ts = msg.timestamp()
-                    out[p].append(Record(p, offset, ts, msg.key(), msg.value()))
+                    on_record(Record(p, offset, ts, msg.key(), msg.value()))
                 if offset >= end - 1:
                     pending.discard(p)
         finally:
             consumer.unassign()
-        return out
 
     def scan(
-        self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int], *, timeout: float = 60.0
+        self,
+        topic: str,
+        start_offsets: Mapping[int, int],
+        end_offsets: Mapping[int, int],
+        *,
+        timeout: float = 60.0,
+        check: Callable[[Record], str | None] | None = None,
+        max_problems: int = 5,
     ) -> dict[int, PartitionScan]:
-        """Count the records of ``[start, end)`` per partition and take the first/last record timestamps."""
+        """Count the records of ``[start, end)`` per partition and take the first/last record timestamps.
+
+        Streams (holds no records). ``check`` is called on every record; the first ``max_problems`` messages
+        it returns are raised as one :class:`ValueError` after the scan (e.g. values that are not JSON).
+        """
         missing = set(start_offsets) ^ set(end_offsets)
         if missing:
             raise ValueError(f"start and end offsets cover different partitions: {sorted(missing)}")
         ranges = {int(p): (int(start_offsets[p]), int(end_offsets[p])) for p in start_offsets}
-        records = self.read(topic, ranges, timeout=timeout)
+        stats: dict[int, dict[str, Any]] = {p: {"n": 0, "first": None, "last": None} for p in ranges}
+        problems: list[str] = []
+
+        def on_record(rec: Record) -> None:
+            st = stats[rec.partition]
+            st["n"] += 1
+            st["first"] = st["first"] or rec
+            st["last"] = rec
+            if check is not None and len(problems) < max_problems:
+                problem = check(rec)
+                if problem:
+                    problems.append(f"p{rec.partition}@{rec.offset}: {problem}")
+
+        self.consume(topic, ranges, on_record, timeout=timeout)
+        if problems:
+            raise ValueError("; ".join(problems))
         out = {}
         for p, (start, end) in ranges.items():
-            recs = records[p]
+            first, last = stats[p]["first"], stats[p]["last"]
             out[p] = PartitionScan(
                 partition=p,
                 start_offset=start,
                 end_offset=end,
-                record_count=len(recs),
-                first_timestamp_ms=recs[0].timestamp_ms if recs else None,
-                last_timestamp_ms=recs[-1].timestamp_ms if recs else None,
-                first_offset=recs[0].offset if recs else None,
-                last_offset=recs[-1].offset if recs else None,
+                record_count=stats[p]["n"],
+                first_timestamp_ms=first.timestamp_ms if first else None,
+                last_timestamp_ms=last.timestamp_ms if last else None,
+                first_offset=first.offset if first else None,
+                last_offset=last.offset if last else None,
             )
         return out
 

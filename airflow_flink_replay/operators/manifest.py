@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +30,40 @@ from airflow_flink_replay.core.manifest import (
     production_from_quiesce_result,
 )
 from airflow_flink_replay.core.manifest_io import save_manifest
-from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
+
+
+def record_checker(key: SerializerSpec, value: SerializerSpec, event_time: EventTime) -> Callable[[Record], str | None]:
+    """A per-record check that the window's records read as the manifest declares (None = fine)."""
+    finder = None
+    if event_time.source == "field" and event_time.field:
+        from jsonpath_ng import parse as jsonpath
+
+        finder = jsonpath(event_time.field)
+
+    def check(rec: Record) -> str | None:
+        if key.format in ("string", "json") and rec.key is not None:
+            try:
+                rec.key.decode("utf-8")
+            except UnicodeDecodeError:
+                return f"key is not UTF-8 text (key_serializer {key.format!r}; use 'bytes')"
+        if value.format in ("string", "json"):
+            if rec.value is None:
+                return "empty value (a tombstone) in the capture window"
+            try:
+                text = rec.value.decode("utf-8")
+            except UnicodeDecodeError:
+                return f"value is not UTF-8 text (value_serializer {value.format!r}; use 'bytes' or 'avro')"
+            if value.format == "json" or finder is not None:
+                try:
+                    doc = json.loads(text)
+                except json.JSONDecodeError as err:
+                    return f"value is not JSON ({err.msg}); declare value_serializer 'string' or 'bytes'"
+                if finder is not None and not finder.find(doc):
+                    return f"event time field {event_time.field} not found in the value"
+        return None
+
+    return check
 
 
 def read_start_offsets(
@@ -105,6 +139,8 @@ class CreateReplayManifestOperator(BaseOperator):
     :param run_id: the replay run id (default: the Airflow run id).
     :param expected_records: fail unless the window holds exactly this many records.
     :param scan_timeout: seconds to read the window.
+    :param check_records: check while reading that every record decodes with the declared serializers and
+        carries the event-time field (first problems are reported with partition@offset).
     """
 
     template_fields: Sequence[str] = (
@@ -134,9 +170,11 @@ class CreateReplayManifestOperator(BaseOperator):
         run_id: str | None = None,
         expected_records: int | str | None = None,
         scan_timeout: float = 120.0,
+        check_records: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.check_records = check_records
         self.manifest_uri = manifest_uri
         self.window = window
         self.production = production
@@ -158,7 +196,19 @@ class CreateReplayManifestOperator(BaseOperator):
         topic = window["topic"]
         start = {int(p): int(o) for p, o in window["start_offsets"].items()}
         end = {int(p): int(o) for p, o in window["end_offsets"].items()}
-        scans = hook.scan(topic, start, end, timeout=self.scan_timeout)
+        key_ser = SerializerSpec.model_validate(self.key_serializer)
+        value_ser = SerializerSpec.model_validate(self.value_serializer)
+        event_time = EventTime.model_validate(self.event_time or {})
+        check = record_checker(key_ser, value_ser, event_time) if self.check_records else None
+        try:
+            scans = hook.scan(topic, start, end, timeout=self.scan_timeout, check=check)
+        except ValueError as err:
+            raise ManifestError(
+                [
+                    f"capture: the window's records do not read as declared: {err}. Fix: declare the serializers / "
+                    "event time the capture topic really holds"
+                ]
+            ) from err
         production = production_from_quiesce_result(
             dict(self.production),  # type: ignore[arg-type]
             flink_version=self.flink_version or None,
@@ -180,9 +230,9 @@ class CreateReplayManifestOperator(BaseOperator):
                 )
                 for s in scans.values()
             ],
-            key_serializer=SerializerSpec.model_validate(self.key_serializer),
-            value_serializer=SerializerSpec.model_validate(self.value_serializer),
-            event_time=EventTime.model_validate(self.event_time or {}),
+            key_serializer=key_ser,
+            value_serializer=value_ser,
+            event_time=event_time,
             watermark=WatermarkSpec.model_validate(self.watermark or {}),
         )
         return ReplayManifest(run_id=run_id, production=production, capture=capture)

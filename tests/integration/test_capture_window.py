@@ -108,7 +108,12 @@ def test_window_sensor_and_manifest(stack: Any, airflow_db: Any, capture_topic: 
         [(i % 2, base + i, {"customer": f"c{i % 3}", "seq": i, "phase": "before"}) for i in range(5)],
     )
     window_records = [
-        (i % 2, base + 1000 + 10 * i, {"customer": f"c{i % 3}", "seq": i, "phase": "window"}) for i in range(n)
+        (
+            i % 2,
+            base + 1000 + 10 * i,
+            {"customer": f"c{i % 3}", "seq": i, "phase": "window", "ts": base + 1000 + 10 * i},
+        )
+        for i in range(n)
     ]
     later_records = [(i % 2, base + 5000 + 10 * i, {"customer": "late", "seq": i, "phase": "after"}) for i in range(4)]
     manifest_uri = f"file://{tmp_path}/runs/r1/manifest.json"
@@ -268,6 +273,23 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
         )
         result = check_capture_window(hook, spec)
         assert result is not None and result.reason == "duration" and result.end_offsets == {0: 3, 1: 3}
+        # the manifest step checks that records read as declared: a missing event-time field is named
+        from airflow_flink_replay.core.manifest import ManifestError
+        from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator
+
+        op = CreateReplayManifestOperator(
+            task_id="m",
+            manifest_uri="unused",
+            window={"topic": capture_topic, "start_offsets": start, "end_offsets": {0: 3, 1: 3}},
+            production={},
+            kafka_config_id="kafka_it",
+            event_time={"source": "field", "field": "$.event.ts"},
+        )
+        with pytest.raises(ManifestError, match=r"p0@0: event time field \$\.event\.ts not found in the value"):
+            op.build_manifest(hook, "r")
+        op.event_time = None  # now the records read as declared: the empty production side is what fails
+        with pytest.raises(ManifestError, match=r"production\.savepoint: missing\. Fix"):
+            op.build_manifest(hook, "r")
         # scan: counts and first/last timestamps by consuming
         scans = hook.scan(capture_topic, start, {0: 3, 1: 3})
         assert (scans[1].record_count, scans[1].first_timestamp_ms, scans[1].last_timestamp_ms) == (
