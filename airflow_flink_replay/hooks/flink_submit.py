@@ -52,8 +52,10 @@ def _concurrent_driver(details: str) -> bool:
     if _CONCURRENT_DRIVER in details:
         return True
     lines = [line.strip() for line in details.splitlines() if line.strip()]
-    return bool(lines) and lines[-1].endswith("java.lang.IllegalArgumentException") and (
-        "The main method caused an error: null" in details
+    return (
+        bool(lines)
+        and lines[-1].endswith("java.lang.IllegalArgumentException")
+        and ("The main method caused an error: null" in details)
     )
 
 
@@ -277,13 +279,18 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         cause = err.cause or str(err)
         traceback_text = ""
         if "Python process exits" in (err.details or cause):
-            traceback_text = python_traceback_from_log(self.hook.jobmanager_log_tail(600), program)
+            traceback_text = python_traceback_from_log(self.hook.jobmanager_log_tail(20000), program)
             if traceback_text:
                 cause = program_failure_cause(traceback_text) or cause
         where = f" from savepoint {savepoint_path}" if savepoint_path else ""
         message = f"Submitting {program.entry_point or program.module}{where} over REST failed: {cause}"
         if traceback_text:
             message += f"\n--- Python output (JobManager log) ---\n{traceback_text}"
+        elif "Python process exits" in (err.details or cause):
+            message += (
+                "\n(the program's own output was not found in the last 20000 lines of the JobManager log; "
+                "look there for its command line, or submit with the CLI submitter to see it directly)"
+            )
         elif err.cause and err.cause != cause:
             message += f"\n{err.cause}"
         return FlinkSubmissionError(message, cause=cause, output=traceback_text or (err.details or ""))
