@@ -131,6 +131,14 @@ class ReplayJobSpec(BaseModel):
         description="Import the factory's package under a unique, content-hashed module name (TaskManagers "
         "share one Python interpreter; this keeps baseline and candidate code apart).",
     )
+    mediate_resources: bool = Field(
+        default=True,
+        description="Wrap the agent's resources in policy proxies (off only to reproduce production's exact "
+        "action identity, e.g. to demonstrate the action-state hazard).",
+    )
+    agent_config: dict[str, str | int | bool] = Field(
+        default_factory=dict, description="Extra Flink Agents config entries for the agent operator."
+    )
     key_field: str = Field(default="customer", description="JSON field of the input that is the agent key.")
     watermark: str = Field(
         default="monotonous", description='Production watermark strategy: "none", "monotonous" or "bounded:<ms>".'

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 SOURCE_UID = "afr-source"
@@ -37,6 +39,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--checkpoint-interval-ms", type=int, default=2000)
     p.add_argument("--job-name", default="afr-production")
     p.add_argument("--key-field", default="customer")
+    p.add_argument(
+        "--no-isolate",
+        action="store_true",
+        help="import the agent factory by its own module name (default: content-hashed copy, see "
+        "airflow_flink_replay.flink.agent_build)",
+    )
     return p.parse_args(argv)
 
 
@@ -54,9 +62,11 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
     if args.max_parallelism:
         env.set_max_parallelism(args.max_parallelism)
     env.enable_checkpointing(args.checkpoint_interval_ms)
-    agent = load_agent_factory(args.agent_factory, isolate=False).factory(
-        mem0_config=json.loads(args.mem0_config) if args.mem0_config else None
-    )
+    build_root = None if args.no_isolate else Path(tempfile.mkdtemp(prefix="afr-build-production-"))
+    build = load_agent_factory(args.agent_factory, isolate=not args.no_isolate, build_root=build_root)
+    if build_root is not None:
+        env.add_python_file(str(build_root))
+    agent = build.factory(mem0_config=json.loads(args.mem0_config) if args.mem0_config else None)
     source = unbounded_source(args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}")
     stream = env.from_source(source, watermark_strategy(args.watermark), "source").uid(SOURCE_UID)
     capture = (

@@ -111,10 +111,11 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
             action_state_topic=spec.action_state_topic,
             job_identifier=spec.job_identifier,
             action_state_partitions=spec.action_state_partitions,
+            extra=spec.agent_config,
         ),
         key_field=spec.key_field,
         pin=AgentPin(uid=spec.agent_uid, uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism),
-        plan_hook=plan_hook,
+        plan_hook=plan_hook if spec.mediate_resources else None,
         output_extra={"_replay": {"variant": spec.variant, "partition": None, "offset": None}},
     )
     out.sink_to(file_sink(spec.output_dir, spec.variant)).uid("afr-replay-sink").name("replay-output")

@@ -24,39 +24,51 @@ JARS = STACK["connector_jars"]
 FLINK_HOME = Path(STACK["flink_home"])
 PRODUCTION_JOB = ROOT / "airflow_flink_replay" / "flink" / "production_job.py"
 REPLAY_JOB = ROOT / "airflow_flink_replay" / "flink" / "replay_job.py"
-_JAR_ID: dict[str, str] = {}
 
 
-def _python_jar_id() -> str:
-    if "id" not in _JAR_ID:
-        jar = next((FLINK_HOME / "opt").glob("flink-python-*.jar"))
-        with jar.open("rb") as fh:
-            r = requests.post(f"{REST}/jars/upload", files={"jarfile": (jar.name, fh, "application/x-java-archive")},
-                              timeout=120)
-        r.raise_for_status()
-        _JAR_ID["id"] = r.json()["filename"].rsplit("/", 1)[-1]
-    return _JAR_ID["id"]
+def _cli_env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.update(STACK.get("env", {}))
+    env["FLINK_CONF_DIR"] = STACK["flink_conf_dir"]
+    env["JAVA_HOME"] = STACK["java_home"]
+    env["PATH"] = str(Path(STACK["flink_python"]).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def submit_async(script: Path, args: list[str], savepoint: str | None = None,
+                 allow_non_restored: bool = False) -> Any:
+    """Start ``flink run -d -py`` (a client JVM of its own); returns the Popen. See :func:`job_id_of`.
+
+    The CLI, unlike the REST PythonDriver, does not share the JobManager's single Python gateway with the other
+    helpers' submissions (a REST Python submission fails while another one runs, and a failed one can leave the
+    gateway taken until the JobManager restarts).
+    """
+    import subprocess
+
+    cmd = [str(FLINK_HOME / "bin" / "flink"), "run", "-d"]
+    if savepoint:
+        cmd += ["-s", savepoint]
+        if allow_non_restored:
+            cmd.append("-n")
+    cmd += ["-py", str(script), *args]
+    return subprocess.Popen(cmd, env=_cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def job_id_of(proc: Any, timeout: float = 240) -> str:
+    import re
+
+    out, _ = proc.communicate(timeout=timeout)
+    m = re.search(r"JobID ([0-9a-f]{32})", out or "")
+    if proc.returncode != 0 or not m:
+        raise AssertionError(f"flink run failed ({proc.returncode}): {(out or '')[-3000:]}")
+    return m.group(1)
 
 
 def submit(script: Path, args: list[str], savepoint: str | None = None, allow_non_restored: bool = False) -> str:
-    """Submit a PyFlink program through the REST PythonDriver; returns the job id."""
-    body: dict[str, Any] = {
-        "entryClass": "org.apache.flink.client.python.PythonDriver",
-        "programArgsList": ["-py", str(script), *args],
-    }
-    if savepoint:
-        body["savepointPath"] = savepoint
-        body["allowNonRestoredState"] = allow_non_restored
-    # The JobManager runs one PythonDriver gateway at a time: a concurrent Python submission (another test or
-    # helper on the shared cluster) fails in PythonEnvUtils.setGatewayServer. Retry those.
-    for attempt in range(8):
-        r = requests.post(f"{REST}/jars/{_python_jar_id()}/run", json=body, timeout=300)
-        if r.status_code == 200:
-            return r.json()["jobid"]
-        if "setGatewayServer" not in r.text and "caused an error: null" not in r.text:
-            break
-        time.sleep(2 + attempt)
-    raise AssertionError(f"submit {script.name} failed: {r.status_code} {r.text[:2000]}")
+    """Submit a PyFlink program with the Flink CLI (detached); returns the job id."""
+    return job_id_of(submit_async(script, args, savepoint, allow_non_restored))
 
 
 def job_state(job_id: str) -> str:

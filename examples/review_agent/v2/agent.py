@@ -38,8 +38,18 @@ from .prompts import SYSTEM_PROMPT
 DEFAULT_NAMESPACE = "review-agent"
 
 
+#: Agent config key with extra prompt rules (lines like "Reviews mentioning 'x' are negative."), appended to
+#: the system prompt. Lets a job change the prompt without changing code (used to show the action-state hazard).
+EXTRA_RULES_KEY = "review-agent.extra-rules"
+
+
 def _namespace(ctx: RunnerContext) -> str:
     return ctx.config.get_str("job-identifier") or DEFAULT_NAMESPACE
+
+
+def _system_prompt(ctx: RunnerContext) -> str:
+    extra = ctx.config.get_str(EXTRA_RULES_KEY) or ""
+    return SYSTEM_PROMPT + ("\n" + extra if extra else "")
 
 
 class ReviewAgent(Agent):
@@ -96,7 +106,7 @@ class ReviewAgent(Agent):
             ChatRequestEvent(
                 model="review_model",
                 messages=[
-                    ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT),
+                    ChatMessage(role=MessageRole.SYSTEM, content=_system_prompt(ctx)),
                     ChatMessage(role=MessageRole.USER, content=json.dumps(question, sort_keys=True)),
                 ],
             )
