@@ -70,8 +70,12 @@ class PlanVertex(BaseModel):
 
     @property
     def is_source(self) -> bool:
-        """A vertex without inputs whose head is a source."""
-        return not self.inputs or self.head.startswith("Source:")
+        """A vertex whose chain head is a source (Flink names them ``Source: …``) and that has no inputs.
+
+        The name is required: plans rebuilt from vertex lists (no edges) would otherwise make every vertex
+        look like a source and let its state drop unnoticed.
+        """
+        return self.head.startswith("Source:") and not self.inputs
 
 
 class JobPlan(BaseModel):

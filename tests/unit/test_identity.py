@@ -144,3 +144,27 @@ def test_uid_operator_id_is_murmur3() -> None:
 def test_not_a_plan() -> None:
     with pytest.raises(ValueError, match="not a Flink plan"):
         JobPlan.from_rest({"jobs": []})
+
+
+def test_plan_without_edges_still_refuses_non_source_drops() -> None:
+    """A production plan rebuilt from a vertex list (the quiesce result's ProductionPlan: no edges)."""
+    details = _load("prod_job_details.json")
+    vertices = details["vertices"]
+    rebuilt = {
+        "vertices": [{"id": v["id"], "name": v["name"], "maxParallelism": v["maxParallelism"]} for v in vertices],
+        "plan": {
+            "jid": details["jid"],
+            "name": details["name"],
+            "nodes": [{"id": v["id"], "description": v["name"], "parallelism": 1} for v in vertices],
+        },
+    }
+    production = JobPlan.from_rest(rebuilt)
+    assert [v.id for v in production.vertices if v.is_source] == [PROD_SOURCE]
+    report = check_identity(
+        production, replay("replay-dedupe-renamed"), pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128)
+    )
+    assert [p.code for p in report.problems] == ["STATE_DROPPED"]
+    ok = check_identity(
+        production, replay("replay-pinned"), pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128)
+    )
+    assert ok.maps, ok.render()
