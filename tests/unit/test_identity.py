@@ -168,3 +168,32 @@ def test_plan_without_edges_still_refuses_non_source_drops() -> None:
         production, replay("replay-pinned"), pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128)
     )
     assert ok.maps, ok.render()
+
+
+# Real Flink Agents jobs (issue 4's production job and a bounded replay of it, recorded on the local
+# cluster): agent vertex "action-execute-operator -> Map, agent-output -> sink: …".
+AGENT_UID_ID = "382ed45d504034b09088257b90c60d72"  # murmur3_128("afr-agent")
+AGENT_NO_UID_ID = "ddec933e5c0622c0c7cd4f29b6ee2b39"
+
+
+def test_real_agent_job_with_uid_maps_onto_its_replay() -> None:
+    prod = JobPlan.from_rest(_load("agent_prod_job_details.json"))
+    replay_plan = JobPlan.from_rest(_load("agent_replay_baseline_job_details.json"))
+    assert prod.find_agent()[0].id == AGENT_UID_ID
+    if uid_to_operator_id("afr-agent") is not None:
+        assert uid_to_operator_id("afr-agent") == AGENT_UID_ID
+    report = check_identity(
+        prod, replay_plan, pins=ReplayPins(agent_uid="afr-agent", max_parallelism=128), production_agent_uid="afr-agent"
+    )
+    assert report.maps, report.render()
+    assert {r.status for r in report.rows} == {"agent", "dropped-source", "new"}
+
+
+def test_real_agent_job_without_uid_needs_the_uid_hash_pin() -> None:
+    prod = JobPlan.from_rest(_load("agent_prod_no_uid_job_details.json"))
+    replay_plan = JobPlan.from_rest(_load("agent_replay_baseline_job_details.json"))
+    assert prod.find_agent()[0].id == AGENT_NO_UID_ID
+    wrong = check_identity(prod, replay_plan, pins=ReplayPins(agent_uid="afr-agent", max_parallelism=128))
+    assert [p.code for p in wrong.problems] == ["AGENT_ID_DIFFERS"]
+    pinned = check_identity(prod, replay_plan, pins=ReplayPins(agent_uid_hash=AGENT_NO_UID_ID, max_parallelism=128))
+    assert pinned.maps and pinned.agent_mapped_by == "uid-hash"
