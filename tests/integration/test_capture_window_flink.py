@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import uuid
 from datetime import datetime
@@ -231,6 +232,9 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
         for jid in jobs:
             fh.cancel(jid)
         fh.delete_topics(src, cap, out, replay_out, action_topic)
+        savepoint = (RESULTS.get(f"issue5_capture_flink_{run}") or {}).get("quiesce", {}).get("savepoint_path")
+        if savepoint:
+            shutil.rmtree(savepoint.removeprefix("file:"), ignore_errors=True)
         try:
             import chromadb
 
