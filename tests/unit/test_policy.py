@@ -1,0 +1,61 @@
+"""ReplayPolicy: defaults, precedence, stand-ins, validation errors."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from airflow_flink_replay.core.policy import Decision, ReplayPolicy
+
+
+def test_defaults_allow_models_and_reads_record_tools_and_writes() -> None:
+    p = ReplayPolicy()
+    assert p.decide("chat_model", "review_model", "chat") is Decision.ALLOW
+    assert p.decide("embedding_model", "emb", "embed") is Decision.ALLOW
+    assert p.decide("tool", "notify_support", "call") is Decision.RECORD
+    assert p.decide("vector_store", "memory", "search") is Decision.ALLOW
+    assert p.decide("vector_store", "memory", "recall") is Decision.ALLOW
+    assert p.decide("vector_store", "memory", "add") is Decision.RECORD
+    assert p.decide("vector_store", "memory", "remember") is Decision.RECORD
+
+
+def test_most_specific_rule_wins() -> None:
+    p = ReplayPolicy(
+        by_type={"tool": "block", "vector_store.write": "allow", "vector_store": "block"},
+        by_name={"notify_support": "allow", "memory.delete": "block"},
+    )
+    assert p.decide("tool", "notify_support", "call") is Decision.ALLOW  # name beats type
+    assert p.decide("tool", "refund", "call") is Decision.BLOCK  # type
+    assert p.decide("vector_store", "memory", "add") is Decision.ALLOW  # vector_store.write beats vector_store
+    assert p.decide("vector_store", "memory", "delete") is Decision.BLOCK  # name.method beats everything
+    assert p.decide("vector_store", "memory", "search") is Decision.BLOCK  # vector_store (no .read rule)
+
+
+def test_stand_ins_by_method_then_name_then_placeholder() -> None:
+    p = ReplayPolicy(stand_ins={"notify_support": "T-0", "memory.add": "m-1"})
+    assert p.stand_in("tool", "notify_support", "call") == "T-0"
+    assert p.stand_in("vector_store", "memory", "add") == "m-1"
+    assert p.stand_in("vector_store", "memory", "update") is None
+    assert "refund" in p.stand_in("tool", "refund", "call")
+
+
+def test_read_methods_are_configurable() -> None:
+    p = ReplayPolicy(read_methods=["lookup"])
+    assert p.decide("vector_store", "kb", "lookup") is Decision.ALLOW
+    assert p.decide("vector_store", "kb", "search") is Decision.RECORD
+
+
+def test_bad_input_names_the_field() -> None:
+    with pytest.raises(ValidationError, match="by_type has unknown resource type"):
+        ReplayPolicy(by_type={"tools": "record"})
+    with pytest.raises(ValidationError, match="by_name"):
+        ReplayPolicy(by_name={"x": "maybe"})
+    with pytest.raises(ValidationError, match=r"stand_ins\['x'\] must be JSON-serialisable"):
+        ReplayPolicy(stand_ins={"x": object()})
+    with pytest.raises(ValidationError, match="extra"):
+        ReplayPolicy(by_tpye={})
+
+
+def test_json_round_trip() -> None:
+    p = ReplayPolicy(by_name={"notify_support": "block"}, stand_ins={"review_model": {"label": "neutral"}})
+    assert ReplayPolicy.model_validate_json(p.to_json()) == p
