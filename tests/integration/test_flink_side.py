@@ -160,6 +160,8 @@ def world(stack, tmp_path_factory) -> Any:
         for jid in jobs:
             fh.cancel(jid)
         fh.delete_topics(src, cap, out, prod_as, f"fs-as-cand-{run}", f"fs-as-base-{run}", f"fs-as-hazc-{run}")
+        for e in batch_a + batch_b:
+            ticket_path(e["id"]).unlink(missing_ok=True)
         try:
             import chromadb
 

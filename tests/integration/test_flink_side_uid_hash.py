@@ -20,6 +20,7 @@ import pytest
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from examples.review_agent.common.generator import generate_reviews, produce_reviews
+from examples.review_agent.common.tools import ticket_path
 from tests.integration import flink_side_helpers as fh
 from tests.integration.test_flink_side import V1, _mem0, production_args
 
@@ -71,6 +72,8 @@ def uidless(stack, tmp_path_factory) -> Any:
         for jid in jobs:
             fh.cancel(jid)
         fh.delete_topics(src, cap, out, prod_as, f"uh-as-pinned-{run}", f"uh-as-unpinned-{run}")
+        for e in events:
+            ticket_path(e["id"]).unlink(missing_ok=True)
         try:
             import chromadb
 
