@@ -33,7 +33,7 @@ from airflow_flink_replay.operators.mem0 import (
     VerifyMem0UntouchedOperator,
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator, run_tag
-from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
+from airflow_flink_replay.operators.replay import SubmitReplayJobOperator, collected_files
 from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
 
 Kind = Literal["manual", "nightly", "gate"]
@@ -86,16 +86,18 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
     }
     prod = run.production
     for variant in VARIANTS:
+        output_dir = run_dir / variant / "output-parts"
+        output, audit = collected_files(str(output_dir), variant)
         out[f"fork_{variant}"] = run.fork_namespace(tag, variant)
-        out[f"output_{variant}"] = str(run_dir / f"{variant}.outputs.jsonl")
-        out[f"audit_{variant}"] = str(run_dir / f"{variant}.audit.jsonl")
+        out[f"output_{variant}"] = str(output)
+        out[f"audit_{variant}"] = str(audit)
         out[f"job_spec_{variant}"] = ReplayJobSpec(
             variant=variant,
             agent_factory=run.agent_factory_for(variant),
             job_identifier=run.fork_namespace(tag, variant),
             action_state_topic=run.action_state_topic(tag, variant),
-            output_dir=str(run_dir / "parts" / variant / "outputs"),
-            audit_dir=str(run_dir / "parts" / variant / "audit"),
+            output_dir=str(output_dir),
+            audit_dir=str(run_dir / variant / "audit-parts"),
             kafka_bootstrap=run.kafka_bootstrap,
             manifest=str(manifest),
             policy=run.policy,
@@ -251,7 +253,6 @@ def build_replay_dag(
         delete_topics = DeleteReplayTopicsOperator(
             task_id="delete_replay_topics",
             isolation=isolate.output,
-            topics=run["topics"],
             production_topic=spec.production.action_state_topic,
             kafka_config_id=spec.kafka_conn_id,
         )

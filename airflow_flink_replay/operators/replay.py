@@ -26,6 +26,12 @@ REPLAY_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "repl
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
 
 
+def collected_files(output_dir: str, variant: str) -> tuple[Path, Path]:
+    """Where a variant's outputs and audit are collected: next to its ``parts/`` folders."""
+    base = Path(output_dir).parent
+    return base / f"{variant}.outputs.jsonl", base / f"{variant}.audit.jsonl"
+
+
 def collect_jsonl(folder: Path, target: Path) -> int:
     """Concatenate the finished ``*.jsonl`` part files below ``folder`` into ``target``; return the lines."""
     parts = sorted(p for p in folder.rglob("*.jsonl") if p.is_file() and not p.name.startswith("."))
@@ -102,6 +108,11 @@ class SubmitReplayJobOperator(BaseOperator):
     # ------------------------------------------------------------------------------------------ steps
     def _spec(self, context: Any) -> ReplayJobSpec:
         spec = ReplayJobSpec.model_validate(self.spec)
+        if spec.max_parallelism is None and self.production_plan:
+            # Pin the agent's max parallelism to production's: key groups are fixed by it.
+            found = IdentityPlan.from_rest(_as_rest_details(self.production_plan)).find_agent()
+            if found and found[0].max_parallelism:
+                spec = spec.model_copy(update={"max_parallelism": found[0].max_parallelism})
         if not spec.job_name:
             ti = context["ti"]
             spec = spec.model_copy(update={"job_name": f"afr-replay-{ti.dag_id}-{ti.run_id}-{spec.variant}"[:200]})
@@ -199,9 +210,7 @@ class SubmitReplayJobOperator(BaseOperator):
         return self._result(context, spec, {**event.get("carry", {}), **kwargs})
 
     def _result(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
-        run_dir = Path(spec.output_dir).parent
-        output = run_dir / f"{spec.variant}.outputs.jsonl"
-        audit = run_dir / f"{spec.variant}.audit.jsonl"
+        output, audit = collected_files(spec.output_dir, spec.variant)
         outputs = collect_jsonl(Path(spec.output_dir), output)
         audits = collect_jsonl(Path(spec.audit_dir), audit)
         result = {
