@@ -19,8 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workdir", type=Path, default=None, help="work folder (default: $FLINK_REPLAY_STACK_DIR or ./.stack)"
     )
-    p.add_argument("--cache-dir", type=Path, default=None,
-                   help="where the Flink-side venv and downloads are cached (default: the workdir)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where the Flink-side venv and downloads are cached (default: the workdir)",
+    )
     p.add_argument("--flink-rest-port", type=int, default=None)
     p.add_argument("--flink-rpc-port", type=int, default=None)
     p.add_argument("--kafka-port", type=int, default=None)

@@ -80,8 +80,15 @@ def ensure_flink_venv(venv: Path, log: Path, base_python: str | None = None) -> 
         if not venv_python(venv).exists():
             _run([base_python or sys.executable, "-m", "venv", str(venv)], "creating the Flink-side venv", log)
         _run(
-            [str(venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-             *FLINK_SIDE_REQUIREMENTS],
+            [
+                str(venv_python(venv)),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-q",
+                *FLINK_SIDE_REQUIREMENTS,
+            ],
             "installing apache-flink / flink-agents into the Flink-side venv",
             log,
         )
@@ -100,8 +107,18 @@ def _download_wheel(requirement: str, dest: Path, log: Path) -> Path:
     if found:
         return found[-1]
     _run(
-        [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--no-deps",
-         "-d", str(dest), requirement],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "-q",
+            "--no-deps",
+            "-d",
+            str(dest),
+            requirement,
+        ],
         f"downloading {requirement}",
         log,
     )
