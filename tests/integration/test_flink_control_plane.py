@@ -8,6 +8,7 @@ future: drain must flush that work before its savepoint; stop and savepoint must
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,15 @@ RESULTS: dict[str, dict[str, Any]] = {}
 @pytest.fixture(scope="module")
 def flink(stack: Any) -> FlinkRestHook:
     return FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, retries=2))
+
+
+@pytest.fixture(autouse=True)
+def flink_conn_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flink_default also as an env var: Airflow caches the secrets backends of the first dag.test() in a
+    process, so a connections file passed later may not be consulted by inline triggers."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FLINK_DEFAULT", json.dumps({"conn_type": "flink_rest", "host": stack.flink_rest_url})
+    )
 
 
 @pytest.fixture

@@ -44,6 +44,15 @@ def _run(stack: Any, dag_id: str, tasks: Any, conn_file: str | None = None) -> A
     return harness.run_dag_test(dag, conn_file or stack.connections_file).state
 
 
+@pytest.fixture(autouse=True)
+def flink_conn_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flink_default also as an env var: Airflow caches the secrets backends of the first dag.test() in a
+    process, so a connections file passed later may not be consulted by inline triggers."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FLINK_DEFAULT", json.dumps({"conn_type": "flink_rest", "host": stack.flink_rest_url})
+    )
+
+
 @pytest.fixture(scope="module")
 def flink(stack: Any) -> FlinkRestHook:
     return FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, retries=2))
@@ -84,7 +93,9 @@ def test_unknown_job_id_names_the_job(stack: Any, airflow_db: Any) -> None:
     assert f"Flink job {missing} not found at {stack.flink_rest_url}" in ERRORS[dag_id]
 
 
-def test_rest_unreachable_fails_after_retries_and_names_the_url(stack: Any, airflow_db: Any, tmp_path: Path) -> None:
+def test_rest_unreachable_fails_after_retries_and_names_the_url(
+    stack: Any, airflow_db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here once the socket is closed
@@ -96,6 +107,7 @@ def test_rest_unreachable_fails_after_retries_and_names_the_url(stack: Any, airf
     }
     conn_file = tmp_path / "connections.json"
     conn_file.write_text(json.dumps(conns))
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_DOWN", json.dumps(conns["flink_down"]))
     dag_id = harness.unique("cp-unreachable")
     state = _run(
         stack,
@@ -196,6 +208,8 @@ def retried(stack: Any, flink: FlinkRestHook, airflow_db: Any) -> Iterator[dict[
     harness.produce(stack.kafka_bootstrap, f"{name}-in", range(9))
     harness.wait_outputs(stack.kafka_bootstrap, f"{name}-out", lambda o: len(harness.counts(o)) == 9)
     out: dict[str, Any] = {"job_id": job_id, "program": program, "name": name}
+    env = pytest.MonkeyPatch()
+    env.setenv("AIRFLOW_CONN_FLINK_DEFAULT", json.dumps({"conn_type": "flink_rest", "host": stack.flink_rest_url}))
     try:
         for mode, cls in (("savepoint", CrashOnceFlinkForgets), ("stop", CrashOnceAfterFinish)):
             dag_id = f"{name}-{mode}"
@@ -226,6 +240,7 @@ def retried(stack: Any, flink: FlinkRestHook, airflow_db: Any) -> Iterator[dict[
         out["stats"] = flink.get_checkpoints(job_id)
         yield out
     finally:
+        env.undo()
         _cleanup(stack, flink, name, job_id)
 
 

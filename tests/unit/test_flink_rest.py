@@ -421,7 +421,9 @@ def test_python_traceback_is_taken_from_this_programs_run_in_the_jm_log() -> Non
 # ------------------------------------------------------------------------------ sensor under dag.test
 
 
-def test_job_sensor_defers_and_links_the_job(fake: tuple[FakeFlink, str], airflow_db: Any, tmp_path: Any) -> None:
+def test_job_sensor_defers_and_links_the_job(
+    fake: tuple[FakeFlink, str], airflow_db: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """FlinkJobSensor under dag.test(): the deferral runs FlinkJobStateTrigger inline; the link is stored."""
     from datetime import datetime
 
@@ -440,6 +442,8 @@ def test_job_sensor_defers_and_links_the_job(fake: tuple[FakeFlink, str], airflo
     state.on("GET", "/jobs/j2/exceptions", (200, {"exceptionHistory": {"entries": [{"stacktrace": JAVA_ERROR}]}}))
     conn_file = tmp_path / "conns.json"
     conn_file.write_text(json.dumps({"flink_fake": {"conn_type": "flink_rest", "host": url}}))
+    # also as an env var: Airflow caches the secrets backends of the first dag.test() in a process
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_FAKE", json.dumps({"conn_type": "flink_rest", "host": url}))
     errors: list[str] = []
     dag_id = unique("cp-sensor")
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
