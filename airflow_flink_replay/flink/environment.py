@@ -4,7 +4,7 @@ Flink Agents runs actions in an embedded (pemja) interpreter inside the TaskMana
 started from the base Python, so a virtualenv's site-packages (pemja, flink_agents, this package) are only
 visible when they are on its PYTHONPATH: we set ``python.pythonpath`` to the site-packages of the Python
 that runs the job program (``python.client.executable``, the same venv as ``python.executable`` on these
-hosts) unless the job or cluster already sets it.
+hosts); a ``python.pythonpath`` passed in ``conf`` is kept in front of it.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ def job_environment(conf: dict[str, str] | None = None) -> Any:
     from pyflink.datastream import StreamExecutionEnvironment
 
     config = Configuration()
-    values = {"python.pythonpath": site_packages()}
-    values.update(conf or {})
+    values = dict(conf or {})
+    given = values.get("python.pythonpath")
+    values["python.pythonpath"] = f"{given}:{site_packages()}" if given else site_packages()
     for key, value in values.items():
         config.set_string(key, str(value))
     return StreamExecutionEnvironment.get_execution_environment(config)

@@ -13,4 +13,10 @@ What v2 changes (asserted by the tests and the demo; :func:`examples.review_agen
 reviews with ``rating == 3`` whose text contains ``"late delivery"`` (case-insensitive) are labelled
 ``"negative"`` by v2 instead of ``"neutral"``, and v2 therefore also calls ``notify_support`` for them. All
 other reviews get identical outputs from v1 and v2.
+
+Agent config ``review-agent.extra-rules`` (lines of the same rule form) is appended to the system prompt of
+either version: a prompt change without a code change, which keeps the action identity (used by the
+action-state hazard test). Run the production job with ``airflow_flink_replay/flink/production_job.py
+--agent-factory examples.review_agent.v1.agent:build_agent ...`` and generate input with
+:func:`examples.review_agent.common.generator.produce_reviews`.
 """
