@@ -33,6 +33,12 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy airflow_flink_replay
 
+demo: $(BIN)/.installed system-deps
+	$(BIN)/flink-replay demo
+
+demo-ui: $(BIN)/.installed
+	$(BIN)/flink-replay demo --ui
+
 stack-up: $(BIN)/.installed
 	$(BIN)/flink-replay stack up
 

@@ -21,12 +21,13 @@ then runs on its async thread pool.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from pydantic import BaseModel
 
 _log = logging.getLogger(__name__)
-_state: dict[str, Any] = {"key": "", "installed": False, "key_field": "", "names": {}}
+_state: dict[str, Any] = {"installed": False, "key_field": "", "names": {}}
 
 #: Action-config entry name carrying the marker.
 MARKER_CONFIG_KEY = "_afr_audit_key_hook"
@@ -79,14 +80,19 @@ def key_text(key: Any) -> str:
     return "" if key is None else str(key)
 
 
+#: The current key is per thread: every job on a TaskManager shares this interpreter, and each task runs its
+#: actions on its own thread — a global would let production's context switches relabel a replay's calls.
+_local = threading.local()
+
+
 def current_key() -> str:
-    """The key of the action running now ('' before the first action of this interpreter)."""
-    return str(_state["key"])
+    """The key of the action running now on this thread ('' before its first action)."""
+    return str(getattr(_local, "key", ""))
 
 
 def set_current_key(key: Any) -> None:
-    """Set the current key (tests and the wrapped runtime function)."""
-    _state["key"] = "" if key is None else str(key)
+    """Set the current key of this thread (tests and the wrapped runtime function)."""
+    _local.key = "" if key is None else str(key)
 
 
 def install() -> bool:

@@ -1,0 +1,1 @@
+"""Agents for failure drills (tests): a candidate that crashes inside Flink."""
