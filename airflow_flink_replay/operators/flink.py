@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_flink_replay.core.flink_models import (
     AGENT_OPERATOR_NAME,
+    CheckpointStats,
     FlinkPythonProgram,
     ProductionPlan,
     QuiesceResult,
@@ -57,6 +59,20 @@ def operation_trigger_id(
     """A deterministic 32-hex Flink ``triggerId`` for one task instance's savepoint/stop (attempt ``n``)."""
     key = f"{dag_id}|{run_id}|{task_id}|{map_index}|{job_id}|{mode}|{attempt}"
     return hashlib.md5(key.encode(), usedforsecurity=False).hexdigest()
+
+
+def run_path_segment(dag_id: str, run_id: str) -> str:
+    """``/<dag_id>/<run_id>/`` (sanitized): the per-run part of a quiesce savepoint's directory."""
+    return f"/{_SAFE.sub('_', dag_id)}/{_SAFE.sub('_', run_id)}/"
+
+
+def savepoint_of_run(stats: CheckpointStats, dag_id: str, run_id: str) -> str | None:
+    """The newest completed savepoint of a job taken into this DAG run's quiesce directory, if any."""
+    segment = run_path_segment(dag_id, run_id)
+    for record in stats.savepoints():
+        if record.external_path and segment in _norm(record.external_path) + "/":
+            return record.external_path
+    return None
 
 
 def _ti_parts(context: Any) -> tuple[str, str, str, int]:
@@ -155,7 +171,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
                     "QuiesceAndSavepointOperator: no target_directory given and the Flink cluster has no "
                     "execution.checkpointing.savepoint-dir; set target_directory"
                 )
-        return f"{base.rstrip('/')}/{_SAFE.sub('_', dag_id)}/{_SAFE.sub('_', run_id)}"
+        return base.rstrip("/") + run_path_segment(dag_id, run_id).rstrip("/")
 
     def _known_status(self, hook: FlinkRestHook, trigger_id: str) -> Any:
         try:
@@ -381,10 +397,14 @@ class ResumeJobOperator(BaseOperator):
     :param timeout: seconds to wait until RUNNING.
     :param all_tasks_running: RUNNING means every vertex runs (records flow again), not only the job.
     :param cancel_on_kill: cancel the submitted job when the task is killed (off: production must stay up).
+    :param production_job_id: production's job id (templated). Used only when the quiesce result is missing
+        (the quiesce task failed after Flink had stopped the job): if that job is FINISHED with a savepoint
+        in THIS run's quiesce directory, production is resumed from it (logged loudly); never from an older
+        savepoint or a checkpoint.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("program", "quiesce_result", "savepoint_path", "job_name")
+    template_fields: Sequence[str] = ("program", "quiesce_result", "savepoint_path", "job_name", "production_job_id")
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"
 
@@ -402,6 +422,7 @@ class ResumeJobOperator(BaseOperator):
         poll_interval: float = 0.25,
         all_tasks_running: bool = True,
         cancel_on_kill: bool = False,
+        production_job_id: str | None = None,
         deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
@@ -420,6 +441,7 @@ class ResumeJobOperator(BaseOperator):
         self.poll_interval = float(poll_interval)
         self.all_tasks_running = all_tasks_running
         self.cancel_on_kill = cancel_on_kill
+        self.production_job_id = production_job_id
         self.deferrable = _default_deferrable() if deferrable is None else deferrable
         self._submitted_job_id: str | None = None
 
@@ -469,7 +491,7 @@ class ResumeJobOperator(BaseOperator):
                     reattached=True,
                 )
 
-        savepoint = self._savepoint(quiesce)
+        savepoint = self._savepoint(quiesce) or self._savepoint_of_this_run(context, hook, quiesce)
         if not savepoint:
             hint = self._latest_savepoint_hint(hook, quiesce)
             raise AirflowException(
@@ -495,6 +517,30 @@ class ResumeJobOperator(BaseOperator):
         return self._wait(
             context, hook, submitted.job_id, name or "", savepoint, submitted.submitted_at, stopped_at, reattached=False
         )
+
+    def _savepoint_of_this_run(self, context: Any, hook: FlinkRestHook, quiesce: QuiesceResult | None) -> str | None:
+        if quiesce is not None or not self.production_job_id:
+            return None
+        try:
+            if hook.get_job(self.production_job_id).state != "FINISHED":
+                return None
+            dag_id, run_id, _, _ = _ti_parts(context)
+            found = None
+            for attempt in range(4):  # Flink caches checkpoint statistics for web.refresh-interval (3 s)
+                found = savepoint_of_run(hook.get_checkpoints(self.production_job_id), dag_id, run_id)
+                if found or attempt == 3:
+                    break
+                time.sleep(1.5)
+        except FlinkRestError:
+            return None
+        if found:
+            self.log.warning(
+                "The quiesce task left no result, but production job %s FINISHED with savepoint %s of this run: "
+                "resuming from it",
+                self.production_job_id,
+                found,
+            )
+        return found
 
     def _savepoint(self, quiesce: QuiesceResult | None) -> str | None:
         return self.savepoint_path or (quiesce.savepoint_path if quiesce else None)

@@ -287,3 +287,54 @@ def test_resume_with_unmappable_state_shows_cannot_map(
     assert "Cannot map checkpoint/savepoint state for operator" in headline, headline
     assert "Python process exits with code" not in ERRORS[dag_id]
     assert not leftover
+
+
+class FailsAfterStop(QuiesceAndSavepointOperator):
+    """A quiesce that loses its worker after Flink stopped the job, on every try (no result reaches XCom)."""
+
+    def _finish(self, context: Any, hook: Any, plan: Any, **kwargs: Any) -> dict[str, Any]:
+        super()._finish(context, hook, plan, **kwargs)
+        raise RuntimeError("worker lost after the stop (simulated)")
+
+
+def test_resume_brings_production_back_when_quiesce_failed_after_the_stop(
+    stack: Any, flink: FlinkRestHook, airflow_db: Any
+) -> None:
+    name = harness.unique("cp-lost")
+    job_id, program = _start_counter(stack, flink, name, hold=False)
+    new_jobs: list[str] = []
+    try:
+        harness.produce(stack.kafka_bootstrap, f"{name}-in", range(6))
+        harness.wait_outputs(stack.kafka_bootstrap, f"{name}-out", lambda o: len(harness.counts(o)) == 6)
+        dag_id = f"{name}-dag"
+
+        def tasks() -> None:
+            from airflow.sdk import task
+
+            quiesce = FailsAfterStop(task_id="quiesce", job_id=job_id, mode="stop", deferrable=True)
+            resume = ResumeJobOperator(
+                task_id="resume",
+                program=program.model_dump(),
+                quiesce_result=quiesce.output,
+                production_job_id=job_id,
+                deferrable=True,
+            )
+
+            @task(trigger_rule="all_done")
+            def record(r: Any) -> None:
+                RESULTS[dag_id] = r
+
+            quiesce >> resume
+            record(resume.output)
+
+        _run(stack, dag_id, tasks)
+        resumed = RESULTS[dag_id]
+        new_jobs.append(resumed["job_id"])
+        assert flink.get_job(job_id).state == "FINISHED"
+        assert f"/{dag_id}/" in resumed["savepoint_path"], "resumed from the savepoint of this run"
+        assert flink.get_job(resumed["job_id"]).state == "RUNNING"
+        harness.produce(stack.kafka_bootstrap, f"{name}-in", range(6, 9))
+        out = harness.wait_outputs(stack.kafka_bootstrap, f"{name}-out", lambda o: len(harness.counts(o)) == 9)
+        assert harness.counts(out) == {s: s // 3 + 1 for s in range(9)}
+    finally:
+        _cleanup(stack, flink, name, job_id, *new_jobs)

@@ -35,7 +35,7 @@ from airflow_flink_replay.hooks.flink_rest import (
     flink_cause,
 )
 from airflow_flink_replay.hooks.flink_submit import program_failure_cause, python_traceback_from_log
-from airflow_flink_replay.operators.flink import operation_trigger_id
+from airflow_flink_replay.operators.flink import operation_trigger_id, savepoint_of_run
 from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
 
 JAVA_ERROR = (
@@ -463,3 +463,31 @@ def test_job_sensor_defers_and_links_the_job(
     with create_session() as session:
         link = session.query(XComModel).filter_by(dag_id=dag_id, task_id="wait_ok", key=FlinkJobLink().xcom_key).one()
     assert XComModel.deserialize_value(link) == f"{url}/#/job/running/j1/overview"
+
+
+def test_resume_only_picks_a_savepoint_of_this_run() -> None:
+    run = "manual__2026-11-29T09:00:00+00:00"
+    run_dir = "manual__2026-11-29T09_00_00_00_00"  # the quiesce's sanitized run directory
+    stats = CheckpointStats.model_validate(
+        {
+            "latest": {
+                "savepoint": {
+                    "id": 9,
+                    "status": "COMPLETED",
+                    "is_savepoint": True,
+                    "external_path": f"file:/sp/other_dag/{run_dir}/savepoint-9",
+                }
+            },
+            "history": [
+                {
+                    "id": 7,
+                    "status": "COMPLETED",
+                    "is_savepoint": True,
+                    "external_path": f"file:/sp/replay/{run_dir}/sp-7",
+                },
+                {"id": 8, "status": "COMPLETED", "is_savepoint": False, "external_path": "file:/chk/chk-8"},
+            ],
+        }
+    )
+    assert savepoint_of_run(stats, "replay", run) == f"file:/sp/replay/{run_dir}/sp-7"
+    assert savepoint_of_run(stats, "replay", "manual__2026-11-30T09:00:00+00:00") is None
