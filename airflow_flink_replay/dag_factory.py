@@ -2,8 +2,8 @@
 
 One chain (DESIGN.md §3), three front doors::
 
-    resolve → preflight → quiesce → start_offsets → fork_memory ×3 → resume_production (all_done)
-      → capture_window → manifest → isolate_action_state → replay ×3 → compare (gate)
+    resolve → preflight → quiesce → start_offsets → fork_memory (x3) → resume_production (all_done)
+      → capture_window → manifest → isolate_action_state → replay (x3) → compare (gate)
       → [approve (gate: Asset event on PASS)]
     cleanup (all_done): verify production memory, cancel leftover replays, delete replay topics,
       drop the forks (unless kept), write the run record.
@@ -15,7 +15,7 @@ reach the candidate. The forks are taken while production is stopped (the savepo
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,9 +52,9 @@ def run_params(spec: ReplaySpec) -> dict[str, Param]:
             description='"module:attr" of the candidate agent factory (empty: production\'s agent, an A/A run)',
         ),
         "quiesce_mode": Param(
-            spec.quiesce_mode, enum=["drain", "stop", "savepoint"], title="Quiesce mode",
+            spec.quiesce_mode, enum=["drain", "stop"], title="Quiesce mode",
             description="drain: finish in-flight agent runs before the savepoint (production stops briefly); "
-            "stop: no drain; savepoint: no downtime, in-flight work may be inside",
+            "stop: no drain (use it when production has event-time windows or timers)",
         ),
         "window_records": Param(spec.window.records or 40, type="integer", minimum=1, title="Window (records)"),
         "abs_threshold": Param(spec.compare.abs_threshold, type="number", minimum=0, maximum=1,
@@ -146,16 +146,16 @@ def build_replay_dag(
             overrides = {**(ctx["params"] or {}), **((ctx["dag_run"].conf or {}) if ctx.get("dag_run") else {})}
             return resolve_run(spec, overrides, dag_id, run_tag(ctx))
 
-        run = resolve()
-        preflight = ReplayPreflightOperator(task_id="preflight", spec=run["spec"])
-        quiesce = QuiesceAndSavepointOperator(
+        run: Any = resolve()  # an XComArg: run[key] pulls that key of the resolved run
+        preflight: Any = ReplayPreflightOperator(task_id="preflight", spec=run["spec"])
+        quiesce: Any = QuiesceAndSavepointOperator(
             task_id="quiesce",
-            job_id=XComArg(preflight, key="job_id"),
+            job_id=_pull(preflight, "job_id"),
             mode=run["quiesce_mode"],
             target_directory=spec.savepoint_dir,
             flink_conn_id=spec.flink_conn_id,
         )
-        start_offsets = RecordStartOffsetsOperator(
+        start_offsets: Any = RecordStartOffsetsOperator(
             task_id="start_offsets",
             topic=spec.production.capture_topic,
             quiesce_result=quiesce.output,
@@ -174,19 +174,21 @@ def build_replay_dag(
             task_id="resume_production",
             program=spec.production.program,
             quiesce_result=quiesce.output,
+            production_job_id=_pull(preflight, "job_id"),
             job_name=spec.production.job_name,
             flink_conn_id=spec.flink_conn_id,
             trigger_rule="all_done",
         )
-        window = CaptureWindowSensor(
+        window: Any = CaptureWindowSensor(
             task_id="capture_window",
             start_offsets=start_offsets.output,
             min_records=run["window_records"],
+            duration_seconds=spec.window.minutes * 60 if spec.window.minutes else None,
             kafka_config_id=spec.kafka_conn_id,
             poll_interval=1.0,
             window_timeout=spec.window.timeout_minutes * 60,
         )
-        manifest = CreateReplayManifestOperator(
+        manifest: Any = CreateReplayManifestOperator(
             task_id="manifest",
             manifest_uri=run["manifest_uri"],
             window=window.output,
@@ -194,12 +196,13 @@ def build_replay_dag(
             kafka_config_id=spec.kafka_conn_id,
             agent_uid=spec.production.agent_uid,
         )
-        isolate = IsolateActionStateOperator(
+        isolate: Any = IsolateActionStateOperator(
             task_id="isolate_action_state",
             production_topic=spec.production.action_state_topic,
             variants=list(VARIANTS),
             topics=run["topics"],
             partitions=spec.production.action_state_partitions,
+            manifest_uri=run["manifest_uri"],
             kafka_config_id=spec.kafka_conn_id,
         )
         replays = [
@@ -207,7 +210,7 @@ def build_replay_dag(
                 task_id=f"replay_{variant}",
                 spec=run[f"job_spec_{variant}"],
                 savepoint_path="{{ ti.xcom_pull(task_ids='quiesce')['savepoint_path'] }}",
-                production_plan=XComArg(preflight, key="production_details"),
+                production_plan=_pull(preflight, "production_details"),
                 production_agent_uid=spec.production.agent_uid,
                 flink_conn_id=spec.replay_flink_conn_id or spec.flink_conn_id,
                 timeout=spec.replay_timeout_minutes * 60,
@@ -226,6 +229,7 @@ def build_replay_dag(
             config=run["compare_config"],
             manifest_uri=run["manifest_uri"],
             gate=gate,
+            fail_on_inconclusive=gate,
         )
         verify = VerifyMem0UntouchedOperator(
             task_id="verify_production_memory",
@@ -268,9 +272,21 @@ def build_replay_dag(
 
         @task(trigger_rule="all_done")
         def run_record() -> dict[str, Any]:
+            """Write the run record; then fail the run if any step failed (cleanup tasks alone would pass it)."""
+            from airflow.exceptions import AirflowFailException
+
             from airflow_flink_replay.run_record_writer import write_run_record
 
-            return write_run_record(get_current_context(), spec.name, [f"replay_{v}" for v in VARIANTS])
+            ctx = get_current_context()
+            summary = write_run_record(ctx, spec.name, [f"replay_{v}" for v in VARIANTS])
+            for key, value in summary.items():
+                ctx["ti"].xcom_push(key=key, value=value)
+            if summary["failed_tasks"]:
+                raise AirflowFailException(
+                    f"replay run failed at {', '.join(summary['failed_tasks'])} (verdict: {summary['verdict']}); "
+                    f"run record: {summary['run_record']}"
+                )
+            return summary
 
         record = run_record()
 
@@ -292,10 +308,15 @@ def build_replay_dag(
     return dag
 
 
-def _epoch() -> Any:
-    from datetime import datetime, timezone
+def _pull(task: Any, key: str) -> Any:
+    """The XCom ``key`` of ``task``, resolved when the consuming task runs."""
+    return XComArg(task, key=key)
 
-    return datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+def _epoch() -> Any:
+    from datetime import datetime
+
+    return datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def load_spec(path: str | Path | None = None) -> ReplaySpec:

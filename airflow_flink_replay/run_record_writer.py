@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_flink_replay.core.run_record import RunRecord, VariantRecord, file_digest
 from airflow_flink_replay.core.replay_spec import VARIANTS
+from airflow_flink_replay.core.run_record import RunRecord, VariantRecord, file_digest
 
 
 def write_run_record(context: Any, spec_name: str, replay_task_ids: list[str]) -> dict[str, Any]:
@@ -84,5 +84,11 @@ def write_run_record(context: Any, spec_name: str, replay_task_ids: list[str]) -
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "run_record.json"
     path.write_text(record.model_dump_json(indent=2))
-    return {"run_record": str(path), "digest": record.digest(), "verdict": record.verdict,
-            "downtime_s": record.downtime_s}
+    summary = {"run_record": str(path), "digest": record.digest(), "verdict": record.verdict,
+               "downtime_s": record.downtime_s, "failed_tasks": failed_tasks(states, ti.task_id)}
+    return summary
+
+
+def failed_tasks(record_states: dict[str, str | None], own_task_id: str) -> list[str]:
+    """Tasks of the run that failed (or could not run because something upstream failed)."""
+    return sorted(t for t, st in record_states.items() if t != own_task_id and st in ("failed", "upstream_failed"))

@@ -71,3 +71,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         elif not item.get_closest_marker("integration") and not item.get_closest_marker("unit"):
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> None:
+    """Every Flink Agents job leaves ~25 MB in the TaskManager's metaspace: before an integration module,
+    replace a TaskManager that is more than half full, so a long session never hits Metaspace OOM."""
+    if "integration" not in Path(str(request.node.path)).parts:
+        return
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+    local = LocalStack(StackConfig())
+    info = local.info()
+    if info is None or not all(_alive(p.pid) for p in info.processes):
+        return
+    from airflow_flink_replay.local.stack import flink_taskmanagers
+
+    if flink_taskmanagers(info.flink_rest_url) < 1 or local.taskmanager_metaspace_used() > 0.5:
+        local.restart_taskmanager()

@@ -96,9 +96,9 @@ def check_production(
                 "such a savepoint — use quiesce_mode=stop"
             )
     if spec.quiesce_mode == "savepoint":
-        found.warnings.append(
-            "quiesce_mode=savepoint: production keeps running, so in-flight agent work may be inside the "
-            "savepoint and the capture topic's end offsets do not mark the barrier"
+        found.problems.append(
+            "quiesce_mode=savepoint: production keeps running, so the capture topic's end offsets do not mark the "
+            "savepoint's barrier and the replay window cannot be linked to it safely — use drain or stop"
         )
     if topics is not None:
         for label, topic in (

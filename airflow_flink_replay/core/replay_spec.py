@@ -40,7 +40,9 @@ class ProductionJob(BaseModel):
     input_topic: str = Field(description="production's input topic")
     capture_topic: str = Field(description="topic the capture tee writes the agent's keyed input to")
     action_state_topic: str = Field(description="production's Flink Agents action-state topic (never touched)")
-    action_state_partitions: int = Field(default=1, ge=1)
+    action_state_partitions: int | None = Field(
+        default=None, ge=1, description="partitions of the replay's action-state topics (default: production's)"
+    )
     job_identifier: str = Field(description="production's Flink Agents job identifier = Mem0 user_id")
     key_field: str = Field(default="customer", description="JSON field of the input that is the agent key")
     agent_uid: str | None = Field(default=None, description="uid the production pipeline sets on the agent")

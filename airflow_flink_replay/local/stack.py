@@ -468,8 +468,8 @@ class LocalStack:
         (conf_dir / "workers").write_text("127.0.0.1\n")
         return conf_dir
 
-    def _start_flink(self, flink_home: Path, conf_dir: Path, java_home: Path) -> list[ProcessInfo]:
-        env = {
+    def _flink_env(self, conf_dir: Path, java_home: Path) -> dict[str, str]:
+        return {
             **os.environ,
             "FLINK_CONF_DIR": str(conf_dir),
             "JAVA_HOME": str(java_home),
@@ -477,26 +477,67 @@ class LocalStack:
             "FLINK_PID_DIR": str(self._p("pids")),
             **offline_env(self._p("mem0")),
         }
-        started: list[ProcessInfo] = []
-        for name, script, kind in (
-            ("flink-jobmanager", "jobmanager.sh", "standalonesession"),
-            ("flink-taskmanager", "taskmanager.sh", "taskexecutor"),
-        ):
-            log = self._p("logs", f"{name}-start.log")
-            with log.open("ab") as out:
-                subprocess.run(
-                    ["bash", str(flink_home / "bin" / script), "start"],
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    check=False,
-                )
-            pid = _read_flink_pid(self._p("pids"), kind)
-            if pid is None:
-                raise StackSetupError(f"{script} start wrote no pid; see {log}:\n{_tail(log)}")
-            flink_log = next(iter(sorted(self._p("logs").glob(f"flink-*-{kind}-*.log"))), log)
-            started.append(ProcessInfo(name=name, pid=pid, log=str(flink_log)))
-        return started
+
+    def _start_flink_daemon(self, flink_home: Path, env: dict[str, str], name: str) -> ProcessInfo:
+        script, kind = _FLINK_DAEMONS[name]
+        pid_file = next(iter(self._p("pids").glob(f"flink-*-{kind}.pid")), None)
+        if pid_file is not None:  # a stale pid file makes the script refuse to start a second instance
+            pid_file.unlink()
+        log = self._p("logs", f"{name}-start.log")
+        with log.open("ab") as out:
+            subprocess.run(
+                ["bash", str(flink_home / "bin" / script), "start"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        pid = _read_flink_pid(self._p("pids"), kind)
+        if pid is None:
+            raise StackSetupError(f"{script} start wrote no pid; see {log}:\n{_tail(log)}")
+        flink_log = next(iter(sorted(self._p("logs").glob(f"flink-*-{kind}-*.log"))), log)
+        return ProcessInfo(name=name, pid=pid, log=str(flink_log))
+
+    def _start_flink(self, flink_home: Path, conf_dir: Path, java_home: Path) -> list[ProcessInfo]:
+        env = self._flink_env(conf_dir, java_home)
+        return [self._start_flink_daemon(flink_home, env, name) for name in _FLINK_DAEMONS]
+
+    def restart_taskmanager(self) -> StackInfo:
+        """Replace the TaskManager with a fresh one (a new embedded Python, an empty metaspace).
+
+        Every Flink Agents job leaves its classes in the TaskManager's metaspace and its modules in the
+        shared embedded interpreter; long test sessions restart it between modules. Jobs still running on
+        it fail over.
+        """
+        info = self.info()
+        if info is None:
+            raise StackSetupError(f"no stack in {self.workdir}: run `flink-replay stack up` first")
+        old = next(p for p in info.processes if p.name == "flink-taskmanager")
+        _terminate(old.pid)
+        env = self._flink_env(Path(info.flink_conf_dir), Path(info.java_home))
+        new = self._start_flink_daemon(Path(info.flink_home), env, "flink-taskmanager")
+        info.processes = [p if p.name != "flink-taskmanager" else new for p in info.processes]
+        self.stack_file.write_text(info.model_dump_json(indent=2))
+        _wait(lambda: flink_taskmanagers(info.flink_rest_url) >= 1 and _free_slots(info.flink_rest_url) > 0,
+              self.config.start_timeout, "the new TaskManager to register", new)
+        return info
+
+    def taskmanager_metaspace_used(self) -> float:
+        """Fraction of the TaskManager's metaspace in use (0.0 when it cannot be read)."""
+        info = self.info()
+        if info is None:
+            return 0.0
+        try:
+            tms = requests.get(f"{info.flink_rest_url}/taskmanagers", timeout=5).json()["taskmanagers"]
+            metrics = requests.get(
+                f"{info.flink_rest_url}/taskmanagers/{tms[0]['id']}/metrics",
+                params={"get": "Status.JVM.Memory.Metaspace.Used,Status.JVM.Memory.Metaspace.Max"},
+                timeout=5,
+            ).json()
+            values = {m["id"]: float(m["value"]) for m in metrics}
+            return values["Status.JVM.Memory.Metaspace.Used"] / values["Status.JVM.Memory.Metaspace.Max"]
+        except (requests.RequestException, KeyError, IndexError, ValueError, ZeroDivisionError):
+            return 0.0
 
     def _write_connections(self, info: StackInfo) -> None:
         conns = {
@@ -523,6 +564,20 @@ class LocalStack:
             pid_file.unlink(missing_ok=True)
         self.stack_file.unlink(missing_ok=True)
         return stopped
+
+
+#: Flink's daemon scripts and the kind their pid file is named after.
+_FLINK_DAEMONS = {
+    "flink-jobmanager": ("jobmanager.sh", "standalonesession"),
+    "flink-taskmanager": ("taskmanager.sh", "taskexecutor"),
+}
+
+
+def _free_slots(rest_url: str) -> int:
+    try:
+        return int(requests.get(f"{rest_url}/overview", timeout=2).json().get("slots-available", 0))
+    except (requests.RequestException, ValueError):
+        return 0
 
 
 def _lookup(tree: dict[str, Any], dotted: str) -> Any:

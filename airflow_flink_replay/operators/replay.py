@@ -108,18 +108,27 @@ class SubmitReplayJobOperator(BaseOperator):
     # ------------------------------------------------------------------------------------------ steps
     def _spec(self, context: Any) -> ReplayJobSpec:
         spec = ReplayJobSpec.model_validate(self.spec)
-        if spec.max_parallelism is None and self.production_plan:
-            # Pin the agent's max parallelism to production's: key groups are fixed by it.
+        if self.production_plan:
             found = IdentityPlan.from_rest(_as_rest_details(self.production_plan)).find_agent()
-            if found and found[0].max_parallelism:
-                spec = spec.model_copy(update={"max_parallelism": found[0].max_parallelism})
+            update: dict[str, Any] = {}
+            if found and spec.max_parallelism is None and found[0].max_parallelism:
+                # Pin the agent's max parallelism to production's: key groups are fixed by it.
+                update["max_parallelism"] = found[0].max_parallelism
+            if found and not (spec.agent_uid or spec.agent_uid_hash or self.production_agent_uid):
+                # Production's agent never had a uid: pin the replay's to production's vertex id.
+                update["agent_uid_hash"] = found[0].id
+            if update:
+                spec = spec.model_copy(update=update)
         if not spec.job_name:
             ti = context["ti"]
             spec = spec.model_copy(update={"job_name": f"afr-replay-{ti.dag_id}-{ti.run_id}-{spec.variant}"[:200]})
         return spec
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
-        return FlinkPythonProgram(entry_point=REPLAY_JOB_SCRIPT, program_args=spec.to_argv(), job_name=spec.job_name)
+        return FlinkPythonProgram(
+            entry_point=REPLAY_JOB_SCRIPT, module=None, program_args=spec.to_argv(), parallelism=None,
+            job_name=spec.job_name,
+        )
 
     def _existing(self, hook: FlinkRestHook, job_name: str) -> tuple[str, str] | None:
         """A job of this run and variant (retry): prefer an active one, then a FINISHED one."""
@@ -138,11 +147,13 @@ class SubmitReplayJobOperator(BaseOperator):
         production = IdentityPlan.from_rest(_as_rest_details(self.production_plan))
         submitter = get_submitter("rest", hook)
         jar_id = submitter.python_jar_id()  # type: ignore[attr-defined]
-        replay_plan = hook.jar_plan(
-            jar_id,
-            entry_class="org.apache.flink.client.python.PythonDriver",
-            program_args=program.driver_args(),
-            flink_configuration=program.configuration(),
+        replay_plan = _retry_while_gateway_busy(
+            lambda: hook.jar_plan(
+                jar_id,
+                entry_class="org.apache.flink.client.python.PythonDriver",
+                program_args=program.driver_args(),
+                flink_configuration=program.configuration(),
+            )
         )
         replay = IdentityPlan.from_rest({"plan": replay_plan.model_dump(mode="json", by_alias=True)})
         report = check_identity(
@@ -183,6 +194,7 @@ class SubmitReplayJobOperator(BaseOperator):
             self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
         self._job_id = job_id
         context["ti"].xcom_push(key="flink_job_id", value=job_id)
+        FlinkJobLink.persist(context, hook.job_ui_url(job_id))
         carry = {"job_id": job_id, "started": started, "preflight": preflight}
         if self.deferrable:
             self.defer(
@@ -241,6 +253,23 @@ class SubmitReplayJobOperator(BaseOperator):
                 FlinkRestHook(self.flink_conn_id).cancel_job(self._job_id)
             except Exception:  # best effort: the cleanup task cancels leftovers too
                 self.log.exception("could not cancel replay job %s", self._job_id)
+
+
+def _retry_while_gateway_busy(call: Any, timeout: float = 180.0) -> Any:
+    """Run a PythonDriver REST call, waiting while another Python program holds the JobManager's gateway."""
+    import random
+
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestError
+    from airflow_flink_replay.hooks.flink_submit import _concurrent_driver
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except FlinkRestError as err:
+            if not _concurrent_driver(err.details or str(err)) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.5, 2.5))
 
 
 def _as_rest_details(plan: dict[str, Any]) -> dict[str, Any]:

@@ -14,9 +14,8 @@ from flink_agents.api.resource import ResourceDescriptor, ResourceType
 from flink_agents.api.runner_context import RunnerContext
 
 from examples.review_agent.common.memory import DEFAULT_MEM0_CONFIG
+from examples.review_agent.drills import CRASH_MESSAGE
 from examples.review_agent.v1.agent import ReviewAgent
-
-CRASH_MESSAGE = "drill: the candidate agent crashes on every review"
 
 
 class CrashingReviewAgent(ReviewAgent):
