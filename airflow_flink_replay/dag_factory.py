@@ -291,6 +291,8 @@ def build_replay_dag(
         record = run_record()
 
         run >> preflight >> quiesce >> start_offsets >> forks >> resume >> window >> manifest >> isolate
+        # resume runs whatever happened (all_done); the replay chain goes on only if every fork succeeded.
+        forks >> window
         isolate >> replays >> compare
         replays >> verify
         for r in replays:

@@ -62,6 +62,8 @@ def production(stack, airflow_db, tmp_path_factory) -> Any:
 
 
 _FEED_START = iter(range(1000, 100_000, 1000))
+#: (dag_id, run_id, report.html) of gate runs, for the UI test.
+GATE_RUNS: dict[str, tuple[str, str, str]] = {}
 
 
 def _run_gate(stack, production, candidate: str) -> tuple[Any, dict[str, Any]]:
@@ -106,6 +108,7 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
     # --- candidate v2: FAIL, for the documented reasons
     dagrun, v2 = _run_gate(stack, production, V2)
     record = v2["record"]
+    GATE_RUNS["v2"] = (dagrun.dag_id, dagrun.run_id, str(Path(record["report_dir"]) / "report.html"))
     assert record["verdict"] == "FAIL", (v2["states"], record.get("reasons"))
     assert str(dagrun.state) == "failed"
     assert v2["states"]["compare"] == "failed" and v2["states"]["approve"] == "upstream_failed"
@@ -116,8 +119,9 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
     assert v2["states"]["resume_production"] == "success"
     assert 0 < record["downtime_s"] < 120
     for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate",
-                 "verify_production_memory", "run_record"):
+                 "verify_production_memory"):
         assert v2["states"][task] == "success", (task, v2["states"])
+    assert v2["states"]["run_record"] == "failed"  # written, then fails the run: compare failed
     # every variant replayed exactly the manifest's window
     assert [v["output_records"] for v in record["variants"]] == [30, 30, 30]
     assert record["manifest_digest"] and all(v["output_digest"] for v in record["variants"])
@@ -126,7 +130,7 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
     dagrun, v1 = _run_gate(stack, production, V1)
     assert v1["record"]["verdict"] == "PASS", v1["record"]["reasons"]
     assert str(dagrun.state) == "success"
-    assert v1["states"]["approve"] == "success"
+    assert v1["states"]["approve"] == "success" and v1["states"]["run_record"] == "success"
 
     # --- nothing of the replays is left behind
     topics_after = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
@@ -154,3 +158,126 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
     review_ids = [r.payload.get("review_id") or (r.payload.get("metadata") or {}).get("review_id") for r in rows]
     assert len(review_ids) == len(set(review_ids)) >= 24
     assert set(review_ids) == {o["id"] for o in outputs}
+
+
+def test_drill_candidate_crashes_in_flink(stack, production, capfd) -> None:
+    """The candidate's replay job FAILS: the run fails with Flink's cause, production is resumed, the
+    replay's topics and forks are cleaned up."""
+    from examples.review_agent.drills import CRASH_MESSAGE
+
+    dagrun, run = _run_gate(stack, production, "examples.review_agent.drills.agent:build_agent")
+    states = run["states"]
+    assert str(dagrun.state) == "failed"
+    assert states["replay_candidate"] == "failed"
+    assert states["replay_baseline"] == "success" and states["replay_baseline_2"] == "success"
+    assert states["compare"] == "upstream_failed"
+    for task in ("resume_production", "cancel_leftover_replays", "delete_replay_topics", "drop_fork_baseline",
+                 "drop_fork_baseline_2", "drop_fork_candidate"):
+        assert states[task] == "success", (task, states)
+    # The task fails with Flink's own cause: the exception the agent raised inside the TaskManager.
+    out = capfd.readouterr()
+    log = out.out + out.err
+    failure = next((line for line in log.splitlines() if "replay candidate (Flink job" in line), "")
+    assert "FAILED" in failure and CRASH_MESSAGE in log, log[-3000:]
+    topics = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
+    assert not any(v["action_state_topic"] in topics for v in run["record"]["variants"])
+    _assert_production_running(stack, production)
+
+
+def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
+    """Mem0 is unreachable while production is stopped: the forks fail, production is still resumed and no
+    fork memory exists."""
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+    from airflow_flink_replay.dag_factory import build_replay_dag
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+
+    spec = ReplaySpec.from_yaml(production["spec_path"])
+    broken = json.loads(json.dumps(stack.mem0_config()))
+    broken["vector_store"]["config"]["port"] = 1  # nothing listens there
+    conns = json.loads(Path(stack.connections_file).read_text())
+    conns["mem0_drill_down"] = {"conn_type": "mem0", "extra": json.dumps(broken)}
+    conn_file = tmp_path / "connections.json"
+    conn_file.write_text(json.dumps(conns))
+    spec = spec.model_copy(update={"mem0_conn_id": "mem0_drill_down", "name": f"{spec.name}-forkdrill"})
+    dag = build_replay_dag(spec, dag_id=f"gate_{spec.name.replace('-', '_')}", kind="gate")
+    _register(dag)
+    dagrun = dag.test(run_conf={"candidate": "examples.review_agent.v2.agent:build_agent"},
+                      conn_file_path=str(conn_file))
+    states = _task_states(dagrun)
+    assert str(dagrun.state) == "failed"
+    assert {states[f"fork_memory_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}
+    assert states["resume_production"] == "success", states
+    assert states["capture_window"] == "upstream_failed"
+    assert states["replay_candidate"] == "upstream_failed" and states["compare"] == "upstream_failed"
+    hook = Mem0Hook(config=stack.mem0_config())
+    run_tag = dagrun.get_task_instances()[0].xcom_pull(task_ids="resolve", key="run_tag")
+    for variant in ("baseline", "baseline_2", "candidate"):
+        assert hook.count({"user_id": spec.fork_namespace(run_tag, variant)}) == 0
+    _assert_production_running(stack, production)
+
+
+def _assert_production_running(stack, production) -> None:
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+    flink = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    running = [j for j in flink.list_jobs().jobs if j.name == production["job_name"] and j.state == "RUNNING"]
+    assert len(running) == 1, [(j.name, j.state) for j in flink.list_jobs().jobs]
+
+
+def test_ui_shows_the_finished_gate_run_and_its_report(stack, production, tmp_path) -> None:
+    """The Airflow UI (api-server on this test's metadata DB) renders the failed gate run's grid and its
+    verdict, and the HTML report renders too — each in headless Chromium."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    chromium = "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip("Debian's chromium is not installed (make system-deps installs it)")
+    if "v2" not in GATE_RUNS:
+        pytest.skip("needs the gate run of test_gate_fails_v2_and_passes_v1_and_leaves_production_intact")
+    dag_id, run_id, report = GATE_RUNS["v2"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(1)
+        pages = {
+            "grid": f"{base}/dags/{dag_id}/runs/{run_id}",
+            "verdict": f"{base}/dags/{dag_id}/runs/{run_id}/tasks/run_record/xcom",
+            "report": Path(report).as_uri(),
+        }
+        for name, url in pages.items():
+            png = tmp_path / f"{name}.png"
+            flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1600,1000",
+                     "--virtual-time-budget=20000"]
+            subprocess.run([*flags, f"--screenshot={png}", url], capture_output=True, timeout=120)
+            dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+            assert png.exists() and png.stat().st_size > 20_000, name
+            if name == "grid":
+                for text in ("compare", "approve", "resume_production", "Failed", dag_id):
+                    assert text in dom, (name, text)
+            elif name == "verdict":
+                assert "verdict" in dom and ">FAIL<" in dom, dom[-2000:]
+            else:
+                assert "FAIL" in dom and "$.label" in dom
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(30)
