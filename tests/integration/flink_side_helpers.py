@@ -7,6 +7,7 @@ Deliberately independent of the Airflow hooks (another part of the project); onl
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 import uuid
@@ -17,11 +18,34 @@ from typing import Any
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
-STACK = json.loads((ROOT / ".stack" / "stack.json").read_text())
-REST = STACK["flink_rest_url"]
-BOOTSTRAP = STACK["kafka_bootstrap"]
-JARS = STACK["connector_jars"]
-FLINK_HOME = Path(STACK["flink_home"])
+
+
+@functools.cache
+def _stack() -> dict[str, Any]:
+    """The running local stack (brought up with the same code as the ``stack`` fixture if it is not)."""
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+    return json.loads(LocalStack(StackConfig()).up().model_dump_json())
+
+
+def _rest() -> str:
+    return str(_stack()["flink_rest_url"])
+
+
+_LAZY = {
+    "STACK": lambda: _stack(),
+    "REST": lambda: _stack()["flink_rest_url"],
+    "BOOTSTRAP": lambda: _stack()["kafka_bootstrap"],
+    "JARS": lambda: _stack()["connector_jars"],
+    "FLINK_HOME": lambda: Path(_stack()["flink_home"]),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """STACK, REST, BOOTSTRAP, JARS, FLINK_HOME: read when first used, not at import (collection) time."""
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(name)
 PRODUCTION_JOB = ROOT / "airflow_flink_replay" / "flink" / "production_job.py"
 REPLAY_JOB = ROOT / "airflow_flink_replay" / "flink" / "replay_job.py"
 
@@ -30,10 +54,10 @@ def _cli_env() -> dict[str, str]:
     import os
 
     env = dict(os.environ)
-    env.update(STACK.get("env", {}))
-    env["FLINK_CONF_DIR"] = STACK["flink_conf_dir"]
-    env["JAVA_HOME"] = STACK["java_home"]
-    env["PATH"] = str(Path(STACK["flink_python"]).parent) + os.pathsep + env.get("PATH", "")
+    env.update(_stack().get("env", {}))
+    env["FLINK_CONF_DIR"] = _stack()["flink_conf_dir"]
+    env["JAVA_HOME"] = _stack()["java_home"]
+    env["PATH"] = str(Path(_stack()["flink_python"]).parent) + os.pathsep + env.get("PATH", "")
     return env
 
 
@@ -47,7 +71,7 @@ def submit_async(script: Path, args: list[str], savepoint: str | None = None,
     """
     import subprocess
 
-    cmd = [str(FLINK_HOME / "bin" / "flink"), "run", "-d"]
+    cmd = [str(Path(_stack()["flink_home"]) / "bin" / "flink"), "run", "-d"]
     if savepoint:
         cmd += ["-s", savepoint]
         if allow_non_restored:
@@ -72,7 +96,7 @@ def submit(script: Path, args: list[str], savepoint: str | None = None, allow_no
 
 
 def job_state(job_id: str) -> str:
-    return requests.get(f"{REST}/jobs/{job_id}", timeout=30).json()["state"]
+    return requests.get(f"{_rest()}/jobs/{job_id}", timeout=30).json()["state"]
 
 
 def wait_state(job_id: str, states: set[str], timeout: float = 120) -> str:
@@ -92,7 +116,7 @@ def wait_running_tasks(job_id: str, timeout: float = 120) -> None:
     """Until the job and all its vertices are RUNNING (the source reads)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        info = requests.get(f"{REST}/jobs/{job_id}", timeout=30).json()
+        info = requests.get(f"{_rest()}/jobs/{job_id}", timeout=30).json()
         if info["state"] == "RUNNING" and all(v["status"] == "RUNNING" for v in info["vertices"]):
             return
         if info["state"] in {"FAILED", "CANCELED", "FINISHED"}:
@@ -103,19 +127,21 @@ def wait_running_tasks(job_id: str, timeout: float = 120) -> None:
 
 def exceptions(job_id: str) -> str:
     try:
-        d = requests.get(f"{REST}/jobs/{job_id}/exceptions", timeout=30).json()
+        d = requests.get(f"{_rest()}/jobs/{job_id}/exceptions", timeout=30).json()
     except Exception as exc:  # pragma: no cover - diagnostics only
         return str(exc)
     return "\n".join(e.get("stacktrace", "")[:1500] for e in d.get("exceptionHistory", {}).get("entries", [])[:3])
 
 
 def stop_with_savepoint(job_id: str, target: str, drain: bool = False, timeout: float = 120) -> str:
-    r = requests.post(f"{REST}/jobs/{job_id}/stop", json={"targetDirectory": target, "drain": drain}, timeout=30)
+    r = requests.post(
+        f"{_rest()}/jobs/{job_id}/stop", json={"targetDirectory": target, "drain": drain}, timeout=30
+    )
     r.raise_for_status()
     trigger = r.json()["request-id"]
     deadline = time.time() + timeout
     while time.time() < deadline:
-        st = requests.get(f"{REST}/jobs/{job_id}/savepoints/{trigger}", timeout=30).json()
+        st = requests.get(f"{_rest()}/jobs/{job_id}/savepoints/{trigger}", timeout=30).json()
         if st["status"]["id"] == "COMPLETED":
             op = st["operation"]
             if "failure-cause" in op:
@@ -128,14 +154,14 @@ def stop_with_savepoint(job_id: str, target: str, drain: bool = False, timeout: 
 def cancel(job_id: str) -> None:
     try:
         if job_state(job_id) not in {"FINISHED", "FAILED", "CANCELED"}:
-            requests.patch(f"{REST}/jobs/{job_id}?mode=cancel", timeout=30)
+            requests.patch(f"{_rest()}/jobs/{job_id}?mode=cancel", timeout=30)
     except Exception:  # pragma: no cover - best-effort cleanup
         pass
 
 
 def agent_vertex_id(job_id: str) -> str:
     """The plan vertex id of the vertex containing the agent operator."""
-    plan = requests.get(f"{REST}/jobs/{job_id}/plan", timeout=30).json()["plan"]
+    plan = requests.get(f"{_rest()}/jobs/{job_id}/plan", timeout=30).json()["plan"]
     for node in plan["nodes"]:
         if "action-execute-operator" in node.get("description", ""):
             return node["id"]
@@ -146,7 +172,7 @@ def agent_vertex_id(job_id: str) -> str:
 def create_topics(*specs: tuple[str, int]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    admin = AdminClient({"bootstrap.servers": _stack()["kafka_bootstrap"]})
     for f in admin.create_topics([NewTopic(t, p, 1) for t, p in specs]).values():
         f.result()
 
@@ -155,7 +181,7 @@ def delete_topics(*topics: str) -> None:
     from confluent_kafka.admin import AdminClient
 
     try:
-        admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+        admin = AdminClient({"bootstrap.servers": _stack()["kafka_bootstrap"]})
         for f in admin.delete_topics(list(topics)).values():
             with contextlib.suppress(Exception):
                 f.result()
@@ -172,7 +198,7 @@ def read_topic(topic: str, partitions: int, timeout: float = 5.0) -> dict[int, l
     """All records of ``topic`` by partition (Message objects), reading until idle."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": f"afr-test-{uuid.uuid4().hex[:6]}",
+    c = Consumer({"bootstrap.servers": _stack()["kafka_bootstrap"], "group.id": f"afr-test-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[Any]] = defaultdict(list)

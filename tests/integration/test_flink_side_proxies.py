@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FLINK_PYTHON = ROOT / ".stack" / "flink-venv" / "bin" / "python"
 
 SCRIPT = textwrap.dedent(
     """
@@ -79,13 +78,11 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory) -> dict:
-    if not FLINK_PYTHON.exists():
-        pytest.skip("no Flink-side venv (.stack/flink-venv): run `flink-replay stack up`")
+def result(stack, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("proxies")
     run = uuid.uuid4().hex[:6]
     proc = subprocess.run(
-        [str(FLINK_PYTHON), "-c", SCRIPT, str(tmp / "audit"), str(tmp / "inbox"), run],
+        [stack.flink_python, "-c", SCRIPT, str(tmp / "audit"), str(tmp / "inbox"), run],
         capture_output=True, text=True, timeout=180, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
