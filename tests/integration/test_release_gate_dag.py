@@ -114,7 +114,16 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
     assert v2["states"]["compare"] == "failed" and v2["states"]["approve"] == "upstream_failed"
     failing = {f for r in record["reasons"] if r["severity"] == "fail" for f in r["fields"]}
     assert "$.label" in failing, record["reasons"]
-    assert "tool:notify_support.call" in failing, record["reasons"]
+    # The new tool calls are a finding (the outputs' tools field, and/or the audit comparison when the
+    # window holds enough keys for it to be significant) and the audits show them.
+    assert {"$.tools", "tool:notify_support.call"} & failing, record["reasons"]
+
+    def support_calls(variant: dict[str, Any]) -> int:
+        lines = Path(variant["audit"]).read_text().splitlines()
+        return sum(json.loads(line)["resource_name"] == "notify_support" for line in lines if line.strip())
+
+    baseline, _, candidate = record["variants"]
+    assert support_calls(candidate) > support_calls(baseline), record["variants"]
     # production came back, and the downtime was measured
     assert v2["states"]["resume_production"] == "success"
     assert 0 < record["downtime_s"] < 120
