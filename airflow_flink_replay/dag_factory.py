@@ -14,7 +14,6 @@ reach the candidate. The forks are taken while production is stopped (the savepo
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -334,8 +333,3 @@ def load_spec(path: str | Path | None = None) -> ReplaySpec:
         "no replay spec: set FLINK_REPLAY_SPEC to a ReplaySpec YAML (see docs/operators.md), or run "
         "`flink-replay demo setup` to write the demo's"
     )
-
-
-def spec_json(spec: ReplaySpec) -> str:
-    """The spec as JSON (for logs and the run record)."""
-    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
