@@ -30,11 +30,6 @@ _BUILD_LOCK = threading.Lock()
 _MEMORIES: dict[str, Any] = {}
 
 
-#: Recall reads every memory of the customer (mem0's get_all returns an arbitrary top_k subset otherwise,
-#: which made the prior-complaint count differ between two replays of the same input).
-RECALL_LIMIT = 1_000_000
-
-
 def _memory_for(config: dict[str, Any]) -> Any:
     import json
 
@@ -66,7 +61,7 @@ class ReviewMemory(Resource):
 
     def recall(self, user_id: str, agent_id: str) -> list[dict[str, Any]]:
         """Earlier review memories of ``agent_id`` under namespace ``user_id`` (read)."""
-        found = self._mem().get_all(filters={"user_id": user_id, "agent_id": agent_id}, top_k=RECALL_LIMIT)
+        found = self._mem().get_all(filters={"user_id": user_id, "agent_id": agent_id}, top_k=100)
         rows = found.get("results", found) if isinstance(found, dict) else found
         out = []
         for row in rows or []:
