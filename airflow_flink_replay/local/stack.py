@@ -458,10 +458,6 @@ class LocalStack:
             # Small Python bundles: savepoints complete in about a second instead of hanging.
             "python.fn-execution.bundle.size": 20,
             "python.fn-execution.bundle.time": 200,
-            # Python workers outside managed memory: the slot-shared Python environment's reference count
-            # can go negative when a job ends while another starts on the TaskManager (a Beam
-            # "Reference count must not be negative" that kills the whole TaskManager).
-            "python.fn-execution.memory.managed": False,
             "classloader.parent-first-patterns.additional": "pemja.",
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 3,
