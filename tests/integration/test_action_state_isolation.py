@@ -15,6 +15,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from tests.dag_testing import register_dag
+
 pytestmark = pytest.mark.timeout(180)
 
 RESULTS: dict[str, Any] = {}
@@ -22,17 +24,7 @@ RESULTS: dict[str, Any] = {}
 
 def register_and_test(dag: Any, conn_file: str) -> Any:
     """Write the in-test DAG to the metadata DB (as the DAG processor would), then dag.test() it."""
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.models.dagbundle import DagBundleModel
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.merge(DagBundleModel(name="issue5-tests"))
-        session.flush()
-        update_dag_parsing_results_in_db(
-            "issue5-tests", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
+    register_dag(dag, "issue5-tests")
     return dag.test(conn_file_path=conn_file)
 
 

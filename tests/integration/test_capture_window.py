@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_flink_replay.core.manifest import ManifestTamperedError
 from airflow_flink_replay.core.manifest_io import load_manifest
+from tests.dag_testing import register_dag
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -62,17 +63,7 @@ QUIESCE = {
 
 def register_and_test(dag: Any, conn_file: str) -> Any:
     """Write the in-test DAG to the metadata DB (as the DAG processor would), then dag.test() it."""
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.models.dagbundle import DagBundleModel
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.merge(DagBundleModel(name="issue5-tests"))
-        session.flush()
-        update_dag_parsing_results_in_db(
-            "issue5-tests", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
+    register_dag(dag, "issue5-tests")
     return dag.test(conn_file_path=conn_file)
 
 

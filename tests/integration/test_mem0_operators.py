@@ -16,25 +16,11 @@ from typing import Any
 import pytest
 
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
+from tests.dag_testing import register_dag
 from tests.integration.mem0_fixtures import drop_collection, seed, store_config
 
 RESULTS: dict[str, dict[str, Any]] = {}
 PROD = "prod-job-op"
-
-
-def register_dag(dag: Any) -> None:
-    """Write an in-memory DAG to the test metadata DB the way the DAG processor does (dag.test needs it)."""
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.models.dagbundle import DagBundleModel
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.merge(DagBundleModel(name="mem0-fork-tests"))
-        session.flush()
-        update_dag_parsing_results_in_db(
-            "mem0-fork-tests", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
 
 
 @pytest.fixture
@@ -93,7 +79,7 @@ def test_fork_verify_drop_dag(mem0_conn: Any) -> None:
         fork >> fork_again >> written >> verify >> kept >> drop
         record(fork.output, fork_again.output, verify.output, kept.output, drop.output)
 
-    register_dag(dag)
+    register_dag(dag, "mem0-fork-tests")
     dr = dag.test(conn_file_path=conn_file)
     assert dr.state == "success"
     got = RESULTS["ops"]
@@ -123,7 +109,7 @@ def test_fork_into_namespace_in_use_fails_and_drop_refuses(mem0_conn: Any) -> No
         drop = DropMem0ForkOperator(task_id="drop", namespace="busy-namespace", mem0_conn_id=conn_id)
         fork >> drop
 
-    register_dag(dag)
+    register_dag(dag, "mem0-fork-tests")
     dr = dag.test(conn_file_path=conn_file)
     states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
     assert states == {"fork": "failed", "drop": "failed"}  # drop ran (all_done) and refused

@@ -18,21 +18,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from tests.dag_testing import register_dag
+
 pytestmark = pytest.mark.timeout(1500)
-
-
-def _register(dag: Any) -> None:
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.models.dagbundle import DagBundleModel
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.merge(DagBundleModel(name="replay-e2e"))
-        session.flush()
-        update_dag_parsing_results_in_db(
-            "replay-e2e", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
 
 
 def _task_states(dagrun: Any) -> dict[str, str]:
@@ -73,7 +61,7 @@ def _run_gate(stack, production, candidate: str) -> tuple[Any, dict[str, Any]]:
 
     spec = ReplaySpec.from_yaml(production["spec_path"])
     dag = build_replay_dag(spec, dag_id=f"gate_{spec.name.replace('-', '_')}", kind="gate")
-    _register(dag)
+    register_dag(dag, "replay-e2e")
     with ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=next(_FEED_START), rate=5):
         dagrun = dag.test(run_conf={"candidate": candidate}, conn_file_path=stack.connections_file)
     states = _task_states(dagrun)
@@ -209,7 +197,7 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     conn_file.write_text(json.dumps(conns))
     spec = spec.model_copy(update={"mem0_conn_id": "mem0_drill_down", "name": f"{spec.name}-forkdrill"})
     dag = build_replay_dag(spec, dag_id=f"gate_{spec.name.replace('-', '_')}", kind="gate")
-    _register(dag)
+    register_dag(dag, "replay-e2e")
     dagrun = dag.test(run_conf={"candidate": "examples.review_agent.v2.agent:build_agent"},
                       conn_file_path=str(conn_file))
     states = _task_states(dagrun)

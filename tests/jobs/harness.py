@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+from tests import dag_testing
 
 JOBS_DIR = Path(__file__).resolve().parent
 KEYED_COUNTER = JOBS_DIR / "keyed_counter.py"
@@ -124,22 +125,8 @@ def savepoint_dir_exists(location: str) -> bool:
 
 
 def register_dag(dag: Any, bundle_name: str = "control-plane-tests") -> None:
-    """Serialize an in-memory DAG into the test metadata DB, so ``dag.test()`` can create its run.
-
-    ``dag.test()`` in Airflow 3.3 only finds DAGs that a bundle (the dags folder) or an earlier parse wrote
-    to the DB; DAGs built inside a test are written here the way the DAG processor writes them.
-    """
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.models.dagbundle import DagBundleModel
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.merge(DagBundleModel(name=bundle_name))
-        session.flush()
-        update_dag_parsing_results_in_db(
-            bundle_name, None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
+    """Serialize an in-memory DAG into the test metadata DB (see :func:`tests.dag_testing.register_dag`)."""
+    dag_testing.register_dag(dag, bundle_name)
 
 
 def run_dag_test(dag: Any, conn_file_path: str) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_flink_replay.core.compare.synthetic import make_audit, make_run, write_jsonl
+from tests.dag_testing import register_dag
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,17 +22,7 @@ N = 200
 
 def register_and_test(dag: Any) -> Any:
     """Write the in-test DAG to the metadata DB (as the DAG processor would), then dag.test() it."""
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.models.dagbundle import DagBundleModel
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.merge(DagBundleModel(name="issue7-tests"))
-        session.flush()
-        update_dag_parsing_results_in_db(
-            "issue7-tests", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
+    register_dag(dag, "issue7-tests")
     return dag.test()
 
 
