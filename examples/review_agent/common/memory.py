@@ -29,6 +29,11 @@ MEMORY_SET = "reviews"
 _BUILD_LOCK = threading.Lock()
 _MEMORIES: dict[str, Any] = {}
 
+#: Recall reads every memory of the customer: with a smaller ``top_k`` mem0 returns whichever subset the
+#: vector store lists first, which differs between two forks of the same namespace (their ids differ), so
+#: two replays of the same input would see different histories.
+RECALL_LIMIT = 100_000
+
 
 def _memory_for(config: dict[str, Any]) -> Any:
     import json
@@ -61,7 +66,7 @@ class ReviewMemory(Resource):
 
     def recall(self, user_id: str, agent_id: str) -> list[dict[str, Any]]:
         """Earlier review memories of ``agent_id`` under namespace ``user_id`` (read)."""
-        found = self._mem().get_all(filters={"user_id": user_id, "agent_id": agent_id}, top_k=100)
+        found = self._mem().get_all(filters={"user_id": user_id, "agent_id": agent_id}, top_k=RECALL_LIMIT)
         rows = found.get("results", found) if isinstance(found, dict) else found
         out = []
         for row in rows or []:
