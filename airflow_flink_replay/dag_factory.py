@@ -2,11 +2,17 @@
 
 One chain (DESIGN.md §3), three front doors::
 
-    resolve → preflight → quiesce → start_offsets → fork_memory (x3) → resume_production (all_done)
-      → capture_window → manifest → isolate_action_state → replay (x3) → compare (gate)
-      → [approve (gate: Asset event on PASS)]
+    resolve → preflight → choose_start ─┬→ offsets_before_quiesce → quiesce → start_offsets
+                                        └→ reuse_manifest (quiesce_mode=existing)
+      → fork_memory (x3) → resume_production (all_done) → capture_window → manifest
+      → isolate_action_state → replay_from → replay (x3) → compare (gate) → [approve (gate: Asset on PASS)]
     cleanup (all_done): verify production memory, cancel leftover replays, delete replay topics,
       drop the forks (unless kept), write the run record.
+
+Quiesce modes: ``drain`` / ``stop`` stop production with a savepoint (an exact boundary); ``savepoint``
+keeps it running (the capture offsets read before and after the savepoint bound the records that raced
+it); ``existing`` replays an earlier run's savepoint and window again (``existing_manifest``) and never
+touches production — the capture and resume tasks are skipped.
 
 Each replay variant gets its own memory fork and action-state topic: a baseline's memory writes must not
 reach the candidate. The forks are taken while production is stopped (the savepoint instant).
@@ -25,7 +31,11 @@ from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
 from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
-from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator, RecordStartOffsetsOperator
+from airflow_flink_replay.operators.manifest import (
+    CreateReplayManifestOperator,
+    RecordStartOffsetsOperator,
+    ReuseManifestOperator,
+)
 from airflow_flink_replay.operators.mem0 import (
     DropMem0ForkOperator,
     ForkMem0NamespaceOperator,
@@ -51,9 +61,19 @@ def run_params(spec: ReplaySpec) -> dict[str, Param]:
             description='"module:attr" of the candidate agent factory (empty: production\'s agent, an A/A run)',
         ),
         "quiesce_mode": Param(
-            spec.quiesce_mode, enum=["drain", "stop"], title="Quiesce mode",
+            spec.quiesce_mode, enum=["drain", "stop", "savepoint", "existing"], title="Quiesce mode",
             description="drain: finish in-flight agent runs before the savepoint (production stops briefly); "
-            "stop: no drain (use it when production has event-time windows or timers)",
+            "stop: no drain (use it when production has event-time windows or timers); savepoint: no stop, no "
+            "downtime (records racing the savepoint are not replayed, in-flight runs may be inside); existing: "
+            "replay an earlier run's savepoint and window again (give its manifest below)",
+        ),
+        "existing_manifest": Param(
+            spec.existing_manifest or "", type="string", title="Earlier manifest (quiesce mode existing)",
+            description="URI of an earlier run's manifest.json (its run_record.json names it)",
+        ),
+        "existing_memory": Param(
+            spec.existing_memory or "", type="string", title="Memory to fork (quiesce mode existing)",
+            description="Mem0 namespace the forks copy; empty: production's namespace as it is now",
         ),
         "window_records": Param(spec.window.records or 40, type="integer", minimum=1, title="Window (records)"),
         "abs_threshold": Param(spec.compare.abs_threshold, type="number", minimum=0, maximum=1,
@@ -77,6 +97,9 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
         "run_dir": str(run_dir),
         "manifest_uri": f"file://{manifest}",
         "quiesce_mode": run.quiesce_mode,
+        "existing_manifest": run.existing_manifest or "",
+        "existing_savepoint": run.existing_savepoint or "",
+        "memory_source": run.memory_source(),
         "window_records": run.window.records,
         "window_seconds": run.window.minutes * 60 if run.window.minutes else None,
         "keep_fork": run.keep_fork,
@@ -147,6 +170,16 @@ def build_replay_dag(
 
         run: Any = resolve()  # an XComArg: run[key] pulls that key of the resolved run
         preflight: Any = ReplayPreflightOperator(task_id="preflight", spec=run["spec"])
+
+        @task.branch
+        def choose_start(mode: str) -> str:
+            """``existing`` reuses an earlier savepoint and window; every other mode takes a new savepoint."""
+            return "reuse_manifest" if mode == "existing" else "offsets_before_quiesce"
+
+        start = choose_start(run["quiesce_mode"])
+        offsets_before: Any = RecordStartOffsetsOperator(
+            task_id="offsets_before_quiesce", topic=spec.production.capture_topic, kafka_config_id=spec.kafka_conn_id
+        )
         quiesce: Any = QuiesceAndSavepointOperator(
             task_id="quiesce",
             job_id=_pull(preflight, "job_id"),
@@ -158,14 +191,22 @@ def build_replay_dag(
             task_id="start_offsets",
             topic=spec.production.capture_topic,
             quiesce_result=quiesce.output,
+            offsets_before=offsets_before.output,
             kafka_config_id=spec.kafka_conn_id,
+        )
+        reuse: Any = ReuseManifestOperator(
+            task_id="reuse_manifest",
+            existing_manifest=run["existing_manifest"],
+            existing_savepoint=run["existing_savepoint"],
+            manifest_uri=run["manifest_uri"],
         )
         forks = [
             ForkMem0NamespaceOperator(
                 task_id=f"fork_memory_{variant}",
-                source=spec.production.job_identifier,
+                source=run["memory_source"],
                 target=run[f"fork_{variant}"],
                 mem0_conn_id=spec.mem0_conn_id,
+                trigger_rule="none_failed_min_one_success",  # after start_offsets or reuse_manifest
             )
             for variant in VARIANTS
         ]
@@ -176,6 +217,7 @@ def build_replay_dag(
             production_job_id=_pull(preflight, "job_id"),
             job_name=spec.production.job_name,
             flink_conn_id=spec.flink_conn_id,
+            quiesce_mode=run["quiesce_mode"],
             trigger_rule="all_done",
         )
         window: Any = CaptureWindowSensor(
@@ -192,6 +234,7 @@ def build_replay_dag(
             manifest_uri=run["manifest_uri"],
             window=window.output,
             production=quiesce.output,
+            start_offsets=start_offsets.output,
             kafka_config_id=spec.kafka_conn_id,
             agent_uid=spec.production.agent_uid,
         )
@@ -203,13 +246,30 @@ def build_replay_dag(
             partitions=spec.production.action_state_partitions,
             manifest_uri=run["manifest_uri"],
             kafka_config_id=spec.kafka_conn_id,
+            trigger_rule="none_failed_min_one_success",  # after manifest or reuse_manifest
         )
+
+        @task(multiple_outputs=True)
+        def replay_from() -> dict[str, Any]:
+            """The savepoint and production plan the replays start from: this run's quiesce, or the reused
+            manifest's (read here, not as arguments, so a skipped branch does not skip the replays)."""
+            ti = get_current_context()["ti"]
+            reused = ti.xcom_pull(task_ids="reuse_manifest")
+            if reused:
+                return {"savepoint_path": reused["savepoint_path"], "production_plan": reused["production_plan"]}
+            quiesced = ti.xcom_pull(task_ids="quiesce")
+            return {
+                "savepoint_path": quiesced["savepoint_path"],
+                "production_plan": ti.xcom_pull(task_ids="preflight", key="production_details"),
+            }
+
+        origin: Any = replay_from()
         replays = [
             SubmitReplayJobOperator(
                 task_id=f"replay_{variant}",
                 spec=run[f"job_spec_{variant}"],
-                savepoint_path="{{ ti.xcom_pull(task_ids='quiesce')['savepoint_path'] }}",
-                production_plan=_pull(preflight, "production_details"),
+                savepoint_path=origin["savepoint_path"],
+                production_plan=origin["production_plan"],
                 production_agent_uid=spec.production.agent_uid,
                 flink_conn_id=spec.replay_flink_conn_id or spec.flink_conn_id,
                 timeout=spec.replay_timeout_minutes * 60,
@@ -289,10 +349,12 @@ def build_replay_dag(
 
         record = run_record()
 
-        run >> preflight >> quiesce >> start_offsets >> forks >> resume >> window >> manifest >> isolate
+        run >> preflight >> start >> [offsets_before, reuse]
+        offsets_before >> quiesce >> start_offsets >> forks >> resume >> window >> manifest >> isolate
+        reuse >> forks
         # resume runs whatever happened (all_done); the replay chain goes on only if every fork succeeded.
         forks >> window
-        isolate >> replays >> compare
+        [reuse, *forks] >> isolate >> origin >> replays >> compare
         replays >> verify
         for r in replays:
             r >> cancel

@@ -60,7 +60,7 @@ def write_run_record(context: Any, spec_name: str, replay_task_ids: list[str]) -
         created_at=datetime.now(UTC),
         manifest=manifest_uri,
         manifest_digest=file_digest(manifest_path) if manifest_path else None,
-        savepoint=pull("quiesce"),
+        savepoint=pull("quiesce") or pull("reuse_manifest"),
         production_resumed=resumed or None,
         downtime_s=resumed.get("downtime_seconds") if isinstance(resumed, dict) else None,
         memory_forks=[pull(f"fork_memory_{v}") or {} for v in VARIANTS],

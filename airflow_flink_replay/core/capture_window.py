@@ -117,10 +117,17 @@ def decide_by_offsets(
 
 
 class StartOffsets(BaseModel):
-    """The replay start offsets: the capture topic's end offsets right after production stopped.
+    """The replay start offsets: the capture topic's end offsets right after the savepoint.
 
     With stop-with-savepoint (modes ``drain``/``stop``) the capture tee writes nothing after the savepoint
     barrier, so these offsets are exactly where a job restored from the savepoint starts writing.
+
+    In ``savepoint`` mode production keeps running. Offsets read before the savepoint was triggered
+    (``offsets_before``) and after it completed bound the barrier: every record below ``offsets_before`` is
+    in the savepoint's state, every record at or after the start offsets is not. The records in between
+    (``racing_records``) raced the barrier; the replay starts after them, so its state may lack up to that
+    many inputs that production had. Baseline and candidate see the same input, so the comparison stays
+    fair; the count is carried into the manifest and the report.
     """
 
     topic: str
@@ -129,16 +136,47 @@ class StartOffsets(BaseModel):
     job_id: str | None = None
     savepoint_path: str | None = None
     quiesce_mode: str | None = None
+    offsets_before: dict[int, int] | None = Field(
+        default=None, description="end offsets read before the savepoint was triggered (savepoint mode)"
+    )
+    racing_records: int = Field(default=0, ge=0, description="records between offsets_before and offsets")
 
 
-def refuse_unsafe_start(quiesce_result: dict | None) -> None:
-    """Raise ValueError when the end offsets would not mark the savepoint barrier (never guess)."""
-    if not quiesce_result:
-        return
-    mode = quiesce_result.get("mode")
-    if mode == "savepoint" or quiesce_result.get("production_stopped") is False:
+def link_start_offsets(
+    quiesce_result: dict | None, offsets_after: dict[int, int], offsets_before: dict[int, int] | None
+) -> tuple[dict[int, int], int]:
+    """The replay start offsets and the number of records that raced the savepoint barrier.
+
+    ``offsets_after`` are the capture topic's end offsets read after the quiesce step; ``offsets_before``
+    those read before it. A quiesce that stopped production (``drain``/``stop``) makes ``offsets_after``
+    exact (0 racing records). A quiesce that kept production running (``savepoint``) needs
+    ``offsets_before`` to bound the barrier; without it this raises ValueError (never guess).
+    """
+    stopped = not quiesce_result or (
+        quiesce_result.get("mode") != "savepoint" and quiesce_result.get("production_stopped") is not False
+    )
+    if stopped:
+        return dict(offsets_after), 0
+    mode = quiesce_result.get("mode") if quiesce_result else None
+    if offsets_before is None:
         raise ValueError(
             f"quiesce mode {mode!r} kept production running, so the capture topic's end offsets do not mark "
-            "the savepoint barrier and cannot be the replay start offsets. Fix: quiesce with mode 'drain' or "
-            "'stop' (stop-with-savepoint), or give the start offsets from a manifest linked to that savepoint"
+            "the savepoint barrier by themselves. Fix: read the capture topic's end offsets before the "
+            "savepoint too (RecordStartOffsetsOperator offsets_before=...), or quiesce with mode 'drain' or 'stop'"
         )
+    missing = sorted(set(offsets_after) - set(offsets_before))
+    if missing:
+        raise ValueError(
+            f"offsets_before has no partition(s) {missing} of the capture topic. Fix: read them from the same "
+            "topic right before the savepoint"
+        )
+    racing = 0
+    for partition, after in offsets_after.items():
+        before = offsets_before[partition]
+        if after < before:
+            raise ValueError(
+                f"partition {partition}: end offset {after} after the savepoint is below {before} before it. "
+                "Fix: read both from the same topic (was it recreated?)"
+            )
+        racing += after - before
+    return dict(offsets_after), racing

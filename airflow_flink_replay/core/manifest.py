@@ -255,6 +255,12 @@ class SavepointInfo(_Model):
     triggered_at: datetime | None = None
     completed_at: datetime | None = None
     checkpoint_id: int | None = Field(default=None, ge=0)
+    racing_records: int | None = Field(
+        default=None,
+        ge=0,
+        description="savepoint mode: capture records written between the savepoint's trigger and completion; "
+        "they may be in the savepoint's state and are not replayed",
+    )
 
     @field_validator("path")
     @classmethod
@@ -297,6 +303,16 @@ class AgentVertex(_Model):
         return self
 
 
+class PlanVertexInfo(_Model):
+    """One vertex of production's plan at the savepoint: what the identity preflight of a later replay of
+    this savepoint (``quiesce_mode=existing``) compares the replay job's plan with."""
+
+    id: str
+    name: str
+    parallelism: int = Field(default=1, ge=1)
+    max_parallelism: int | None = Field(default=None, ge=1)
+
+
 class ProductionSide(_Model):
     """The production job at the moment of the savepoint."""
 
@@ -306,6 +322,20 @@ class ProductionSide(_Model):
     savepoint: SavepointInfo
     agent: AgentVertex
     plan_vertex_ids: list[str] = Field(default_factory=list, description="all vertex ids of production's plan")
+    plan_vertices: list[PlanVertexInfo] = Field(
+        default_factory=list, description="production's plan (ids, names, parallelism) at the savepoint"
+    )
+
+    def production_plan(self) -> dict[str, Any] | None:
+        """Production's plan in the quiesce step's ``ProductionPlan`` shape (None if not recorded)."""
+        if not self.plan_vertices:
+            return None
+        return {
+            "job_id": self.job_id,
+            "job_name": self.job_name,
+            "vertices": [v.model_dump(mode="json") for v in self.plan_vertices],
+            "agent_vertex_id": self.agent.vertex_id,
+        }
 
     @field_validator("job_id")
     @classmethod
@@ -383,6 +413,15 @@ def production_from_quiesce_result(
                 max_parallelism=max_par,
             ),
             plan_vertex_ids=[v["id"] for v in vertices],
+            plan_vertices=[
+                PlanVertexInfo(
+                    id=v["id"],
+                    name=v.get("name", ""),
+                    parallelism=v.get("parallelism") or 1,
+                    max_parallelism=v.get("max_parallelism"),
+                )
+                for v in vertices
+            ],
         )
     except ValidationError as err:
         raise ManifestError([f"production.{line}" for line in friendly_errors(err)]) from None
@@ -427,6 +466,11 @@ class ReplayManifest(_Model):
     production: ProductionSide
     capture: CaptureInput
     isolation: Isolation = Isolation()
+    reused_from: str | None = Field(
+        default=None,
+        description="quiesce_mode=existing: '<run id> <digest>' of the earlier manifest whose savepoint and "
+        "window this run replays again",
+    )
     digest: str | None = Field(default=None, description="sha256:<hex> of the canonical JSON without this field")
 
     @field_validator("schema_version")
@@ -466,6 +510,25 @@ class ReplayManifest(_Model):
         if verify:
             manifest.verify()
         return manifest
+
+    def for_reuse(self, run_id: str) -> ReplayManifest:
+        """This manifest's savepoint and window for a new run (``quiesce_mode=existing``), unsealed.
+
+        The new manifest keeps production's side (savepoint, agent, plan) and the capture window, starts
+        with empty isolation (the new run forks and isolates afresh) and names the manifest it came from.
+        """
+        self.verify()
+        savepoint = self.production.savepoint.model_copy(update={"quiesce_mode": "existing"})
+        return self.model_copy(
+            update={
+                "run_id": run_id,
+                "created_at": datetime.now(UTC),
+                "production": self.production.model_copy(update={"savepoint": savepoint}),
+                "isolation": Isolation(),
+                "reused_from": f"{self.run_id} {self.digest}",
+                "digest": None,
+            }
+        )
 
     # -- canonical form and digest ---------------------------------------------------------------
     def canonical_json(self) -> bytes:

@@ -83,8 +83,17 @@ class ReplaySpec(BaseModel):
         default=None, description='"module:attr" of the candidate; None = baseline only (noise tracking)'
     )
     quiesce_mode: QuiesceModeName = "drain"
-    existing_savepoint: str | None = Field(default=None, description="for quiesce_mode=existing")
-    existing_manifest: str | None = Field(default=None, description="for quiesce_mode=existing")
+    existing_manifest: str | None = Field(
+        default=None,
+        description="quiesce_mode=existing: URI of an earlier run's manifest; its savepoint and window are replayed",
+    )
+    existing_savepoint: str | None = Field(
+        default=None, description="quiesce_mode=existing: optional check that the manifest links this savepoint"
+    )
+    existing_memory: str | None = Field(
+        default=None,
+        description="quiesce_mode=existing: Mem0 namespace the forks copy (default: production's, as it is now)",
+    )
     window: WindowSpec = Field(default_factory=WindowSpec)
     compare_key: str = "$.id"
     compare: CompareConfig = Field(default_factory=CompareConfig)
@@ -119,12 +128,18 @@ class ReplaySpec(BaseModel):
 
     @model_validator(mode="after")
     def _existing(self) -> ReplaySpec:
-        if self.quiesce_mode == "existing" and not (self.existing_savepoint and self.existing_manifest):
+        if self.quiesce_mode == "existing" and not self.existing_manifest:
             raise ValueError(
-                "quiesce_mode=existing needs existing_savepoint and existing_manifest (a previous run's "
-                "savepoint path and manifest URI)"
+                "quiesce_mode=existing needs existing_manifest: the manifest URI of an earlier run (its "
+                "run_record.json names it); its savepoint and capture window are replayed again"
             )
         return self
+
+    def memory_source(self) -> str:
+        """The Mem0 namespace the replay's forks copy: production's, or ``existing_memory`` when reusing."""
+        if self.quiesce_mode == "existing" and self.existing_memory:
+            return self.existing_memory
+        return self.production.job_identifier
 
     # ------------------------------------------------------------------------------------------ names
     def variants(self) -> list[str]:
@@ -153,7 +168,7 @@ class ReplaySpec(BaseModel):
 
         Accepted keys: ``candidate`` (agent factory), ``quiesce_mode``, ``window_records``,
         ``window_minutes``, ``abs_threshold``, ``rel_threshold``, ``min_aligned``, ``keep_fork``,
-        ``existing_savepoint``, ``existing_manifest``.
+        ``existing_manifest``, ``existing_savepoint``, ``existing_memory``.
         """
         if not params:
             return self
@@ -161,7 +176,7 @@ class ReplaySpec(BaseModel):
         p = {k: v for k, v in params.items() if v not in (None, "")}
         if "candidate" in p:
             data["candidate_agent_factory"] = p["candidate"]
-        for key in ("quiesce_mode", "keep_fork", "existing_savepoint", "existing_manifest"):
+        for key in ("quiesce_mode", "keep_fork", "existing_manifest", "existing_savepoint", "existing_memory"):
             if key in p:
                 data[key] = p[key]
         if "window_records" in p or "window_minutes" in p:

@@ -21,6 +21,7 @@ from airflow_flink_replay.core.compare import (
     CompareConfig,
     CompareInputError,
     ComparisonResult,
+    Reason,
     compare_runs,
     write_reports,
 )
@@ -174,6 +175,7 @@ class CompareReplayOutputsOperator(BaseOperator):
                 )
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
+        result.reasons.extend(self._provenance())
         written = write_reports(result, out_dir)
         report = _uri(written["html"])
         url = self.report_url.replace("{report}", report) if self.report_url else report
@@ -191,6 +193,19 @@ class CompareReplayOutputsOperator(BaseOperator):
         if self.fail_on_inconclusive and result.verdict == "INCONCLUSIVE":
             raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
         return summary
+
+    def _provenance(self) -> list[Reason]:
+        """Info reasons on the savepoint's provenance, from the manifest (none without one)."""
+        if not self.manifest_uri:
+            return []
+        from airflow_flink_replay.core.compare.provenance import provenance_reasons
+        from airflow_flink_replay.core.manifest_io import load_manifest
+
+        try:
+            return provenance_reasons(load_manifest(str(self.manifest_uri)))
+        except Exception as err:  # the manifest step owns its validation; the comparison still stands
+            self.log.warning("cannot read the manifest %s for provenance notes: %s", self.manifest_uri, err)
+            return []
 
     def _log_result(self, result: ComparisonResult, report: str) -> None:
         self.log.info(

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_flink_replay.core.flink_models import (
     AGENT_OPERATOR_NAME,
@@ -401,10 +401,15 @@ class ResumeJobOperator(BaseOperator):
         (the quiesce task failed after Flink had stopped the job): if that job is FINISHED with a savepoint
         in THIS run's quiesce directory, production is resumed from it (logged loudly); never from an older
         savepoint or a checkpoint.
+    :param quiesce_mode: the run's quiesce mode (templated). ``existing`` (an earlier savepoint is replayed,
+        production was never stopped) skips this task, so production is never resubmitted by a run that did
+        not stop it.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("program", "quiesce_result", "savepoint_path", "job_name", "production_job_id")
+    template_fields: Sequence[str] = (
+        "program", "quiesce_result", "savepoint_path", "job_name", "production_job_id", "quiesce_mode"
+    )
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"
 
@@ -423,6 +428,7 @@ class ResumeJobOperator(BaseOperator):
         all_tasks_running: bool = True,
         cancel_on_kill: bool = False,
         production_job_id: str | None = None,
+        quiesce_mode: str | None = None,
         deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
@@ -442,6 +448,7 @@ class ResumeJobOperator(BaseOperator):
         self.all_tasks_running = all_tasks_running
         self.cancel_on_kill = cancel_on_kill
         self.production_job_id = production_job_id
+        self.quiesce_mode = quiesce_mode
         self.deferrable = _default_deferrable() if deferrable is None else deferrable
         self._submitted_job_id: str | None = None
 
@@ -452,6 +459,8 @@ class ResumeJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         """Submit (or reattach), then wait until RUNNING."""
+        if self.quiesce_mode == "existing":
+            raise AirflowSkipException("quiesce_mode=existing: this run never stopped production, nothing to resume")
         hook = self.hook
         quiesce = QuiesceResult.model_validate(self.quiesce_result) if self.quiesce_result else None
         program = FlinkPythonProgram.model_validate(self.program)

@@ -18,7 +18,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_flink_replay.core.capture_window import StartOffsets, refuse_unsafe_start
+from airflow_flink_replay.core.capture_window import StartOffsets, link_start_offsets
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
     EventTime,
@@ -29,7 +29,7 @@ from airflow_flink_replay.core.manifest import (
     WatermarkSpec,
     production_from_quiesce_result,
 )
-from airflow_flink_replay.core.manifest_io import save_manifest
+from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest, savepoint_problems
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 
 
@@ -67,11 +67,22 @@ def record_checker(key: SerializerSpec, value: SerializerSpec, event_time: Event
 
 
 def read_start_offsets(
-    hook: KafkaOffsetsHook, topic: str, quiesce_result: Mapping[str, Any] | None = None
+    hook: KafkaOffsetsHook,
+    topic: str,
+    quiesce_result: Mapping[str, Any] | None = None,
+    offsets_before: Mapping[str | int, int] | None = None,
 ) -> StartOffsets:
-    """Read the capture topic's end offsets as the replay start offsets (refuses the ``savepoint`` mode)."""
-    refuse_unsafe_start(dict(quiesce_result) if quiesce_result else None)
-    offsets = hook.end_offsets(topic)
+    """Read the capture topic's end offsets as the replay start offsets.
+
+    After a quiesce that kept production running (``savepoint`` mode) ``offsets_before`` (read before the
+    savepoint was triggered) is required: see :func:`~airflow_flink_replay.core.capture_window.link_start_offsets`.
+    """
+    raw: Any = offsets_before
+    if isinstance(raw, Mapping) and isinstance(raw.get("offsets"), Mapping):
+        raw = raw["offsets"]  # an earlier StartOffsets XCom
+    before = {int(p): int(o) for p, o in raw.items()} if raw else None
+    offsets, racing = link_start_offsets(dict(quiesce_result) if quiesce_result else None, hook.end_offsets(topic),
+                                         before)
     return StartOffsets(
         topic=topic,
         offsets=offsets,
@@ -79,46 +90,58 @@ def read_start_offsets(
         job_id=(quiesce_result or {}).get("job_id"),
         savepoint_path=(quiesce_result or {}).get("savepoint_path"),
         quiesce_mode=(quiesce_result or {}).get("mode"),
+        offsets_before=before,
+        racing_records=racing,
     )
 
 
 class RecordStartOffsetsOperator(BaseOperator):
-    """Record the capture topic's end offsets right after production stopped with a savepoint.
+    """Record the capture topic's end offsets right after the quiesce step's savepoint.
 
     XCom: :class:`~airflow_flink_replay.core.capture_window.StartOffsets` as JSON (``topic``, ``offsets``,
-    ``read_at``, ``job_id``, ``savepoint_path``, ``quiesce_mode``).
+    ``read_at``, ``job_id``, ``savepoint_path``, ``quiesce_mode``, ``offsets_before``, ``racing_records``).
+    Without ``quiesce_result`` it just reads the end offsets (the "before" read of ``savepoint`` mode).
 
     :param topic: the capture topic (templated).
-    :param quiesce_result: the quiesce step's XCom (templated); mode ``savepoint`` is refused because
-        production kept writing after the barrier.
+    :param quiesce_result: the quiesce step's XCom (templated).
+    :param offsets_before: the capture topic's end offsets read before the savepoint was triggered
+        (templated: an earlier run of this operator's XCom, or its ``offsets``). Required after a ``savepoint``-mode
+        quiesce, where production kept writing: the records between the two reads raced the barrier.
     :param kafka_config_id: the Kafka connection.
     """
 
-    template_fields: Sequence[str] = ("topic", "quiesce_result")
+    template_fields: Sequence[str] = ("topic", "quiesce_result", "offsets_before")
 
     def __init__(
         self,
         *,
         topic: str,
         quiesce_result: Mapping[str, Any] | None = None,
+        offsets_before: Mapping[str | int, int] | None = None,
         kafka_config_id: str = "kafka_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.topic = topic
         self.quiesce_result = quiesce_result
+        self.offsets_before = offsets_before
         self.kafka_config_id = kafka_config_id
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Read and return the start offsets."""
         hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
         try:
-            start = read_start_offsets(hook, self.topic, self.quiesce_result)
+            start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before)
         except ValueError as err:
             raise AirflowException(str(err)) from err
         finally:
             hook.close()
         self.log.info("replay start offsets of %s: %s", start.topic, start.offsets)
+        if start.racing_records:
+            self.log.warning(
+                "%d capture records raced the savepoint (production kept running): the replay starts after them",
+                start.racing_records,
+            )
         return start.model_dump(mode="json")
 
 
@@ -139,6 +162,8 @@ class CreateReplayManifestOperator(BaseOperator):
     :param run_id: the replay run id (default: the Airflow run id).
     :param expected_records: fail unless the window holds exactly this many records.
     :param scan_timeout: seconds to read the window.
+    :param start_offsets: the start-offsets step's XCom (templated); its ``racing_records`` (savepoint mode)
+        goes into the manifest's savepoint section.
     :param check_records: check while reading that every record decodes with the declared serializers and
         carries the event-time field (first problems are reported with partition@offset).
     """
@@ -151,6 +176,7 @@ class CreateReplayManifestOperator(BaseOperator):
         "checkpoint_id",
         "run_id",
         "expected_records",
+        "start_offsets",
     )
 
     def __init__(
@@ -171,9 +197,11 @@ class CreateReplayManifestOperator(BaseOperator):
         expected_records: int | str | None = None,
         scan_timeout: float = 120.0,
         check_records: bool = True,
+        start_offsets: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.start_offsets = start_offsets
         self.check_records = check_records
         self.manifest_uri = manifest_uri
         self.window = window
@@ -235,6 +263,10 @@ class CreateReplayManifestOperator(BaseOperator):
             event_time=event_time,
             watermark=WatermarkSpec.model_validate(self.watermark or {}),
         )
+        racing = (self.start_offsets or {}).get("racing_records") if isinstance(self.start_offsets, Mapping) else None
+        if racing is not None and production.savepoint.quiesce_mode == "savepoint":
+            savepoint = production.savepoint.model_copy(update={"racing_records": int(racing)})
+            production = production.model_copy(update={"savepoint": savepoint})
         return ReplayManifest(run_id=run_id, production=production, capture=capture)
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -262,3 +294,77 @@ class CreateReplayManifestOperator(BaseOperator):
             "topic": manifest.capture.topic,
             "partitions": {str(w.partition): w.model_dump(mode="json") for w in manifest.capture.partitions},
         }
+
+
+class ReuseManifestOperator(BaseOperator):
+    """``quiesce_mode=existing``: replay an earlier run's savepoint and capture window again.
+
+    Loads the earlier manifest (its digest must match: a hand-edited manifest is refused), checks that its
+    savepoint still exists, and writes a new manifest for this run (``quiesce_mode`` ``existing``,
+    ``reused_from`` naming the earlier one, empty isolation) to ``manifest_uri``. Production is not touched.
+
+    XCom: ``{"uri", "digest", "savepoint_path", "reused_from", "record_count", "production_plan"}`` —
+    ``savepoint_path`` in the same key as the quiesce step's result, ``production_plan`` (from the manifest)
+    for the replay's identity preflight.
+
+    :param existing_manifest: URI of the earlier run's manifest (templated).
+    :param manifest_uri: where this run's manifest goes (templated).
+    :param existing_savepoint: if given (templated), the savepoint the earlier manifest must link.
+    :param check_savepoint: refuse when the savepoint's ``_metadata`` is gone (``file://`` paths).
+    """
+
+    template_fields: Sequence[str] = ("existing_manifest", "existing_savepoint", "manifest_uri", "run_id")
+
+    def __init__(
+        self,
+        *,
+        existing_manifest: str,
+        manifest_uri: str,
+        existing_savepoint: str | None = None,
+        check_savepoint: bool = True,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.existing_manifest = existing_manifest
+        self.existing_savepoint = existing_savepoint
+        self.manifest_uri = manifest_uri
+        self.check_savepoint = check_savepoint
+        self.run_id = run_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Load, check, re-issue the manifest for this run."""
+
+        if not self.existing_manifest:
+            raise AirflowException(
+                "quiesce_mode=existing needs existing_manifest: the manifest URI of the earlier run whose savepoint "
+                "and window to replay (its run_record.json names it)"
+            )
+        try:
+            earlier = load_manifest(self.existing_manifest)
+        except ManifestError as err:
+            raise AirflowException(f"existing_manifest {self.existing_manifest}: {err}") from err
+        problems = savepoint_problems(earlier) if self.check_savepoint else []
+        linked = earlier.production.savepoint.path
+        if self.existing_savepoint and _norm_path(self.existing_savepoint) != _norm_path(linked):
+            problems.append(
+                f"it links savepoint {linked}, not existing_savepoint {self.existing_savepoint}. Fix: give the "
+                "manifest of the run that took that savepoint, or leave existing_savepoint empty"
+            )
+        if problems:
+            raise AirflowException(f"existing_manifest {self.existing_manifest}: " + "; ".join(problems))
+        run_id = self.run_id or str(context.get("run_id") or "manual")
+        sealed = save_manifest(earlier.for_reuse(run_id), self.manifest_uri)
+        self.log.info("replaying %s again: %s\n%s", self.existing_manifest, self.manifest_uri, sealed.summary())
+        return {
+            "uri": self.manifest_uri,
+            "digest": sealed.digest,
+            "savepoint_path": sealed.production.savepoint.path,
+            "reused_from": sealed.reused_from,
+            "record_count": sealed.capture.record_count,
+            "production_plan": sealed.production.production_plan(),
+        }
+
+
+def _norm_path(path: str) -> str:
+    return path.removeprefix("file://").rstrip("/")

@@ -45,11 +45,6 @@ class ReplayPreflightOperator(BaseOperator):
         findings = PreflightFindings()
         names = check_names(spec, tag)
         findings.problems += names.problems
-        if spec.quiesce_mode == "existing":
-            findings.problems.append(
-                "quiesce_mode=existing is not supported by the built-in DAGs yet: use drain, stop or savepoint "
-                "(reusing a previous run's savepoint + manifest needs its memory fork too)"
-            )
 
         hook = FlinkRestHook(spec.flink_conn_id)
         running = [(j.jid, j.name) for j in hook.list_jobs().jobs if j.state == "RUNNING"]

@@ -342,3 +342,46 @@ def test_production_from_quiesce_result() -> None:
     q["plan"]["vertices"][0]["max_parallelism"] = None
     with pytest.raises(ManifestError, match=r"production.agent.max_parallelism: unknown"):
         production_from_quiesce_result(q)
+
+
+def test_production_plan_is_recorded_for_a_later_identity_preflight() -> None:
+    from airflow_flink_replay.core.identity import JobPlan
+    from airflow_flink_replay.core.manifest import production_from_quiesce_result
+    from airflow_flink_replay.operators.replay import _as_rest_details
+
+    side = production_from_quiesce_result(_quiesce())
+    plan = side.production_plan()
+    assert plan is not None and plan["agent_vertex_id"] == AGENT
+    assert [v["name"] for v in plan["vertices"]] == ["action-execute-operator -> out", "Source: in"]
+    found = JobPlan.from_rest(_as_rest_details(plan)).find_agent()
+    assert found is not None and found[0].id == AGENT and found[0].max_parallelism == 128
+    # a manifest written before plans were recorded has none: the caller must then find the plan elsewhere
+    assert ReplayManifest.parse(_data(), verify=False).production.production_plan() is None
+
+
+def test_for_reuse_keeps_savepoint_and_window_and_names_its_origin(tmp_path: Path) -> None:
+    earlier = save_manifest(ReplayManifest.parse(_data(), verify=False), tmp_path / "m.json")
+    earlier = earlier.with_isolation(action_state_topics={"baseline": "old-topic"})
+    reused = earlier.for_reuse("manual__later").sealed()
+    assert reused.run_id == "manual__later" and reused.reused_from == f"{earlier.run_id} {earlier.digest}"
+    assert reused.production.savepoint.quiesce_mode == "existing"
+    assert reused.production.savepoint.path == earlier.production.savepoint.path
+    assert reused.capture == earlier.capture and reused.isolation.action_state_topics == {}
+    reused.verify()
+    tampered = earlier.model_copy(update={"run_id": "edited"})
+    with pytest.raises(ManifestTamperedError):
+        tampered.for_reuse("x")
+
+
+def test_provenance_reasons_tell_savepoint_and_existing_runs_apart() -> None:
+    from airflow_flink_replay.core.compare.provenance import provenance_reasons
+
+    drained = ReplayManifest.parse(_data(), verify=False)
+    assert provenance_reasons(drained) == []
+    data = _data()
+    data["production"]["savepoint"].update(quiesce_mode="savepoint", racing_records=3)
+    (reason,) = provenance_reasons(ReplayManifest.parse(data, verify=False))
+    assert reason.code == "SAVEPOINT_WHILE_RUNNING" and reason.severity == "info" and "3 capture record" in reason.message
+    reused = drained.sealed().for_reuse("r2")
+    codes = [r.code for r in provenance_reasons(reused)]
+    assert codes == ["REUSED_SAVEPOINT"] and drained.run_id in provenance_reasons(reused)[0].message

@@ -9,7 +9,7 @@ import pytest
 from airflow_flink_replay.core.capture_window import (
     CaptureWindowSpec,
     decide_by_offsets,
-    refuse_unsafe_start,
+    link_start_offsets,
 )
 from airflow_flink_replay.triggers.kafka import CaptureWindowTrigger
 
@@ -55,10 +55,25 @@ def test_topic_shape_change_is_an_error() -> None:
         decide_by_offsets(spec, {0: 0, 1: 0}, T0)
 
 
-def test_savepoint_mode_cannot_give_start_offsets() -> None:
-    refuse_unsafe_start({"mode": "drain", "production_stopped": True})
-    with pytest.raises(ValueError, match="do not mark the savepoint barrier"):
-        refuse_unsafe_start({"mode": "savepoint", "production_stopped": False})
+def test_stop_with_savepoint_start_offsets_are_exact() -> None:
+    after = {0: 12, 1: 9}
+    assert link_start_offsets({"mode": "drain", "production_stopped": True}, after, None) == (after, 0)
+    # records written after the stop cannot exist; offsets_before only informs
+    assert link_start_offsets({"mode": "stop", "production_stopped": True}, after, {0: 10, 1: 9}) == (after, 0)
+
+
+def test_savepoint_mode_bounds_the_barrier_with_the_offsets_read_before() -> None:
+    running = {"mode": "savepoint", "production_stopped": False}
+    with pytest.raises(ValueError, match="do not mark the savepoint barrier by themselves") as err:
+        link_start_offsets(running, {0: 12}, None)
+    assert "offsets_before" in str(err.value)  # names the fix
+    start, racing = link_start_offsets(running, {0: 12, 1: 9}, {0: 10, 1: 9})
+    assert start == {0: 12, 1: 9} and racing == 2  # the replay starts after the two racing records
+    assert link_start_offsets(running, {0: 12}, {0: 12}) == ({0: 12}, 0)
+    with pytest.raises(ValueError, match=r"partition\(s\) \[1\]"):
+        link_start_offsets(running, {0: 12, 1: 3}, {0: 10})
+    with pytest.raises(ValueError, match="recreated"):
+        link_start_offsets(running, {0: 5}, {0: 10})
 
 
 def test_trigger_serialize_round_trip() -> None:

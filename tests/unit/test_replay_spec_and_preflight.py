@@ -50,8 +50,12 @@ def test_yaml_round_trip_and_errors_name_the_field(tmp_path: Path) -> None:
     assert "name" in str(err.value) and str(path) in str(err.value)
 
     path.write_text(yaml.safe_dump(_spec(quiesce_mode="existing")))
-    with pytest.raises(SpecError, match="existing_savepoint and existing_manifest"):
+    with pytest.raises(SpecError, match="quiesce_mode=existing needs existing_manifest"):
         ReplaySpec.from_yaml(path)
+    path.write_text(yaml.safe_dump(_spec(quiesce_mode="existing", existing_manifest="file:///runs/m.json")))
+    reuse = ReplaySpec.from_yaml(path)
+    assert reuse.memory_source() == reuse.production.job_identifier  # default: production's memory, now
+    assert reuse.with_run_overrides({"existing_memory": "snap-1"}).memory_source() == "snap-1"
 
 
 def test_run_overrides_apply_and_are_validated() -> None:
@@ -98,7 +102,8 @@ def test_production_checks_name_each_problem_and_its_fix() -> None:
     stop = spec.with_run_overrides({"quiesce_mode": "stop"})
     assert not check_production(stop, running, [*ok_vertices, "Window(TumblingEventTimeWindows)"], topics).problems
     savepoint = spec.with_run_overrides({"quiesce_mode": "savepoint"})
-    assert any("use drain or stop" in p for p in check_production(savepoint, running, ok_vertices, topics).problems)
+    findings = check_production(savepoint, running, ok_vertices, topics)
+    assert not findings.problems and any("race the savepoint" in w for w in findings.warnings)
     missing = check_production(spec, running, ok_vertices, {"reviews"}).problems
     assert sum("does not exist on the broker" in p for p in missing) == 2
 
@@ -147,3 +152,40 @@ def test_run_record_digest_is_stable_and_files_are_digested(tmp_path: Path) -> N
     two = RunRecord.model_validate_json(one.model_dump_json())
     assert one.digest() == two.digest()
     assert one.digest() != one.model_copy(update={"verdict": "FAIL"}).digest()
+
+
+def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path) -> None:
+    """The form lists drain|stop|savepoint|existing; ``existing`` skips the capture path, never resumes
+    production, and the replays read their savepoint from whichever branch ran."""
+    from airflow_flink_replay.dag_factory import build_replay_dag, resolve_run
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}"))
+    dag = build_replay_dag(spec, dag_id="manual_modes", kind="manual")
+    assert dag.params.get_param("quiesce_mode").schema["enum"] == ["drain", "stop", "savepoint", "existing"]
+    assert "existing_manifest" in dag.params
+    tasks = dag.task_dict
+    assert tasks["choose_start"].downstream_task_ids == {"offsets_before_quiesce", "reuse_manifest"}
+    assert {"reuse_manifest", "start_offsets"} <= tasks["fork_memory_baseline"].upstream_task_ids
+    assert tasks["fork_memory_baseline"].trigger_rule == "none_failed_min_one_success"
+    assert tasks["isolate_action_state"].trigger_rule == "none_failed_min_one_success"
+    assert {"manifest", "reuse_manifest"} <= tasks["isolate_action_state"].upstream_task_ids
+    assert tasks["replay_candidate"].upstream_task_ids >= {"replay_from"}
+    assert "quiesce" not in tasks["replay_candidate"].upstream_task_ids  # a skipped quiesce must not skip it
+    assert tasks["resume_production"].trigger_rule == "all_done"
+
+    run = resolve_run(spec, {"quiesce_mode": "existing", "existing_manifest": "file:///r/m.json",
+                             "existing_memory": "snapshot-ns"}, "manual_modes", "t2")
+    assert run["quiesce_mode"] == "existing" and run["existing_manifest"] == "file:///r/m.json"
+    assert run["memory_source"] == "snapshot-ns"
+    assert resolve_run(spec, {}, "manual_modes", "t3")["memory_source"] == spec.production.job_identifier
+
+
+def test_resume_is_skipped_when_the_run_never_stopped_production() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_flink_replay.operators.flink import ResumeJobOperator
+
+    op = ResumeJobOperator(task_id="r", program={"entry_point": "/x.py"}, quiesce_mode="existing",
+                           flink_conn_id="no_such_conn")
+    with pytest.raises(AirflowSkipException):
+        op.execute({})  # skips before any connection is looked up
