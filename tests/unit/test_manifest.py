@@ -381,7 +381,8 @@ def test_provenance_reasons_tell_savepoint_and_existing_runs_apart() -> None:
     data = _data()
     data["production"]["savepoint"].update(quiesce_mode="savepoint", racing_records=3)
     (reason,) = provenance_reasons(ReplayManifest.parse(data, verify=False))
-    assert reason.code == "SAVEPOINT_WHILE_RUNNING" and reason.severity == "info" and "3 capture record" in reason.message
+    assert (reason.code, reason.severity) == ("SAVEPOINT_WHILE_RUNNING", "info")
+    assert "3 capture record" in reason.message
     reused = drained.sealed().for_reuse("r2")
     codes = [r.code for r in provenance_reasons(reused)]
     assert codes == ["REUSED_SAVEPOINT"] and drained.run_id in provenance_reasons(reused)[0].message
