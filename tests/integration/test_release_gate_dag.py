@@ -223,16 +223,22 @@ def _assert_production_running(stack, production) -> None:
 
 def test_ui_shows_the_finished_gate_run_and_its_report(stack, production, tmp_path) -> None:
     """The Airflow UI (api-server on this test's metadata DB) renders the failed gate run's grid and its
-    verdict, and the HTML report renders too — each in headless Chromium."""
+    verdict, and the HTML report renders too — each in headless Chromium.
+
+    Chromium is driven over CDP (tests/browser.py): each page is polled in real time until it shows what
+    is expected, then screenshotted. (``--virtual-time-budget`` waited for the polling UI to go idle, which
+    it may never do: Chromium then hung.)"""
     import os
+    import re
     import socket
     import subprocess
     import sys
     import time
     import urllib.request
 
-    chromium = "/usr/bin/chromium"
-    if not Path(chromium).exists():
+    from tests.browser import CHROMIUM, Browser, Dom
+
+    if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (make system-deps installs it)")
     if "v2" not in GATE_RUNS:
         pytest.skip("needs the gate run of test_gate_fails_v2_and_passes_v1_and_leaves_production_intact")
@@ -241,40 +247,56 @@ def test_ui_shows_the_finished_gate_run_and_its_report(stack, production, tmp_pa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    server_log = tmp_path / "api-server.log"
+    with open(server_log, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while True:
             try:
                 urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=2)
                 break
             except OSError:
+                tail = server_log.read_text(errors="replace")[-3000:]
+                assert server.poll() is None, f"airflow api-server exited with {server.returncode}: {tail}"
+                assert time.monotonic() < deadline, f"airflow api-server not healthy within 120s: {tail}"
                 time.sleep(1)
-        pages = {
-            "grid": f"{base}/dags/{dag_id}/runs/{run_id}",
-            "verdict": f"{base}/dags/{dag_id}/runs/{run_id}/tasks/run_record/xcom",
-            "report": Path(report).as_uri(),
+
+        def verdict_row_fails(dom: Dom) -> bool:
+            """The XCom table's ``verdict`` row holds FAIL (key and value in the same row)."""
+            rows = re.findall(r"<tr\b.*?</tr>", dom.html, re.S)
+            return any(">verdict</td>" in row and ">FAIL<" in row for row in rows)
+
+        grid_texts = ("compare", "approve", "resume_production", "Failed", dag_id)
+        pages: dict[str, tuple[str, Any, str]] = {
+            "grid": (
+                f"{base}/dags/{dag_id}/runs/{run_id}",
+                lambda d: d.contains(*grid_texts) and all(t in d.text for t in grid_texts),
+                f"the run's grid with {list(grid_texts)}",
+            ),
+            "verdict": (
+                f"{base}/dags/{dag_id}/runs/{run_id}/tasks/run_record/xcom",
+                lambda d: verdict_row_fails(d) and "verdict" in d.text and "FAIL" in d.text,
+                "run_record's XCom table with the row verdict = FAIL",
+            ),
+            "report": (
+                Path(report).as_uri(),
+                lambda d: d.contains("FAIL", "$.label") and "FAIL" in d.text and "$.label" in d.text,
+                "the report with FAIL and $.label",
+            ),
         }
-        for name, url in pages.items():
-            png = tmp_path / f"{name}.png"
-            flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1600,1000",
-                     "--virtual-time-budget=20000"]
-            subprocess.run([*flags, f"--screenshot={png}", url], capture_output=True, timeout=120)
-            dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
-            assert png.exists() and png.stat().st_size > 20_000, name
-            if name == "grid":
-                for text in ("compare", "approve", "resume_production", "Failed", dag_id):
-                    assert text in dom, (name, text)
-            elif name == "verdict":
-                assert "verdict" in dom and ">FAIL<" in dom, dom[-2000:]
-            else:
-                assert "FAIL" in dom and "$.label" in dom
+        with Browser(tmp_path / "chromium", width=1600, height=1000) as browser:
+            for name, (url, shows, what) in pages.items():
+                started = time.monotonic()
+                browser.goto(url)
+                browser.wait_for(shows, timeout=90, what=f"{name}: {what}")
+                png = browser.screenshot(tmp_path / f"{name}.png")
+                assert png.stat().st_size > 20_000, (name, png.stat().st_size)
+                print(f"{name}: shown and screenshotted in {time.monotonic() - started:.1f}s")
     finally:
         os.killpg(server.pid, 15)
         server.wait(30)
