@@ -62,13 +62,23 @@ def load_manifest(source: Target, *, verify: bool = True) -> ReplayManifest:
     return ReplayManifest.parse(text, verify=verify)
 
 
+def local_path(location: str) -> str | None:
+    """The local path of a ``file:`` URI (Flink writes ``file:/x``, others ``file:///x``) or a plain path;
+    None for other schemes."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    return location if not parsed.scheme else None
+
+
 def savepoint_problems(manifest: ReplayManifest) -> list[str]:
     """Check that the linked savepoint still exists (its ``_metadata`` file), where that can be checked.
 
     Only ``file://`` and plain paths are checked here; other schemes are reported as not checked.
     """
-    path = manifest.production.savepoint.path
-    local = path.removeprefix("file://") if path.startswith("file://") or "://" not in path else None
+    local = local_path(manifest.production.savepoint.path)
     if local is None:
         return []
     metadata = Path(local) / "_metadata"

@@ -29,7 +29,7 @@ from airflow_flink_replay.core.manifest import (
     WatermarkSpec,
     production_from_quiesce_result,
 )
-from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest, savepoint_problems
+from airflow_flink_replay.core.manifest_io import load_manifest, local_path, save_manifest, savepoint_problems
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 
 
@@ -367,4 +367,4 @@ class ReuseManifestOperator(BaseOperator):
 
 
 def _norm_path(path: str) -> str:
-    return path.removeprefix("file://").rstrip("/")
+    return (local_path(path) or path).rstrip("/")

@@ -272,6 +272,9 @@ def test_savepoint_existence_check(tmp_path: Path) -> None:
     (tmp_path / "sp").mkdir()
     (tmp_path / "sp" / "_metadata").write_bytes(b"x")
     assert savepoint_problems(m) == []
+    flink_style = m.model_copy(update={"production": m.production.model_copy(
+        update={"savepoint": m.production.savepoint.model_copy(update={"path": f"file:{tmp_path}/sp"})})})
+    assert savepoint_problems(flink_style) == []  # Flink reports savepoints as file:/path
 
 
 def test_record_isolation_merges_and_reseals(tmp_path: Path) -> None:

@@ -1,0 +1,133 @@
+"""The UI-triggered replay DAG in the two quiesce modes that do not stop production, on the real stack.
+
+- ``savepoint``: production keeps running (same Flink job before and after, no resubmission); the manifest
+  says how many capture records raced the savepoint and the report carries that note; baseline-2 and the
+  candidate (production's own agent) agree with the baseline.
+- ``existing``: the savepoint and window of that run are replayed again with candidate v2 — the capture,
+  quiesce and resume tasks are skipped, the verdict is FAIL for the documented label change, and production
+  is not touched.
+- a bad ``existing_manifest`` fails the run before anything is forked or submitted, naming the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dag_testing import deploy_test_production, run_replay_dag, running_jobs, stop_production
+
+pytestmark = pytest.mark.timeout(1500)
+
+#: The savepoint-mode run's record, reused by the existing-mode test.
+RUNS: dict[str, dict[str, Any]] = {}
+
+
+@pytest.fixture(scope="module")
+def production(stack, airflow_db, tmp_path_factory) -> Any:
+    prod = deploy_test_production(stack, tmp_path_factory.mktemp("modes"), "modes")
+    yield prod
+    stop_production(stack, prod)
+
+
+def _manifest(record: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(Path(record["manifest"].removeprefix("file://")).read_text())
+
+
+def _report_codes(record: dict[str, Any]) -> set[str]:
+    """Every reason code of the report, the info notes included (the XCom summary keeps only decisive ones)."""
+    summary = json.loads((Path(record["report_dir"]) / "summary.json").read_text())
+    assert all(r["code"] in (Path(record["report_dir"]) / "report.html").read_text() for r in summary["reasons"])
+    return {r["code"] for r in summary["reasons"]}
+
+
+def test_savepoint_mode_replays_without_stopping_production(stack, production) -> None:
+    from airflow_flink_replay.core.manifest_io import local_path
+    from airflow_flink_replay.local.demo import V1
+
+    before = running_jobs(stack, production["job_name"])
+    dagrun, run = run_replay_dag(stack, production, {"quiesce_mode": "savepoint", "candidate": V1}, kind="manual",
+                                 feed_from=50_000)
+    states, record = run["states"], run["record"]
+    assert str(dagrun.state) == "success", states
+    assert states["reuse_manifest"] == "skipped" and states["quiesce"] == "success"
+    # production was never stopped: the same job runs, nothing was resubmitted
+    assert running_jobs(stack, production["job_name"]) == before == [production["job_id"]]
+    assert record["production_resumed"]["reattached"] is True
+    assert record["savepoint"]["production_stopped"] is False
+    manifest = _manifest(record)
+    savepoint = manifest["production"]["savepoint"]
+    assert savepoint["quiesce_mode"] == "savepoint" and isinstance(savepoint["racing_records"], int)
+    assert Path(local_path(savepoint["path"]) or "", "_metadata").exists()
+    assert manifest["production"]["plan_vertices"], "the plan is recorded for a later existing-mode run"
+    assert "SAVEPOINT_WHILE_RUNNING" in _report_codes(record)
+    assert record["verdict"] == "PASS", record["reasons"]
+    counts = [v["output_records"] for v in record["variants"]]
+    assert len(set(counts)) == 1 and counts[0] >= 30, counts  # + in-flight runs the savepoint held, if any
+    RUNS["savepoint"] = record
+
+
+def test_existing_mode_replays_the_earlier_savepoint_again(stack, production) -> None:
+    from airflow_flink_replay.local.demo import V2
+
+    if "savepoint" not in RUNS:
+        pytest.skip("needs the run of test_savepoint_mode_replays_without_stopping_production")
+    earlier = RUNS["savepoint"]
+    before = running_jobs(stack, production["job_name"])
+    dagrun, run = run_replay_dag(
+        stack, production, {"quiesce_mode": "existing", "existing_manifest": earlier["manifest"], "candidate": V2},
+        kind="manual", feed_from=60_000,
+    )
+    states, record = run["states"], run["record"]
+    assert str(dagrun.state) == "success", states  # the manual DAG reports FAIL without failing the run
+    for task in ("offsets_before_quiesce", "quiesce", "start_offsets", "resume_production", "capture_window",
+                 "manifest"):
+        assert states[task] == "skipped", (task, states)
+    assert states["reuse_manifest"] == "success" and states["isolate_action_state"] == "success"
+    assert running_jobs(stack, production["job_name"]) == before  # production untouched
+    manifest, old = _manifest(record), _manifest(earlier)
+    assert manifest["capture"] == old["capture"]
+    assert manifest["production"]["savepoint"]["path"] == old["production"]["savepoint"]["path"]
+    assert manifest["production"]["savepoint"]["quiesce_mode"] == "existing"
+    assert manifest["reused_from"] == f"{old['run_id']} {old['digest']}"
+    assert record["verdict"] == "FAIL", record["reasons"]
+    failing = {f for r in record["reasons"] if r["severity"] == "fail" for f in r["fields"]}
+    assert "$.label" in failing, record["reasons"]
+    assert "REUSED_SAVEPOINT" in _report_codes(record)
+    # the same window, replayed from the same savepoint: the baseline reproduces the earlier baseline
+    assert record["variants"][0]["output_records"] == earlier["variants"][0]["output_records"]
+    for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):
+        assert states[task] == "success", (task, states)
+
+
+def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created(
+    stack, production, tmp_path, capfd
+) -> None:
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+
+    if "savepoint" not in RUNS:
+        pytest.skip("needs the run of test_savepoint_mode_replays_without_stopping_production")
+    edited = _manifest(RUNS["savepoint"])
+    edited["capture"]["partitions"][0]["end_offset"] += 5  # someone widened the window by hand
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(edited))
+    before = running_jobs(stack, production["job_name"])
+    dagrun, run = run_replay_dag(
+        stack, production, {"quiesce_mode": "existing", "existing_manifest": f"file://{path}"}, kind="manual",
+        feed_from=70_000,
+    )
+    states = run["states"]
+    assert str(dagrun.state) == "failed"
+    assert states["reuse_manifest"] == "failed"
+    log = "".join(capfd.readouterr())
+    assert "edited by hand" in log and str(path) in log, log[-3000:]  # names the file and the problem
+    assert {states[f"fork_memory_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}
+    assert states["replay_baseline"] == "upstream_failed" and states["resume_production"] == "skipped"
+    assert states["run_record"] == "failed"
+    assert running_jobs(stack, production["job_name"]) == before
+    spec, tag = run["spec"], dagrun.get_task_instances()[0].xcom_pull(task_ids="resolve", key="run_tag")
+    hook = Mem0Hook(config=stack.mem0_config())
+    for variant in ("baseline", "baseline_2", "candidate"):
+        assert hook.count({"user_id": spec.fork_namespace(tag, variant)}) == 0
