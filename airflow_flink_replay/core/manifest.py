@@ -457,6 +457,11 @@ class Isolation(_Model):
 
 
 # -------------------------------------------------------------------------------------- manifest
+def _drop_empty(body: dict[str, Any], key: str) -> None:
+    if body.get(key) in (None, [], {}):
+        body.pop(key, None)
+
+
 class ReplayManifest(_Model):
     """Everything a replay needs to be reproducible, sealed by a sha256 digest of its canonical JSON."""
 
@@ -534,6 +539,11 @@ class ReplayManifest(_Model):
     def canonical_json(self) -> bytes:
         """The canonical JSON bytes the digest covers: sorted keys, compact, UTF-8, no ``digest``."""
         body = self.model_dump(mode="json", exclude={"digest"})
+        # Fields added after schema 1 was first written are left out while empty, so manifests sealed
+        # before they existed still verify (their digest never covered them).
+        _drop_empty(body, "reused_from")
+        _drop_empty(body["production"], "plan_vertices")
+        _drop_empty(body["production"]["savepoint"], "racing_records")
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     def compute_digest(self) -> str:

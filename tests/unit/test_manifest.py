@@ -389,3 +389,15 @@ def test_provenance_reasons_tell_savepoint_and_existing_runs_apart() -> None:
     reused = drained.sealed().for_reuse("r2")
     codes = [r.code for r in provenance_reasons(reused)]
     assert codes == ["REUSED_SAVEPOINT"] and drained.run_id in provenance_reasons(reused)[0].message
+
+
+def test_manifests_sealed_before_the_newer_fields_still_verify() -> None:
+    """A manifest sealed by the code before ``racing_records``/``plan_vertices``/``reused_from`` existed
+    (data/manifest_before_racing_records.json, written by commit a747a36) still verifies."""
+    golden = Path(__file__).parent / "data" / "manifest_before_racing_records.json"
+    manifest = load_manifest(golden)
+    assert manifest.production.plan_vertices == [] and manifest.reused_from is None
+    data = json.loads(golden.read_text())
+    data["production"]["savepoint"]["racing_records"] = 0  # a value that is set is covered by the digest
+    with pytest.raises(ManifestTamperedError):
+        ReplayManifest.parse(data)
