@@ -18,35 +18,21 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.dag_testing import register_dag
+from tests.dag_testing import (
+    deploy_test_production,
+    run_replay_dag,
+    running_jobs,
+    stop_production,
+)
 
 pytestmark = pytest.mark.timeout(1500)
 
 
-def _task_states(dagrun: Any) -> dict[str, str]:
-    return {ti.task_id: str(ti.state) for ti in dagrun.get_task_instances()}
-
-
 @pytest.fixture(scope="module")
 def production(stack, airflow_db, tmp_path_factory) -> Any:
-    from airflow_flink_replay.local.demo import DemoTopics, deploy_production, write_spec
-
-    suffix = uuid.uuid4().hex[:6]
-    topics = DemoTopics.named(f"e2e-{suffix}")
-    job_name = f"review-triage-e2e-{suffix}"
-    identifier = f"review-triage-e2e-{suffix}"
-    job_id = deploy_production(stack, topics, job_name=job_name, job_identifier=identifier, initial_reviews=24)
-    work = tmp_path_factory.mktemp("e2e")
-    spec_path = write_spec(stack, topics, work / "spec.yaml", name=f"e2e-{suffix}", job_name=job_name,
-                           job_identifier=identifier, window_records=30, runs_dir=work / "runs")
-    yield {"job_id": job_id, "job_name": job_name, "topics": topics, "spec_path": spec_path,
-           "identifier": identifier}
-    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
-
-    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
-    for job in hook.list_jobs().jobs:
-        if job.name == job_name and job.state == "RUNNING":
-            hook.cancel_job(job.jid)
+    prod = deploy_test_production(stack, tmp_path_factory.mktemp("e2e"), "e2e")
+    yield prod
+    stop_production(stack, prod)
 
 
 _FEED_START = iter(range(1000, 100_000, 1000))
@@ -55,19 +41,7 @@ GATE_RUNS: dict[str, tuple[str, str, str]] = {}
 
 
 def _run_gate(stack, production, candidate: str) -> tuple[Any, dict[str, Any]]:
-    from airflow_flink_replay.core.replay_spec import ReplaySpec
-    from airflow_flink_replay.dag_factory import build_replay_dag
-    from airflow_flink_replay.local.demo import ReviewFeeder
-
-    spec = ReplaySpec.from_yaml(production["spec_path"])
-    dag = build_replay_dag(spec, dag_id=f"gate_{spec.name.replace('-', '_')}", kind="gate")
-    register_dag(dag, "replay-e2e")
-    with ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=next(_FEED_START), rate=5):
-        dagrun = dag.test(run_conf={"candidate": candidate}, conn_file_path=stack.connections_file)
-    states = _task_states(dagrun)
-    runs = Path(spec.runs_uri.removeprefix("file://"))
-    record_path = max(runs.rglob("run_record.json"), key=lambda p: p.stat().st_mtime)
-    return dagrun, {"states": states, "record": json.loads(record_path.read_text()), "spec": spec}
+    return run_replay_dag(stack, production, {"candidate": candidate}, kind="gate", feed_from=next(_FEED_START))
 
 
 def _production_outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
@@ -185,7 +159,6 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     """Mem0 is unreachable while production is stopped: the forks fail, production is still resumed and no
     fork memory exists."""
     from airflow_flink_replay.core.replay_spec import ReplaySpec
-    from airflow_flink_replay.dag_factory import build_replay_dag
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
     spec = ReplaySpec.from_yaml(production["spec_path"])
@@ -196,11 +169,9 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     conn_file = tmp_path / "connections.json"
     conn_file.write_text(json.dumps(conns))
     spec = spec.model_copy(update={"mem0_conn_id": "mem0_drill_down", "name": f"{spec.name}-forkdrill"})
-    dag = build_replay_dag(spec, dag_id=f"gate_{spec.name.replace('-', '_')}", kind="gate")
-    register_dag(dag, "replay-e2e")
-    dagrun = dag.test(run_conf={"candidate": "examples.review_agent.v2.agent:build_agent"},
-                      conn_file_path=str(conn_file))
-    states = _task_states(dagrun)
+    dagrun, run = run_replay_dag(stack, production, {"candidate": "examples.review_agent.v2.agent:build_agent"},
+                                 spec=spec, conn_file=str(conn_file), feed_from=next(_FEED_START))
+    states = run["states"]
     assert str(dagrun.state) == "failed"
     assert {states[f"fork_memory_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}
     assert states["resume_production"] == "success", states
@@ -214,11 +185,7 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
 
 
 def _assert_production_running(stack, production) -> None:
-    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
-
-    flink = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
-    running = [j for j in flink.list_jobs().jobs if j.name == production["job_name"] and j.state == "RUNNING"]
-    assert len(running) == 1, [(j.name, j.state) for j in flink.list_jobs().jobs]
+    assert len(running_jobs(stack, production["job_name"])) == 1
 
 
 def test_ui_shows_the_finished_gate_run_and_its_report(stack, production, tmp_path) -> None:
