@@ -14,6 +14,11 @@ from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
 from airflow_flink_replay.triggers.kafka import CaptureWindowTrigger, check_capture_window
 
 
+def _number(value: Any, kind: type) -> Any:
+    """A rendered template or XCom value as ``kind`` (None when absent)."""
+    return None if value in (None, "", "None") else kind(value)
+
+
 class CaptureWindowSensor(BaseSensorOperator):
     """Waits until the capture topic holds the replay window; returns the window (XCom).
 
@@ -24,7 +29,7 @@ class CaptureWindowSensor(BaseSensorOperator):
         ``offsets`` (templated; an XComArg works too). A dict with ``topic`` and ``offsets`` is accepted.
     :param topic: the capture topic (templated; taken from ``start_offsets`` when that carries it).
     :param min_records: N records past the start (cut to exactly N when ``exact``).
-    :param duration_seconds: T seconds after the sensor first runs (or after ``started_at``).
+    :param duration_seconds: T seconds after the sensor first runs (or after ``started_at``; templated).
     :param end_offsets: explicit exclusive end offsets.
     :param until_timestamp_ms: Kafka-timestamp cut-off (``time_index`` ``scan`` works on any broker).
     :param kafka_config_id: the Kafka connection.
@@ -33,7 +38,9 @@ class CaptureWindowSensor(BaseSensorOperator):
     :param window_timeout: seconds before the wait fails.
     """
 
-    template_fields: Sequence[str] = ("topic", "start_offsets", "end_offsets", "min_records", "started_at")
+    template_fields: Sequence[str] = (
+        "topic", "start_offsets", "end_offsets", "min_records", "duration_seconds", "started_at"
+    )
 
     def __init__(
         self,
@@ -84,8 +91,8 @@ class CaptureWindowSensor(BaseSensorOperator):
             return CaptureWindowSpec(
                 topic=topic,
                 start_offsets=start,
-                min_records=int(self.min_records) if self.min_records is not None else None,
-                duration_seconds=self.duration_seconds,
+                min_records=_number(self.min_records, int),
+                duration_seconds=_number(self.duration_seconds, float),
                 end_offsets=self.end_offsets,  # type: ignore[arg-type]
                 until_timestamp_ms=self.until_timestamp_ms,
                 started_at=datetime.fromisoformat(self.started_at),

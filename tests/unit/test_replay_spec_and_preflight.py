@@ -178,6 +178,10 @@ def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path)
     assert run["quiesce_mode"] == "existing" and run["existing_manifest"] == "file:///r/m.json"
     assert run["memory_source"] == "snapshot-ns"
     assert resolve_run(spec, {}, "manual_modes", "t3")["memory_source"] == spec.production.job_identifier
+    timed = resolve_run(spec, {"window_records": 12, "window_minutes": 2}, "manual_modes", "t4")
+    assert (timed["window_records"], timed["window_seconds"]) == (12, 120)
+    sensor = tasks["capture_window"]
+    assert "duration_seconds" in sensor.template_fields and "min_records" in sensor.template_fields
 
 
 def test_resume_is_skipped_when_the_run_never_stopped_production() -> None:
