@@ -25,11 +25,12 @@ import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from airflow_flink_replay.core.flink_models import FlinkPythonProgram, SubmittedJob
+from airflow_flink_replay.core.flink_models import FlinkPythonProgram, JobPlan, SubmittedJob
 from airflow_flink_replay.hooks.flink_rest import (
     PYTHON_DRIVER,
     FlinkRestError,
@@ -38,6 +39,7 @@ from airflow_flink_replay.hooks.flink_rest import (
 )
 
 SubmitterKind = Literal["rest", "cli"]
+T = TypeVar("T")
 _JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
 _LOG_PREFIX = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ +\w+ +org\.apache\.flink\.client\.python\.PythonDriver +\[\] - "
@@ -235,11 +237,9 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             )
         started = time.monotonic()
         submitted_at = datetime.now(UTC)
-        jar_id = self.python_jar_id()
-        attempt = 0
-        while True:
-            try:
-                job_id = self.hook.run_jar(
+        try:
+            job_id = self._driver_call(
+                lambda jar_id: self.hook.run_jar(
                     jar_id,
                     entry_class=PYTHON_DRIVER,
                     program_args=program.driver_args(),
@@ -248,21 +248,11 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                     parallelism=program.parallelism,
                     flink_configuration=program.configuration(),
                     timeout=timeout,
-                )
-                break
-            except FlinkRestError as err:
-                details = err.details or str(err)
-                if err.status_code == 404 or "could not find jar" in details.lower() or "jar file" in details.lower():
-                    jar_id = self.python_jar_id(refresh=True)  # someone deleted the shared jar
-                elif _concurrent_driver(details) and (
-                    attempt < self.concurrent_retries or time.monotonic() - started < timeout
-                ):
-                    # Another PythonDriver run holds the JobManager's gateway (one at a time per JM):
-                    # wait with jitter so parallel submitters (three replay variants) interleave.
-                    time.sleep(random.uniform(0.5, 2.5))
-                else:
-                    raise self._explain(err, program, savepoint_path) from err
-                attempt += 1
+                ),
+                timeout,
+            )
+        except FlinkRestError as err:
+            raise self._explain(err, program, savepoint_path) from err
         return SubmittedJob(
             job_id=job_id,
             submitter=self.kind,
@@ -271,6 +261,47 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             allow_non_restored_state=allow_non_restored_state,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def plan(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> JobPlan:
+        """The job graph ``program`` would submit (``POST /jars/{id}/plan``), without running it."""
+        try:
+            return self._driver_call(
+                lambda jar_id: self.hook.jar_plan(
+                    jar_id,
+                    entry_class=PYTHON_DRIVER,
+                    program_args=program.driver_args(),
+                    flink_configuration=program.configuration(),
+                ),
+                timeout,
+            )
+        except FlinkRestError as err:
+            raise self._explain(err, program, None) from err
+
+    def _driver_call(self, call: Callable[[str], T], timeout: float) -> T:
+        """Run a PythonDriver REST call with the uploaded flink-python jar's id.
+
+        Re-uploads once when someone deleted the shared jar. While another PythonDriver run holds the
+        JobManager's gateway (one at a time per JobManager) it waits with jitter, so parallel submitters
+        (three replay variants) interleave, until ``timeout``.
+        """
+        started = time.monotonic()
+        jar_id = self.python_jar_id()
+        attempt = refreshed = 0
+        while True:
+            try:
+                return call(jar_id)
+            except FlinkRestError as err:
+                details = (err.details or str(err)).lower()
+                missing = err.status_code == 404 or "could not find jar" in details or "jar file" in details
+                if missing and not refreshed:
+                    jar_id, refreshed = self.python_jar_id(refresh=True), 1
+                elif _concurrent_driver(err.details or str(err)) and (
+                    attempt < self.concurrent_retries or time.monotonic() - started < timeout
+                ):
+                    time.sleep(random.uniform(0.5, 2.5))
+                else:
+                    raise
+                attempt += 1
 
     def _explain(
         self, err: FlinkRestError, program: FlinkPythonProgram, savepoint_path: str | None

@@ -146,15 +146,7 @@ class SubmitReplayJobOperator(BaseOperator):
             return "skipped: no production plan"
         production = IdentityPlan.from_rest(_as_rest_details(self.production_plan))
         submitter = get_submitter("rest", hook)
-        jar_id = submitter.python_jar_id()  # type: ignore[attr-defined]
-        replay_plan = _retry_while_gateway_busy(
-            lambda: hook.jar_plan(
-                jar_id,
-                entry_class="org.apache.flink.client.python.PythonDriver",
-                program_args=program.driver_args(),
-                flink_configuration=program.configuration(),
-            )
-        )
+        replay_plan = submitter.plan(program)  # type: ignore[attr-defined]  # REST only: the JM builds the plan
         replay = IdentityPlan.from_rest({"plan": replay_plan.model_dump(mode="json", by_alias=True)})
         report = check_identity(
             production,
@@ -253,23 +245,6 @@ class SubmitReplayJobOperator(BaseOperator):
                 FlinkRestHook(self.flink_conn_id).cancel_job(self._job_id)
             except Exception:  # best effort: the cleanup task cancels leftovers too
                 self.log.exception("could not cancel replay job %s", self._job_id)
-
-
-def _retry_while_gateway_busy(call: Any, timeout: float = 180.0) -> Any:
-    """Run a PythonDriver REST call, waiting while another Python program holds the JobManager's gateway."""
-    import random
-
-    from airflow_flink_replay.hooks.flink_rest import FlinkRestError
-    from airflow_flink_replay.hooks.flink_submit import _concurrent_driver
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return call()
-        except FlinkRestError as err:
-            if not _concurrent_driver(err.details or str(err)) or time.monotonic() > deadline:
-                raise
-            time.sleep(random.uniform(0.5, 2.5))
 
 
 def _as_rest_details(plan: dict[str, Any]) -> dict[str, Any]:
