@@ -76,6 +76,31 @@ def _print_verdict(label: str, record: dict[str, Any]) -> None:
           "run_record.json")
 
 
+def _revive_taskmanager(stack: Any) -> None:
+    """Bring back a TaskManager that died (PyFlink's Beam shutdown race can kill it when Python jobs end;
+    docs/limitations.md) and redeploy production if it did not survive."""
+    from airflow_flink_replay.local.demo import DemoTopics, deploy_production
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig, flink_taskmanagers
+
+    if flink_taskmanagers(stack.flink_rest_url) >= 1:
+        return
+    print("the TaskManager died (see docs/limitations.md): restarting it and redeploying production if needed...")
+    import time
+
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.local.demo import PRODUCTION_JOB_NAME
+
+    LocalStack(StackConfig()).restart_taskmanager()
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    deadline = time.monotonic() + 60  # a job still failing over may come back by itself: do not submit twice
+    while time.monotonic() < deadline and any(
+        j.name == PRODUCTION_JOB_NAME and j.state in ("RESTARTING", "CREATED", "INITIALIZING", "RECONCILING")
+        for j in hook.list_jobs().jobs
+    ):
+        time.sleep(2)
+    deploy_production(stack, DemoTopics.named("demo"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out the demo."""
     if str(ROOT) not in sys.path:  # the example agent and its review generator live in the checkout
@@ -103,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     runs = demo_dir / "runs"
     results = {}
     for label, candidate, start in (("candidate v2", V2, 20_000), ("candidate v1", V1, 30_000)):
+        _revive_taskmanager(stack)
         print(f"\nrunning flink_agents_release_gate with {label} ({candidate}) ...")
         with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=start, rate=4):
             _airflow(env, "dags", "test", "flink_agents_release_gate", "-c", json.dumps({"candidate": candidate}),

@@ -15,7 +15,11 @@ from airflow_flink_replay.local.stack import LocalStack, StackConfig
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``stack`` and its actions."""
     p = sub.add_parser("stack", help="set up, start, inspect or stop the embedded local stack")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument(
+        "action",
+        choices=["up", "down", "status", "restart-taskmanager"],
+        help="restart-taskmanager: replace a dead or worn TaskManager (metaspace); running jobs fail over",
+    )
     p.add_argument(
         "--workdir", type=Path, default=None, help="work folder (default: $FLINK_REPLAY_STACK_DIR or ./.stack)"
     )
@@ -63,6 +67,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"  Mem0 store   chroma http://{info.chroma_host}:{info.chroma_port}")
             print(f"  connections  {info.connections_file}")
             print(f"  stack file   {stack.stack_file}")
+        return 0
+    if args.action == "restart-taskmanager":
+        try:
+            stack.restart_taskmanager()
+        except StackSetupError as err:
+            print(f"restart failed: {err}", file=sys.stderr)
+            return 1
+        print("TaskManager restarted and registered")
         return 0
     if args.action == "down":
         stopped = stack.down()
