@@ -336,7 +336,7 @@ def build_replay_dag(
         @task(trigger_rule="all_done")
         def run_record() -> dict[str, Any]:
             """Write the run record; then fail the run if any step failed (cleanup tasks alone would pass it)."""
-            from airflow.exceptions import AirflowFailException
+            from airflow.sdk.exceptions import AirflowFailException
 
             from airflow_flink_replay.run_record_writer import write_run_record
 
