@@ -188,6 +188,26 @@ def test_side_effect_change_fails_even_when_outputs_match(tmp_path: Path) -> Non
     assert ok.verdict == "PASS", ok.reasons
 
 
+def test_more_calls_on_the_same_keys_are_named_as_such(tmp_path: Path) -> None:
+    """A second chat round on the same keys (after a tool call) is a change in call counts, not new keys."""
+    a, a2, b = runs(tmp_path)
+    outs = make_run(N, "baseline", 1)
+    base = make_audit(outs, "baseline")
+    twice = [r for r in make_audit(outs, "candidate") for _ in range(2 if r["resource_type"] == "chat_model"
+                                                                       and int(r["key"].split("-")[1]) % 3 == 0 else 1)]
+    audits = {
+        "baseline": write_jsonl(tmp_path / "aa.jsonl", base),
+        "baseline_2": write_jsonl(tmp_path / "aa2.jsonl", make_audit(outs, "baseline_2")),
+        "candidate": write_jsonl(tmp_path / "ab.jsonl", twice),
+    }
+    result = compare_runs(a, b, a2, key="$.id", audits=audits)
+    reason = next(r for r in result.reasons if r.code == "SIDE_EFFECT_REGRESSION")
+    chat = next(s for s in result.resources if s.resource_type == "chat_model")
+    assert chat.new_keys == 0 and chat.dropped_keys == 0
+    assert "candidate calls chat_model llm (chat) a different number of times for" in reason.message, reason.message
+    assert "for 0 keys" not in reason.message
+
+
 def test_new_resource_and_audit_rule(tmp_path: Path) -> None:
     a, a2, b = runs(tmp_path, b={"tool_change": 0.02})
     outs_a = make_run(N, "baseline", 1)

@@ -131,14 +131,17 @@ def compare_audits(
                     significant = False
                 if significant:
                     st.status = "regression"
-                    verb = "now calls" if len(new) >= len(dropped) else "no longer calls"
-                    count = len(new) if verb == "now calls" else len(dropped)
+                    if new or dropped:
+                        verb = "now calls" if len(new) >= len(dropped) else "no longer calls"
+                        what = f"{verb} {label} for {len(new) if verb == 'now calls' else len(dropped)} keys"
+                    else:  # the same keys, other call counts (e.g. an extra chat round after a tool call)
+                        what = f"calls {label} a different number of times for {x1} keys"
                     reasons.append(
                         Reason(
                             code="SIDE_EFFECT_REGRESSION",
                             severity="fail",
                             message=(
-                                f"candidate {verb} {label} for {count} keys "
+                                f"candidate {what} "
                                 f"(calls differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%})"
                             ),
                             fields=[st.signature],
