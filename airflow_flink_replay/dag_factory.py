@@ -4,7 +4,8 @@ One chain (DESIGN.md §3), three front doors::
 
     resolve → preflight → choose_start ─┬→ offsets_before_quiesce → quiesce → start_offsets
                                         └→ reuse_manifest (quiesce_mode=existing)
-      → fork_memory (x3) → resume_production (all_done) → capture_window → manifest
+      → fork_memory_baseline → fork_memory_{baseline_2,candidate} (copies of the baseline's fork)
+      → resume_production (all_done) → capture_window → manifest
       → isolate_action_state → replay_from → replay (x3) → compare (gate) → [approve (gate: Asset on PASS)]
     cleanup (all_done): verify production memory, cancel leftover replays, delete replay topics,
       drop the forks (unless kept), write the run record.
@@ -15,7 +16,9 @@ it); ``existing`` replays an earlier run's savepoint and window again (``existin
 touches production — the capture and resume tasks are skipped.
 
 Each replay variant gets its own memory fork and action-state topic: a baseline's memory writes must not
-reach the candidate. The forks are taken while production is stopped (the savepoint instant).
+reach the candidate. In drain/stop modes the forks are taken while production is stopped (the savepoint
+instant); baseline-2 and the candidate copy the baseline's fork, so the three start from the same memories
+in every mode.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from airflow.sdk import DAG, Asset, Param, XComArg, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
@@ -109,6 +113,7 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
         "keep_fork": run.keep_fork,
         "compare_config": run.compare.model_dump(mode="json"),
         "topics": {v: run.action_state_topic(tag, v) for v in VARIANTS},
+        "topic_list": [run.action_state_topic(tag, v) for v in VARIANTS],
     }
     prod = run.production
     for variant in VARIANTS:
@@ -203,22 +208,28 @@ def build_replay_dag(
             existing_manifest=run["existing_manifest"],
             existing_savepoint=run["existing_savepoint"],
             manifest_uri=run["manifest_uri"],
+            expected_topic=spec.production.capture_topic,
+            expected_job_name=spec.production.job_name,
+            kafka_config_id=spec.kafka_conn_id,
         )
+        # baseline forks the source; baseline-2 and the candidate copy that fork, so all three start from
+        # the same memories even when production keeps writing (savepoint mode, existing mode).
         forks = [
             ForkMem0NamespaceOperator(
                 task_id=f"fork_memory_{variant}",
-                source=run["memory_source"],
+                source=run["memory_source"] if variant == "baseline" else run["fork_baseline"],
                 target=run[f"fork_{variant}"],
                 mem0_conn_id=spec.mem0_conn_id,
                 trigger_rule="none_failed_min_one_success",  # after start_offsets or reuse_manifest
             )
             for variant in VARIANTS
         ]
+        forks[0] >> forks[1:]
         resume = ResumeJobOperator(
             task_id="resume_production",
             program=spec.production.program,
             quiesce_result=quiesce.output,
-            production_job_id=_pull(preflight, "job_id"),
+            production_job_id="{{ ti.xcom_pull(task_ids='preflight', key='job_id') or '' }}",
             job_name=spec.production.job_name,
             flink_conn_id=spec.flink_conn_id,
             quiesce_mode=run["quiesce_mode"],
@@ -262,6 +273,11 @@ def build_replay_dag(
             if reused:
                 return {"savepoint_path": reused["savepoint_path"], "production_plan": reused["production_plan"]}
             quiesced = ti.xcom_pull(task_ids="quiesce")
+            if not quiesced or not ti.xcom_pull(task_ids="manifest"):
+                raise AirflowFailException(
+                    "no savepoint and manifest to replay: neither quiesce+manifest nor reuse_manifest produced one "
+                    "(see their task logs)"
+                )
             return {
                 "savepoint_path": quiesced["savepoint_path"],
                 "production_plan": ti.xcom_pull(task_ids="preflight", key="production_details"),
@@ -320,6 +336,7 @@ def build_replay_dag(
         delete_topics = DeleteReplayTopicsOperator(
             task_id="delete_replay_topics",
             isolation=isolate.output,
+            topics=run["topic_list"],  # also when isolate failed after creating some of them
             production_topic=spec.production.action_state_topic,
             kafka_config_id=spec.kafka_conn_id,
         )
@@ -336,8 +353,6 @@ def build_replay_dag(
         @task(trigger_rule="all_done")
         def run_record() -> dict[str, Any]:
             """Write the run record; then fail the run if any step failed (cleanup tasks alone would pass it)."""
-            from airflow.sdk.exceptions import AirflowFailException
-
             from airflow_flink_replay.run_record_writer import write_run_record
 
             ctx = get_current_context()

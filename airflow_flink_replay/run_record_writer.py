@@ -48,8 +48,8 @@ def write_run_record(context: Any, spec_name: str, replay_task_ids: list[str]) -
     try:
         found = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id])
         states = {k: v for k, v in (found.get(ti.run_id) or {}).items()}
-    except Exception:  # older task SDKs: the record still chains the artefacts
-        states = {}
+    except Exception as err:  # the record still chains the artefacts, but the run must not pass unseen
+        states = {"(task states)": f"failed: could not read them ({type(err).__name__}: {err})"}
     report_dir = None
     if compare.get("report_uri"):
         report_dir = str(Path(str(compare["report_uri"]).removeprefix("file://")).parent)
@@ -91,4 +91,7 @@ def write_run_record(context: Any, spec_name: str, replay_task_ids: list[str]) -
 
 def failed_tasks(record_states: dict[str, str | None], own_task_id: str) -> list[str]:
     """Tasks of the run that failed (or could not run because something upstream failed)."""
-    return sorted(t for t, st in record_states.items() if t != own_task_id and st in ("failed", "upstream_failed"))
+    return sorted(
+        t for t, st in record_states.items()
+        if t != own_task_id and (st in ("failed", "upstream_failed") or str(st).startswith("failed: "))
+    )

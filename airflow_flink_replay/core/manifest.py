@@ -326,16 +326,22 @@ class ProductionSide(_Model):
         default_factory=list, description="production's plan (ids, names, parallelism) at the savepoint"
     )
 
-    def production_plan(self) -> dict[str, Any] | None:
-        """Production's plan in the quiesce step's ``ProductionPlan`` shape (None if not recorded)."""
-        if not self.plan_vertices:
-            return None
-        return {
-            "job_id": self.job_id,
-            "job_name": self.job_name,
-            "vertices": [v.model_dump(mode="json") for v in self.plan_vertices],
-            "agent_vertex_id": self.agent.vertex_id,
-        }
+    def production_plan(self) -> dict[str, Any]:
+        """Production's plan in the quiesce step's ``ProductionPlan`` shape.
+
+        A manifest sealed before ``plan_vertices`` existed yields the agent vertex alone: enough to pin the
+        replay's agent to production's operator id and max parallelism (the rest of the plan is unknown).
+        """
+        vertices = [v.model_dump(mode="json") for v in self.plan_vertices] or [
+            {
+                "id": self.agent.vertex_id,
+                "name": self.agent.name,
+                "parallelism": self.agent.parallelism,
+                "max_parallelism": self.agent.max_parallelism,
+            }
+        ]
+        return {"job_id": self.job_id, "job_name": self.job_name, "vertices": vertices,
+                "agent_vertex_id": self.agent.vertex_id}
 
     @field_validator("job_id")
     @classmethod

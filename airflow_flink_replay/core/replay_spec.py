@@ -69,6 +69,11 @@ class WindowSpec(BaseModel):
     def _one(self) -> WindowSpec:
         if self.records is None and self.minutes is None:
             raise ValueError("window needs `records` or `minutes`")
+        if self.minutes is not None and self.minutes >= self.timeout_minutes:
+            raise ValueError(
+                f"window.minutes ({self.minutes:g}) must be below window.timeout_minutes ({self.timeout_minutes:g}): "
+                "the sensor would time out first. Fix: raise timeout_minutes or lower window_minutes"
+            )
         return self
 
 

@@ -461,6 +461,13 @@ class ResumeJobOperator(BaseOperator):
         """Submit (or reattach), then wait until RUNNING."""
         if self.quiesce_mode == "existing":
             raise AirflowSkipException("quiesce_mode=existing: this run never stopped production, nothing to resume")
+        if self.production_job_id in ("", "None"):
+            self.production_job_id = None
+        if not (self.quiesce_result or self.production_job_id or self.savepoint_path):
+            raise AirflowSkipException(
+                "nothing to resume: no quiesce result, no production job id and no savepoint_path (the run failed "
+                "before it identified production, so production was never stopped)"
+            )
         hook = self.hook
         quiesce = QuiesceResult.model_validate(self.quiesce_result) if self.quiesce_result else None
         program = FlinkPythonProgram.model_validate(self.program)

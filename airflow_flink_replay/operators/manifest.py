@@ -311,9 +311,15 @@ class ReuseManifestOperator(BaseOperator):
     :param manifest_uri: where this run's manifest goes (templated).
     :param existing_savepoint: if given (templated), the savepoint the earlier manifest must link.
     :param check_savepoint: refuse when the savepoint's ``_metadata`` is gone (``file://`` paths).
+    :param expected_topic: refuse a manifest of another capture topic (e.g. another spec's).
+    :param expected_job_name: refuse a manifest of another production job.
+    :param kafka_config_id: with it, refuse when the capture topic no longer holds the window's first
+        records (retention deleted them: Flink would silently start at the earliest record left).
     """
 
-    template_fields: Sequence[str] = ("existing_manifest", "existing_savepoint", "manifest_uri", "run_id")
+    template_fields: Sequence[str] = (
+        "existing_manifest", "existing_savepoint", "manifest_uri", "run_id", "expected_topic", "expected_job_name"
+    )
 
     def __init__(
         self,
@@ -323,11 +329,17 @@ class ReuseManifestOperator(BaseOperator):
         existing_savepoint: str | None = None,
         check_savepoint: bool = True,
         run_id: str | None = None,
+        expected_topic: str | None = None,
+        expected_job_name: str | None = None,
+        kafka_config_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.existing_manifest = existing_manifest
         self.existing_savepoint = existing_savepoint
+        self.expected_topic = expected_topic
+        self.expected_job_name = expected_job_name
+        self.kafka_config_id = kafka_config_id
         self.manifest_uri = manifest_uri
         self.check_savepoint = check_savepoint
         self.run_id = run_id
@@ -351,6 +363,18 @@ class ReuseManifestOperator(BaseOperator):
                 f"it links savepoint {linked}, not existing_savepoint {self.existing_savepoint}. Fix: give the "
                 "manifest of the run that took that savepoint, or leave existing_savepoint empty"
             )
+        if self.expected_topic and earlier.capture.topic != self.expected_topic:
+            problems.append(
+                f"its capture topic is {earlier.capture.topic!r}, not {self.expected_topic!r}. Fix: give a manifest "
+                "of this spec's production job"
+            )
+        if self.expected_job_name and earlier.production.job_name != self.expected_job_name:
+            problems.append(
+                f"it was taken of job {earlier.production.job_name!r}, not {self.expected_job_name!r}. Fix: give "
+                "a manifest of this spec's production job"
+            )
+        if self.kafka_config_id and not problems:
+            problems += self._window_problems(earlier)
         if problems:
             raise AirflowException(f"existing_manifest {self.existing_manifest}: " + "; ".join(problems))
         run_id = self.run_id or str(context.get("run_id") or "manual")
@@ -364,6 +388,27 @@ class ReuseManifestOperator(BaseOperator):
             "record_count": sealed.capture.record_count,
             "production_plan": sealed.production.production_plan(),
         }
+
+    def _window_problems(self, manifest: ReplayManifest) -> list[str]:
+        """The window's records must still be on the broker (only the low watermark is checked: tansu's
+        high watermark is not reliable for batched writes)."""
+        topic = manifest.capture.topic
+        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id or "kafka_default")
+        try:
+            if not hook.topic_exists(topic):
+                return [f"capture.topic {topic!r} no longer exists. Fix: take a new savepoint (drain or stop)"]
+            first = hook.begin_offsets(topic)
+        finally:
+            hook.close()
+        problems = []
+        for window in manifest.capture.partitions:
+            if window.record_count and first.get(window.partition, 0) > window.start_offset:
+                problems.append(
+                    f"capture.partitions[{window.partition}]: records from offset {window.start_offset} were deleted "
+                    f"(the topic now starts at {first[window.partition]}). Fix: raise retention.ms on {topic}, or "
+                    "take a new savepoint"
+                )
+        return problems
 
 
 def _norm_path(path: str) -> str:

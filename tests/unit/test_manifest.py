@@ -358,8 +358,11 @@ def test_production_plan_is_recorded_for_a_later_identity_preflight() -> None:
     assert [v["name"] for v in plan["vertices"]] == ["action-execute-operator -> out", "Source: in"]
     found = JobPlan.from_rest(_as_rest_details(plan)).find_agent()
     assert found is not None and found[0].id == AGENT and found[0].max_parallelism == 128
-    # a manifest written before plans were recorded has none: the caller must then find the plan elsewhere
-    assert ReplayManifest.parse(_data(), verify=False).production.production_plan() is None
+    # a manifest sealed before plans were recorded still pins the agent: its vertex id and max parallelism
+    old = ReplayManifest.parse(_data(), verify=False).production.production_plan()
+    found = JobPlan.from_rest(_as_rest_details(old)).find_agent()
+    assert found is not None and (found[0].id, found[0].max_parallelism) == (AGENT, 128)
+    assert [v["id"] for v in old["vertices"]] == [AGENT]
 
 
 def test_for_reuse_keeps_savepoint_and_window_and_names_its_origin(tmp_path: Path) -> None:

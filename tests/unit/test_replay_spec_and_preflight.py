@@ -104,6 +104,8 @@ def test_production_checks_name_each_problem_and_its_fix() -> None:
     savepoint = spec.with_run_overrides({"quiesce_mode": "savepoint"})
     findings = check_production(savepoint, running, ok_vertices, topics)
     assert not findings.problems and any("race the savepoint" in w for w in findings.warnings)
+    reuse = spec.with_run_overrides({"quiesce_mode": "existing", "existing_manifest": "file:///r/m.json"})
+    assert not check_production(reuse, [], None, topics).problems  # replaying an old savepoint needs no production
     missing = check_production(spec, running, ok_vertices, {"reviews"}).problems
     assert sum("does not exist on the broker" in p for p in missing) == 2
 
@@ -180,8 +182,21 @@ def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path)
     assert resolve_run(spec, {}, "manual_modes", "t3")["memory_source"] == spec.production.job_identifier
     timed = resolve_run(spec, {"window_records": 12, "window_minutes": 2}, "manual_modes", "t4")
     assert (timed["window_records"], timed["window_seconds"]) == (12, 120)
+    with pytest.raises(SpecError, match=r"window\.minutes \(45\) must be below window\.timeout_minutes"):
+        spec.with_run_overrides({"window_minutes": 45})
+    assert tasks["fork_memory_candidate"].upstream_task_ids >= {"fork_memory_baseline"}  # copies of one fork
+    run_topics_template(tasks)
     sensor = tasks["capture_window"]
     assert "duration_seconds" in sensor.template_fields and "min_records" in sensor.template_fields
+
+
+def run_topics_template(tasks: dict) -> Any:
+    """The delete step's topic list comes from the resolved run (an XComArg), not from isolate's result."""
+    from airflow.sdk.definitions.xcom_arg import XComArg
+
+    arg = tasks["delete_replay_topics"].topics
+    assert isinstance(arg, XComArg) and arg.operator.task_id == "resolve" and arg.key == "topic_list"
+    return arg
 
 
 def test_resume_is_skipped_when_the_run_never_stopped_production() -> None:
@@ -193,3 +208,8 @@ def test_resume_is_skipped_when_the_run_never_stopped_production() -> None:
                            flink_conn_id="no_such_conn")
     with pytest.raises(AirflowSkipException):
         op.execute({})  # skips before any connection is looked up
+    # a run that failed before preflight named production's job: nothing was stopped, nothing to resume
+    never = ResumeJobOperator(task_id="r2", program={"entry_point": "/x.py"}, production_job_id="",
+                              flink_conn_id="no_such_conn")
+    with pytest.raises(AirflowSkipException, match="never stopped"):
+        never.execute({})
