@@ -275,7 +275,7 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                 timeout,
             )
         except FlinkRestError as err:
-            raise self._explain(err, program, None) from err
+            raise self._explain(err, program, None, action="Planning") from err
 
     def _driver_call(self, call: Callable[[str], T], timeout: float) -> T:
         """Run a PythonDriver REST call with the uploaded flink-python jar's id.
@@ -304,7 +304,7 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                 attempt += 1
 
     def _explain(
-        self, err: FlinkRestError, program: FlinkPythonProgram, savepoint_path: str | None
+        self, err: FlinkRestError, program: FlinkPythonProgram, savepoint_path: str | None, action: str = "Submitting"
     ) -> FlinkSubmissionError:
         """Replace "Python process exits with code: 1" by the program's traceback from the JM log."""
         cause = err.cause or str(err)
@@ -314,7 +314,7 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             if traceback_text:
                 cause = program_failure_cause(traceback_text) or cause
         where = f" from savepoint {savepoint_path}" if savepoint_path else ""
-        message = f"Submitting {program.entry_point or program.module}{where} over REST failed: {cause}"
+        message = f"{action} {program.entry_point or program.module}{where} over REST failed: {cause}"
         if traceback_text:
             message += f"\n--- Python output (JobManager log) ---\n{traceback_text}"
         elif "Python process exits" in (err.details or cause):
