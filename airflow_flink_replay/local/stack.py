@@ -308,6 +308,7 @@ class LocalStack:
         tansu = ensure_tansu(self.cache_dir / "bin", downloads, setup_log)
         jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
         flink_home = venv_site_packages(flink_venv) / "pyflink"
+        _clear_dirs(self._p("tmp"), self._p("web"))  # what a crashed or killed stack left behind
         conf_dir = self._write_flink_conf(flink_home, flink_python, java_home)
         mem0_dir = self._p("mem0")
         mem0_dir.mkdir(parents=True, exist_ok=True)
@@ -453,6 +454,9 @@ class LocalStack:
             "execution.checkpointing.savepoint-dir": f"file://{self._p('savepoints')}",
             "web.tmpdir": str(self._p("web")),
             "io.tmp.dirs": str(self._p("tmp")),
+            # Every agent job ships the ~115 MB flink-agents jar as a blob: drop finished jobs' blobs after a
+            # minute instead of an hour, so a long session does not fill the disk.
+            "blob.service.cleanup.interval": 60,
             "python.executable": str(flink_python),
             "python.client.executable": str(flink_python),
             # Small Python bundles: savepoints complete in about a second instead of hanging.
@@ -514,6 +518,8 @@ class LocalStack:
             raise StackSetupError(f"no stack in {self.workdir}: run `flink-replay stack up` first")
         old = next(p for p in info.processes if p.name == "flink-taskmanager")
         _terminate(old.pid)
+        for leftover in self._p("tmp").glob("tm_*"):  # the old TaskManager's blobs and working dirs
+            shutil.rmtree(leftover, ignore_errors=True)
         env = self._flink_env(Path(info.flink_conf_dir), Path(info.java_home))
         new = self._start_flink_daemon(Path(info.flink_home), env, "flink-taskmanager")
         info.processes = [p if p.name != "flink-taskmanager" else new for p in info.processes]
@@ -563,6 +569,7 @@ class LocalStack:
         for pid_file in self._p("pids").glob("*.pid"):
             pid_file.unlink(missing_ok=True)
         self.stack_file.unlink(missing_ok=True)
+        _clear_dirs(self._p("tmp"), self._p("web"))  # Flink's blobs, uploaded jars, Python envs of jobs
         return stopped
 
 
@@ -571,6 +578,16 @@ _FLINK_DAEMONS = {
     "flink-jobmanager": ("jobmanager.sh", "standalonesession"),
     "flink-taskmanager": ("taskmanager.sh", "taskexecutor"),
 }
+
+
+def _clear_dirs(*folders: Path) -> None:
+    """Empty ``folders`` (kept themselves); only called when no Flink process uses them."""
+    for folder in folders:
+        for child in folder.glob("*") if folder.is_dir() else ():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 def _free_slots(rest_url: str) -> int:

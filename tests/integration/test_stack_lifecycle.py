@@ -49,6 +49,19 @@ def test_up_status_down_leaves_no_process_and_frees_ports(stack, tmp_path: Path)
         assert st["up"] and st["flink"]["taskmanagers"] == 1
         assert st["flink"]["rest_url"].endswith(str(ports["--flink-rest-port"]))
         assert st["kafka"]["answers"] and st["mem0"]["answers"]
+
+        # restart-taskmanager: a new TaskManager registers; the old one's working folder is gone
+        tmp = tmp_path / "stack2" / "tmp"
+        old_tm_dirs = set(tmp.glob("tm_*"))
+        assert old_tm_dirs, sorted(p.name for p in tmp.iterdir())
+        restarted = _cli("stack", "restart-taskmanager", *common, *port_args)
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        info = json.loads((tmp_path / "stack2" / "stack.json").read_text())
+        new_tm = next(p["pid"] for p in info["processes"] if p["name"] == "flink-taskmanager")
+        assert new_tm not in pids and _pid_alive(new_tm)
+        pids = [p["pid"] for p in info["processes"]]
+        assert not old_tm_dirs & set(tmp.glob("tm_*"))
+        assert json.loads(_cli("stack", "status", *common, "--json").stdout)["flink"]["taskmanagers"] == 1
     finally:
         down = _cli("stack", "down", *common, "--json")
     assert down.returncode == 0, down.stderr
@@ -57,3 +70,5 @@ def test_up_status_down_leaves_no_process_and_frees_ports(stack, tmp_path: Path)
     assert all(_port_free(p) for p in ports.values())
     after = _cli("stack", "status", *common)
     assert after.returncode == 1 and "down" in after.stdout
+    # Flink's temp files (job blobs: ~115 MB per agent job) do not outlive the stack
+    assert not any((tmp_path / "stack2" / "tmp").iterdir()) and not any((tmp_path / "stack2" / "web").iterdir())
