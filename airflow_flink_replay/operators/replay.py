@@ -21,8 +21,10 @@ from airflow_flink_replay.hooks.flink_submit import get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
 
-#: The job side's entry point, run by the PythonDriver on the JobManager host.
-REPLAY_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "replay_job.py")
+#: The job side's entry point, run by the PythonDriver on the JobManager host: a module of this package's
+#: job side (``pip install airflow-flink-replay[flink]`` in the cluster's Python), so no file path has to be
+#: shared between the Airflow worker and the JobManager.
+REPLAY_JOB_MODULE = "airflow_flink_replay.flink.replay_job"
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
 
 
@@ -69,6 +71,9 @@ class SubmitReplayJobOperator(BaseOperator):
     :param production_agent_uid: the uid production's agent carries, if any.
     :param flink_conn_id: the cluster that runs replays (may differ from production's).
     :param submitter: ``rest`` (default) or ``cli``.
+    :param replay_program: the replay program: a module run with ``-pym`` (default: this package's
+        ``airflow_flink_replay.flink.replay_job``, which the cluster's Python must have installed) or a
+        ``.py`` path on the JobManager host.
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     """
@@ -86,12 +91,14 @@ class SubmitReplayJobOperator(BaseOperator):
         production_agent_uid: str | None = None,
         flink_conn_id: str = FlinkRestHook.default_conn_name,
         submitter: str = "rest",
+        replay_program: str = REPLAY_JOB_MODULE,
         timeout: float = 1200.0,
         poll_interval: float = 1.0,
         deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.replay_program = replay_program
         self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplayJobSpec) else spec
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -126,7 +133,9 @@ class SubmitReplayJobOperator(BaseOperator):
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
         return FlinkPythonProgram(
-            entry_point=REPLAY_JOB_SCRIPT, module=None, program_args=spec.to_argv(), parallelism=None,
+            entry_point=self.replay_program if self.replay_program.endswith(".py") else None,
+            module=None if self.replay_program.endswith(".py") else self.replay_program,
+            program_args=spec.to_argv(), parallelism=None,
             job_name=spec.job_name,
         )
 

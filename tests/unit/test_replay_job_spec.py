@@ -57,3 +57,18 @@ def test_errors_name_the_field(tmp_path: Path) -> None:
         load_window_from_manifest(str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="local files only"):
         load_window_from_manifest("s3://bucket/m.json")
+
+
+def test_replay_program_is_a_module_unless_a_path_is_given() -> None:
+    """The default needs the package in the cluster's Python, not a path shared with the Airflow worker."""
+    import importlib.util
+
+    from airflow_flink_replay.operators.replay import REPLAY_JOB_MODULE, SubmitReplayJobOperator
+
+    spec = ReplayJobSpec(**BASE, job_name="afr-replay-x", manifest="/runs/m.json")
+    default = SubmitReplayJobOperator(task_id="r", spec=spec, savepoint_path=None)._program(spec)
+    assert default.driver_args()[:2] == ["-pym", REPLAY_JOB_MODULE]
+    assert importlib.util.find_spec(REPLAY_JOB_MODULE) is not None
+    path = SubmitReplayJobOperator(task_id="r2", spec=spec, savepoint_path=None, replay_program="/opt/rj.py")
+    assert path._program(spec).driver_args()[:2] == ["-py", "/opt/rj.py"]
+    assert default.driver_args()[-2:] == spec.to_argv()[-2:]
