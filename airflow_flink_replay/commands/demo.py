@@ -79,17 +79,15 @@ def _print_verdict(label: str, record: dict[str, Any]) -> None:
 def _revive_taskmanager(stack: Any) -> None:
     """Bring back a TaskManager that died (PyFlink's Beam shutdown race can kill it when Python jobs end;
     docs/limitations.md) and redeploy production if it did not survive."""
-    from airflow_flink_replay.local.demo import DemoTopics, deploy_production
+    import time
+
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.local.demo import PRODUCTION_JOB_NAME, DemoTopics, deploy_production
     from airflow_flink_replay.local.stack import LocalStack, StackConfig, flink_taskmanagers
 
     if flink_taskmanagers(stack.flink_rest_url) >= 1:
         return
     print("the TaskManager died (see docs/limitations.md): restarting it and redeploying production if needed...")
-    import time
-
-    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
-    from airflow_flink_replay.local.demo import PRODUCTION_JOB_NAME
-
     LocalStack(StackConfig()).restart_taskmanager()
     hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
     deadline = time.monotonic() + 60  # a job still failing over may come back by itself: do not submit twice

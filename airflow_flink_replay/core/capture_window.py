@@ -152,17 +152,16 @@ def link_start_offsets(
     exact (0 racing records). A quiesce that kept production running (``savepoint``) needs
     ``offsets_before`` to bound the barrier; without it this raises ValueError (never guess).
     """
-    stopped = not quiesce_result or (
+    if not quiesce_result or (
         quiesce_result.get("mode") != "savepoint" and quiesce_result.get("production_stopped") is not False
-    )
-    if stopped:
+    ):  # production was stopped with the savepoint: nothing written after the barrier
         return dict(offsets_after), 0
-    mode = quiesce_result.get("mode") if quiesce_result else None
     if offsets_before is None:
         raise ValueError(
-            f"quiesce mode {mode!r} kept production running, so the capture topic's end offsets do not mark "
-            "the savepoint barrier by themselves. Fix: read the capture topic's end offsets before the "
-            "savepoint too (RecordStartOffsetsOperator offsets_before=...), or quiesce with mode 'drain' or 'stop'"
+            f"quiesce mode {quiesce_result.get('mode')!r} kept production running, so the capture topic's end "
+            "offsets do not mark the savepoint barrier by themselves. Fix: read the capture topic's end offsets "
+            "before the savepoint too (RecordStartOffsetsOperator offsets_before=...), or quiesce with mode "
+            "'drain' or 'stop'"
         )
     missing = sorted(set(offsets_after) - set(offsets_before))
     if missing:

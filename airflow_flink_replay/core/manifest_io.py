@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,6 +72,12 @@ def local_path(location: str) -> str | None:
     if parsed.scheme == "file":
         return unquote(parsed.path)
     return location if not parsed.scheme else None
+
+
+def normalized_location(location: str) -> str:
+    """``file:///a/b/``, ``file:/a/b`` and ``/a/b`` alike → ``/a/b`` (for comparing savepoint locations);
+    other schemes are kept as they are, without a trailing slash."""
+    return re.sub(r"^file:/+", "/", location).rstrip("/")
 
 
 def savepoint_problems(manifest: ReplayManifest) -> list[str]:

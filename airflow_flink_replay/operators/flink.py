@@ -34,6 +34,7 @@ from airflow_flink_replay.core.flink_models import (
     ResumeResult,
     SubmittedJob,
 )
+from airflow_flink_replay.core.manifest_io import normalized_location
 from airflow_flink_replay.hooks.flink_rest import (
     FlinkRestError,
     FlinkRestHook,
@@ -70,7 +71,7 @@ def savepoint_of_run(stats: CheckpointStats, dag_id: str, run_id: str) -> str | 
     """The newest completed savepoint of a job taken into this DAG run's quiesce directory, if any."""
     segment = run_path_segment(dag_id, run_id)
     for record in stats.savepoints():
-        if record.external_path and segment in _norm(record.external_path) + "/":
+        if record.external_path and segment in normalized_location(record.external_path) + "/":
             return record.external_path
     return None
 
@@ -83,11 +84,6 @@ def _ti_parts(context: Any) -> tuple[str, str, str, int]:
 
 def _ms(ts: int | None) -> datetime | None:
     return datetime.fromtimestamp(ts / 1000, UTC) if ts and ts > 0 else None
-
-
-def _norm(path: str) -> str:
-    """``file:///a/b`` and ``file:/a/b`` alike → ``/a/b`` (for prefix comparisons)."""
-    return re.sub(r"^file:/+", "/", path).rstrip("/")
 
 
 class QuiesceAndSavepointOperator(BaseOperator):
@@ -254,9 +250,9 @@ class QuiesceAndSavepointOperator(BaseOperator):
             stats = hook.get_checkpoints(self.job_id)
         except FlinkRestError:
             return None
-        prefix = _norm(run_dir) + "/"
+        prefix = normalized_location(run_dir) + "/"
         for record in stats.savepoints():
-            if record.external_path and _norm(record.external_path).startswith(prefix):
+            if record.external_path and normalized_location(record.external_path).startswith(prefix):
                 return record
         return None
 

@@ -29,7 +29,12 @@ from airflow_flink_replay.core.manifest import (
     WatermarkSpec,
     production_from_quiesce_result,
 )
-from airflow_flink_replay.core.manifest_io import load_manifest, local_path, save_manifest, savepoint_problems
+from airflow_flink_replay.core.manifest_io import (
+    load_manifest,
+    normalized_location,
+    save_manifest,
+    savepoint_problems,
+)
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 
 
@@ -263,7 +268,7 @@ class CreateReplayManifestOperator(BaseOperator):
             event_time=event_time,
             watermark=WatermarkSpec.model_validate(self.watermark or {}),
         )
-        racing = (self.start_offsets or {}).get("racing_records") if isinstance(self.start_offsets, Mapping) else None
+        racing = self.start_offsets.get("racing_records") if isinstance(self.start_offsets, Mapping) else None
         if racing is not None and production.savepoint.quiesce_mode == "savepoint":
             savepoint = production.savepoint.model_copy(update={"racing_records": int(racing)})
             production = production.model_copy(update={"savepoint": savepoint})
@@ -358,7 +363,7 @@ class ReuseManifestOperator(BaseOperator):
             raise AirflowException(f"existing_manifest {self.existing_manifest}: {err}") from err
         problems = savepoint_problems(earlier) if self.check_savepoint else []
         linked = earlier.production.savepoint.path
-        if self.existing_savepoint and _norm_path(self.existing_savepoint) != _norm_path(linked):
+        if self.existing_savepoint and normalized_location(self.existing_savepoint) != normalized_location(linked):
             problems.append(
                 f"it links savepoint {linked}, not existing_savepoint {self.existing_savepoint}. Fix: give the "
                 "manifest of the run that took that savepoint, or leave existing_savepoint empty"
@@ -410,6 +415,3 @@ class ReuseManifestOperator(BaseOperator):
                 )
         return problems
 
-
-def _norm_path(path: str) -> str:
-    return (local_path(path) or path).rstrip("/")
