@@ -4,8 +4,8 @@ One chain (DESIGN.md §3), three front doors::
 
     resolve → preflight → choose_start ─┬→ offsets_before_quiesce → quiesce → start_offsets
                                         └→ reuse_manifest (quiesce_mode=existing)
-      → fork_memory_baseline → fork_memory_{baseline_2,candidate} (copies of the baseline's fork)
-      → resume_production (all_done) → capture_window → manifest
+      → fork_memory_baseline ─┬→ resume_production (all_done) → capture_window → manifest
+                              └→ fork_memory_{baseline_2,candidate} (copies of the baseline's fork)
       → isolate_action_state → replay_from → replay (x3) → compare (gate) → [approve (gate: Asset on PASS)]
     cleanup (all_done): verify production memory, cancel leftover replays, delete replay topics,
       drop the forks (unless kept), write the run record.
@@ -17,8 +17,8 @@ touches production — the capture and resume tasks are skipped.
 
 Each replay variant gets its own memory fork and action-state topic: a baseline's memory writes must not
 reach the candidate. In drain/stop modes the forks are taken while production is stopped (the savepoint
-instant); baseline-2 and the candidate copy the baseline's fork, so the three start from the same memories
-in every mode.
+instant) — only the baseline's fork holds production stopped: baseline-2 and the candidate copy that frozen
+fork while production is already running again, so the three start from the same memories in every mode.
 """
 
 from __future__ import annotations
@@ -369,7 +369,9 @@ def build_replay_dag(
         record = run_record()
 
         run >> preflight >> start >> [offsets_before, reuse]
-        offsets_before >> quiesce >> start_offsets >> forks >> resume >> window >> manifest >> isolate
+        # only the baseline's fork reads production's namespace: production resumes right after it, and the
+        # two copies of that fork run while production is already back.
+        offsets_before >> quiesce >> start_offsets >> forks[0] >> resume >> window >> manifest >> isolate
         reuse >> forks
         # resume runs whatever happened (all_done); the replay chain goes on only if every fork succeeded.
         forks >> window

@@ -185,6 +185,11 @@ def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path)
     with pytest.raises(SpecError, match=r"window\.minutes \(45\) must be below window\.timeout_minutes"):
         spec.with_run_overrides({"window_minutes": 45})
     assert tasks["fork_memory_candidate"].upstream_task_ids >= {"fork_memory_baseline"}  # copies of one fork
+    # only the baseline's fork holds production stopped; the copies run after production is back
+    resume_up = tasks["resume_production"].upstream_task_ids
+    assert "fork_memory_baseline" in resume_up
+    assert not {"fork_memory_baseline_2", "fork_memory_candidate"} & resume_up
+    assert {"fork_memory_baseline_2", "fork_memory_candidate"} <= tasks["capture_window"].upstream_task_ids
     run_topics_template(tasks)
     sensor = tasks["capture_window"]
     assert "duration_seconds" in sensor.template_fields and "min_records" in sensor.template_fields
