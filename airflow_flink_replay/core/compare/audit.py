@@ -19,6 +19,10 @@ from airflow_flink_replay.core.compare.stats import newcombe_lower, z_one_sided
 Signature = tuple[str, str, str]
 
 
+def _bound(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.1%}"
+
+
 def _signature_text(sig: Signature) -> str:
     return f"{sig[0]}:{sig[1]}.{sig[2]}"
 
@@ -141,14 +145,25 @@ def compare_audits(
                             code="SIDE_EFFECT_REGRESSION",
                             severity="fail",
                             message=(
-                                f"candidate {what} "
-                                f"(calls differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%})"
+                                f"candidate {what} (calls differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%})"
                             ),
                             fields=[st.signature],
                         )
                     )
                 else:
                     st.status = "not_significant"
+                    reasons.append(
+                        Reason(
+                            code="NOT_SIGNIFICANT",
+                            severity="inconclusive",
+                            message=(
+                                f"calls of {label} differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%} "
+                                f"(+{delta:.1%}, lower bound {_bound(st.lower_bound)}) — above the thresholds "
+                                "but not significant with this many keys; replay more records"
+                            ),
+                            fields=[st.signature],
+                        )
+                    )
             elif a2 is None and x1 > config.exact_max_rate * n:
                 st.status = "regression"
                 reasons.append(
@@ -156,6 +171,19 @@ def compare_audits(
                         code="SIDE_EFFECT_REGRESSION",
                         severity="fail",
                         message=f"calls of {label} differ for {x1} keys (exact rules: no baseline-2)",
+                        fields=[st.signature],
+                    )
+                )
+            elif a2 is not None and p0 > config.max_noise_rate:
+                st.status = "too_noisy"
+                reasons.append(
+                    Reason(
+                        code="NOISE_TOO_HIGH",
+                        severity="inconclusive",
+                        message=(
+                            f"calls of {label} differ between the baseline runs for {p0:.0%} of keys "
+                            f"(> {config.max_noise_rate:.0%}): a side-effect regression there cannot be seen"
+                        ),
                         fields=[st.signature],
                     )
                 )

@@ -121,11 +121,10 @@ class ComparatorResolver:
                 comp = Comparator("set", _set, mnc)
             elif rule.comparator == "ignore":
                 comp = Comparator("ignore", _ignore, mnc)
-            else:  # auto, maybe with tolerances/threshold or must_not_change
+            else:  # auto, maybe with tolerances/threshold (0 is a setting too) or must_not_change
+                tuned = any(v is not None for v in (rule.rel_tol, rule.abs_tol, rule.text_threshold))
                 comp = (
-                    None
-                    if not (mnc or rule.rel_tol or rule.abs_tol or rule.text_threshold)
-                    else (self._auto_with_rule(rule.rel_tol, rule.abs_tol, rule.text_threshold, mnc))
+                    self._auto_with_rule(rule.rel_tol, rule.abs_tol, rule.text_threshold, mnc) if mnc or tuned else None
                 )
         self._by_path[path] = comp
         return comp

@@ -118,7 +118,13 @@ def render_junit(result: ComparisonResult) -> str:
         )
         case("compare.fields", f.path, status, f"{f.status}: {rate}")
     for s in result.resources:
-        status = {"new": "fail", "regression": "fail", "rule": "fail", "not_significant": "skip"}.get(s.status, "ok")
+        status = {
+            "new": "fail",
+            "regression": "fail",
+            "rule": "fail",
+            "not_significant": "skip",
+            "too_noisy": "skip",
+        }.get(s.status, "ok")
         case(
             "compare.side_effects",
             s.signature,
