@@ -127,6 +127,12 @@ class FlinkRestSettings:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
 
 
+def _extra_or(extra: dict[str, Any], key: str, default: Any) -> Any:
+    """``extra[key]``, or ``default`` when it is missing, null or an empty string."""
+    value = extra.get(key)
+    return default if value is None or value == "" else value
+
+
 def settings_from_connection(conn: Any, retries: int | None = None, timeout: float | None = None) -> FlinkRestSettings:
     """Turn an Airflow connection into :class:`FlinkRestSettings`."""
     extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
@@ -136,15 +142,16 @@ def settings_from_connection(conn: Any, retries: int | None = None, timeout: flo
         headers["Authorization"] = f"Bearer {extra['bearer_token']}"
     elif conn.login:
         auth = (conn.login, conn.password or "")
-    verify = extra.get("verify", True)
+    # the connection form stores a field left empty as null: null means the default
+    verify = _extra_or(extra, "verify", True)
     if isinstance(verify, str) and verify.lower() in ("true", "false"):
         verify = verify.lower() == "true"
     return FlinkRestSettings(
         base_url=rest_base_url(conn.host or "127.0.0.1", conn.schema, conn.port),
-        timeout=float(timeout if timeout is not None else extra.get("timeout", 30)),
+        timeout=float(timeout if timeout is not None else _extra_or(extra, "timeout", 30)),
         verify=verify,
-        retries=int(retries if retries is not None else extra.get("retries", 3)),
-        backoff_factor=float(extra.get("backoff_factor", 0.5)),
+        retries=int(retries if retries is not None else _extra_or(extra, "retries", 3)),
+        backoff_factor=float(_extra_or(extra, "backoff_factor", 0.5)),
         auth=auth,
         headers=headers,
     )
@@ -168,20 +175,6 @@ class FlinkRestHook(BaseHook):
     default_conn_name = "flink_default"
     conn_type = "flink_rest"
     hook_name = "Flink REST"
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Return the connection form's field behaviour."""
-        return {
-            "hidden_fields": [],
-            "relabeling": {"host": "REST base URL or host", "login": "Username (basic auth)"},
-            "placeholders": {
-                "host": "http://127.0.0.1:8081",
-                "schema": "http",
-                "port": "8081",
-                "extra": '{"bearer_token": "...", "verify": true, "timeout": 30}',
-            },
-        }
 
     def __init__(
         self,

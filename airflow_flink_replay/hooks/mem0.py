@@ -86,18 +86,6 @@ class Mem0Hook(BaseHook):
     conn_type = "mem0"
     hook_name = "Mem0"
 
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Return the connection form's field behaviour: only the extra (mem0 config JSON) is used."""
-        return {
-            "hidden_fields": ["host", "schema", "login", "password", "port"],
-            "relabeling": {"extra": "Mem0 config (JSON)"},
-            "placeholders": {
-                "extra": '{"vector_store": {"provider": "chroma", "config": {"host": "127.0.0.1", '
-                '"port": 8000, "collection_name": "flink_agents_mem0_ltm"}}}'
-            },
-        }
-
     def __init__(
         self,
         mem0_conn_id: str = default_conn_name,

@@ -218,7 +218,6 @@ def test_connection_fields_and_extras(monkeypatch: pytest.MonkeyPatch) -> None:
     u = FlinkRestHook("flink_url").settings
     assert u.base_url == "http://10.0.0.1:8081" and u.headers == {"Authorization": "Bearer t"} and u.auth is None
     assert FlinkRestHook("flink_url").job_ui_url("j1") == "http://10.0.0.1:8081/#/job/running/j1/overview"
-    assert FlinkRestHook.get_ui_field_behaviour()["placeholders"]["host"] == "http://127.0.0.1:8081"
 
 
 def test_savepoint_wait_reports_failure_cause_and_timeout(fake: tuple[FakeFlink, str]) -> None:

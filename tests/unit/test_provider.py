@@ -44,18 +44,27 @@ def test_airflow_lists_the_provider_and_its_connection_types(airflow_db) -> None
 
 def test_connections_add_accepts_flink_rest_and_mem0(airflow_db) -> None:
     added = _airflow(
-        "connections", "add", "flink_test_ui",
-        "--conn-type", "flink_rest",
-        "--conn-host", "http://127.0.0.1:8081",
-        "--conn-extra", json.dumps({"verify": False, "timeout": 10}),
+        "connections",
+        "add",
+        "flink_test_ui",
+        "--conn-type",
+        "flink_rest",
+        "--conn-host",
+        "http://127.0.0.1:8081",
+        "--conn-extra",
+        json.dumps({"verify": False, "timeout": 10}),
     )
     assert added.returncode == 0, added.stderr
     assert "Successfully added" in added.stdout
 
     mem0 = _airflow(
-        "connections", "add", "mem0_test_ui",
-        "--conn-type", "mem0",
-        "--conn-extra", json.dumps({"vector_store": {"provider": "chroma", "config": {"host": "127.0.0.1"}}}),
+        "connections",
+        "add",
+        "mem0_test_ui",
+        "--conn-type",
+        "mem0",
+        "--conn-extra",
+        json.dumps({"vector_store": {"provider": "chroma", "config": {"host": "127.0.0.1"}}}),
     )
     assert mem0.returncode == 0, mem0.stderr
 
@@ -64,11 +73,58 @@ def test_connections_add_accepts_flink_rest_and_mem0(airflow_db) -> None:
     assert json.loads(shown.stdout)[0]["conn_type"] == "flink_rest"
 
 
-def test_connection_form_behaviour_is_declared() -> None:
-    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
-    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+def test_connection_forms_reach_airflows_ui_metadata(airflow_db) -> None:
+    """Airflow 3.2+ builds the connection form from the provider info (not from the hooks): what the UI's
+    ``/ui/connections/hook_meta`` serves lists both types with their labels, hidden fields and extra fields."""
+    script = (
+        "import json\n"
+        "from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService\n"
+        "print(json.dumps({m.connection_type: m.model_dump(mode='json') for m in HookMetaService.hook_meta_data()}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=os.environ.copy(), timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    meta = json.loads(done.stdout.strip().splitlines()[-1])
+    flink = meta["flink_rest"]
+    assert flink["hook_name"] == "Flink REST"
+    assert flink["standard_fields"]["host"]["title"] == "REST base URL or host"
+    assert flink["standard_fields"]["host"]["placeholder"] == "http://127.0.0.1:8081"
+    extra = flink["extra_fields"]
+    assert extra["bearer_token"]["schema"]["format"] == "password"  # masked in the form
+    assert extra["verify"]["value"] is True and extra["timeout"]["value"] == 30
+    mem0 = meta["mem0"]
+    assert mem0["hook_name"] == "Mem0"
+    assert all(mem0["standard_fields"][f]["hidden"] for f in ("host", "port", "login", "password"))
 
-    flink = FlinkRestHook.get_ui_field_behaviour()
-    assert flink["placeholders"]["host"].startswith("http")
-    mem0 = Mem0Hook.get_ui_field_behaviour()
-    assert "host" in mem0["hidden_fields"]
+    behaviours = _airflow("providers", "behaviours", "--output", "json")
+    assert behaviours.returncode == 0, behaviours.stderr
+    assert {"flink_rest", "mem0"} <= {b["field_behaviours"] for b in json.loads(behaviours.stdout)}
+
+
+def test_ui_extra_fields_configure_the_hook() -> None:
+    """What the form stores in the extra (including fields left empty, stored as null) configures the hook."""
+    from airflow.models.connection import Connection
+
+    from airflow_flink_replay.hooks.flink_rest import settings_from_connection
+
+    conn = Connection(
+        conn_id="f",
+        conn_type="flink_rest",
+        host="https://flink.example:8443",
+        extra=json.dumps({"bearer_token": "s3cret", "verify": False, "timeout": 7, "retries": None}),
+    )
+    s = settings_from_connection(conn)
+    assert s.base_url == "https://flink.example:8443"
+    assert s.headers["Authorization"] == "Bearer s3cret" and s.verify is False and s.timeout == 7
+    assert s.retries == 3  # an empty form field means the default
+    blank = settings_from_connection(
+        Connection(
+            conn_id="g",
+            conn_type="flink_rest",
+            host="127.0.0.1",
+            port=8081,
+            extra=json.dumps({"bearer_token": None, "verify": None, "timeout": None}),
+        )
+    )
+    assert "Authorization" not in blank.headers and blank.verify is True and blank.timeout == 30
