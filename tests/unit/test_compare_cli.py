@@ -42,8 +42,18 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_pass_exits_0_and_writes_three_reports(files: dict[str, Path]) -> None:
-    proc = cli("--baseline", files["a"], "--baseline-2", files["a2"], "--candidate", files["same"],
-               "--key", "$.id", "--out", files["out"])
+    proc = cli(
+        "--baseline",
+        files["a"],
+        "--baseline-2",
+        files["a2"],
+        "--candidate",
+        files["same"],
+        "--key",
+        "$.id",
+        "--out",
+        files["out"],
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("PASS")
     summary = json.loads((files["out"] / "summary.json").read_text())
@@ -58,8 +68,18 @@ def test_pass_exits_0_and_writes_three_reports(files: dict[str, Path]) -> None:
 
 
 def test_fail_exits_1_with_junit_failure_on_the_field(files: dict[str, Path]) -> None:
-    proc = cli("--baseline", files["a"], "--baseline-2", files["a2"], "--candidate", files["label"],
-               "--key", "$.id", "--out", files["out"])
+    proc = cli(
+        "--baseline",
+        files["a"],
+        "--baseline-2",
+        files["a2"],
+        "--candidate",
+        files["label"],
+        "--key",
+        "$.id",
+        "--out",
+        files["out"],
+    )
     assert proc.returncode == 1, proc.stderr
     assert "FIELD_REGRESSION" in proc.stdout and "$.label" in proc.stdout
     suite = ET.parse(files["out"] / "junit.xml").getroot()
@@ -69,17 +89,50 @@ def test_fail_exits_1_with_junit_failure_on_the_field(files: dict[str, Path]) ->
 
 def test_inconclusive_exits_2(files: dict[str, Path], tmp_path: Path) -> None:
     few = write_jsonl(tmp_path / "few.jsonl", make_run(5, "baseline", 1))
-    assert main(["compare", "--baseline", str(few), "--baseline-2", str(few), "--candidate", str(few),
-                 "--key", "$.id", "--out", str(files["out"])]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                "--baseline",
+                str(few),
+                "--baseline-2",
+                str(few),
+                "--candidate",
+                str(few),
+                "--key",
+                "$.id",
+                "--out",
+                str(files["out"]),
+            ]
+        )
+        == 2
+    )
     suite = ET.parse(files["out"] / "junit.xml").getroot()
     verdict = next(tc for tc in suite.iter("testcase") if tc.get("name") == "verdict")
     assert verdict.find("skipped") is not None
 
 
 def test_audit_options_make_a_side_effect_finding(files: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
-    code = main(["compare", "--baseline", str(files["a"]), "--baseline-2", str(files["a2"]),
-                 "--candidate", str(files["same"]), "--key", "$.id", "--out", str(files["out"]),
-                 "--baseline-audit", str(files["aa"]), "--candidate-audit", str(files["ab"]), "--json"])
+    code = main(
+        [
+            "compare",
+            "--baseline",
+            str(files["a"]),
+            "--baseline-2",
+            str(files["a2"]),
+            "--candidate",
+            str(files["same"]),
+            "--key",
+            "$.id",
+            "--out",
+            str(files["out"]),
+            "--baseline-audit",
+            str(files["aa"]),
+            "--candidate-audit",
+            str(files["ab"]),
+            "--json",
+        ]
+    )
     assert code == 1
     printed = json.loads(capsys.readouterr().out)
     assert printed["verdict"] == "FAIL"
@@ -92,8 +145,21 @@ def test_options_override_config_file(files: dict[str, Path], tmp_path: Path) ->
     # a YAML config that ignores the label makes the FAIL a PASS; --must-not-change on the CLI brings it back
     cfg = tmp_path / "compare.yaml"
     cfg.write_text("ignore: ['$.label']\nabs_threshold: 0.05\n")
-    base = ["compare", "--baseline", str(files["a"]), "--baseline-2", str(files["a2"]),
-            "--candidate", str(files["label"]), "--key", "$.id", "--out", str(files["out"]), "--config", str(cfg)]
+    base = [
+        "compare",
+        "--baseline",
+        str(files["a"]),
+        "--baseline-2",
+        str(files["a2"]),
+        "--candidate",
+        str(files["label"]),
+        "--key",
+        "$.id",
+        "--out",
+        str(files["out"]),
+        "--config",
+        str(cfg),
+    ]
     assert main(base) == 0
     summary = json.loads((files["out"] / "summary.json").read_text())
     assert summary["config"]["abs_threshold"] == 0.05
@@ -134,15 +200,69 @@ def test_bad_usage_exits_3(args: list[str], message: str, capsys: pytest.Capture
         (["--config", "missing.yaml"], "file not found"),
     ],
 )
-def test_bad_options_exit_3(files: dict[str, Path], extra: list[str], message: str,
-                            capsys: pytest.CaptureFixture) -> None:
-    args = ["compare", "--baseline", str(files["a"]), "--candidate", str(files["same"]), "--key", "$.id",
-            "--out", str(files["out"]), *extra]
+def test_bad_options_exit_3(
+    files: dict[str, Path], extra: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    args = [
+        "compare",
+        "--baseline",
+        str(files["a"]),
+        "--candidate",
+        str(files["same"]),
+        "--key",
+        "$.id",
+        "--out",
+        str(files["out"]),
+        *extra,
+    ]
     assert main(args) == 3
     assert message in capsys.readouterr().err
 
 
 def test_missing_input_file_exits_3(files: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
-    assert main(["compare", "--baseline", str(files["a"]), "--candidate", "/nonexistent/b.jsonl",
-                 "--key", "$.id", "--out", str(files["out"])]) == 3
+    assert (
+        main(
+            [
+                "compare",
+                "--baseline",
+                str(files["a"]),
+                "--candidate",
+                "/nonexistent/b.jsonl",
+                "--key",
+                "$.id",
+                "--out",
+                str(files["out"]),
+            ]
+        )
+        == 3
+    )
     assert "/nonexistent/b.jsonl: file not found" in capsys.readouterr().err
+
+
+def test_repeated_ignore_flags_all_apply(files: dict[str, Path], tmp_path: Path) -> None:
+    """`--ignore` given twice (the console script, end to end): both paths are left out, not only the last."""
+    both = write_jsonl(
+        tmp_path / "both.jsonl", make_run(N, "candidate", 3, paraphrase=0.3, label_change=0.2, tool_change=0.2)
+    )
+    common = ["--baseline", files["a"], "--baseline-2", files["a2"], "--candidate", both, "--key", "$.id"]
+    plain = cli(*common, "--out", tmp_path / "plain")
+    assert plain.returncode == 1, plain.stderr
+    failed = json.loads((tmp_path / "plain" / "summary.json").read_text())["reasons"][0]["fields"]
+    assert set(failed) == {"$.label", "$.tools"}
+
+    for flags in (["--ignore", "$.label"], ["--ignore", "$.tools"]):
+        one = cli(*common, *flags, "--out", tmp_path / "one")
+        assert one.returncode == 1, (flags, one.stdout)
+
+    out = tmp_path / "two"
+    two = cli(*common, "--ignore", "$.label", "--ignore", "$.tools", "--out", out)
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert two.stdout.startswith("PASS")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ignore"] == ["$._replay", "$.label", "$.tools"]
+    assert summary["config"]["ignore"] == ["$.label", "$.tools"]
+    paths = {f["path"] for f in summary["fields"]}
+    assert "$.summary" in paths and not paths & {"$.label", "$.tools"}
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert not {"$.label", "$.tools"} & {tc.get("name") for tc in suite.iter("testcase")}
+    assert "<code>$.label</code>, <code>$.tools</code>" in (out / "report.html").read_text()
