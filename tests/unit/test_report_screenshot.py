@@ -1,20 +1,22 @@
-"""The HTML report looked at in headless Chromium: rendered to PNG from a file (no network), the verdict
-and the worst field visible in the first screen. Nothing generated is kept (pytest's tmp_path)."""
+"""The HTML report looked at in headless Chromium (driven over CDP by tests/browser.py): opened from a file
+(no network), rendered to PNG, and the verdict and the worst field asserted visible inside the first
+viewport by their bounding boxes, the PNG showing the verdict's colour where the DOM says the verdict is.
+Nothing generated is kept (pytest's tmp_path)."""
 
 from __future__ import annotations
 
 import re
 import struct
-import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airflow_flink_replay.core.compare import compare_runs, write_reports
 from airflow_flink_replay.core.compare.synthetic import make_audit, make_run, write_jsonl
+from tests.browser import CHROMIUM, Browser, BrowserError
 
-CHROMIUM = Path("/usr/bin/chromium")
 WIDTH, HEIGHT = 1280, 1000
 
 pytestmark = [
@@ -25,18 +27,33 @@ pytestmark = [
     ),
 ]
 
+#: Elements that must be visible in the first screen: the verdict word and the worst field's name.
+TARGETS = {"verdict": "#verdict .verdict", "worst": "#worst-field"}
 
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Headless Chromium with everything that could reach the network switched off."""
-    profile = tmp_path / "chromium-profile"
-    return subprocess.run(
-        [
-            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", "--hide-scrollbars", *args,
-        ],
-        capture_output=True, text=True, timeout=120, check=False,
-    )
+_BOXES_JS = """JSON.stringify(Object.fromEntries(Object.entries(%s).map(([name, sel]) => {
+  const el = document.querySelector(sel);
+  if (!el) return [name, null];
+  const r = el.getBoundingClientRect();
+  const s = getComputedStyle(el);
+  const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return [name, {left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width,
+                 height: r.height, text: el.innerText, visibility: s.visibility, display: s.display,
+                 opacity: parseFloat(s.opacity), color: s.color, onTop: !!hit && (hit === el || el.contains(hit)),
+                 viewport: [innerWidth, innerHeight], scroll: [scrollX, scrollY]}];
+})))"""
+
+
+class ReportBrowser(Browser):
+    """tests/browser.py's Browser plus a JavaScript evaluation returning a JSON value."""
+
+    def evaluate_json(self, expression: str) -> Any:
+        """Evaluate ``expression`` (which must produce a JSON string) in the page and return it decoded."""
+        import json
+
+        result = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        if "exceptionDetails" in result:
+            raise BrowserError(f"evaluating failed: {result['exceptionDetails']}")
+        return json.loads(result["result"]["value"])
 
 
 def read_png_rows(path: Path, max_rows: int) -> tuple[int, int, list[bytes], int]:
@@ -106,29 +123,66 @@ def fail_report(tmp_path: Path) -> Path:
     return write_reports(result, tmp_path / "report")["html"]
 
 
+def in_first_viewport(box: dict[str, Any]) -> bool:
+    return 0 <= box["left"] < box["right"] <= WIDTH and 0 <= box["top"] < box["bottom"] <= HEIGHT
+
+
 def test_report_renders_with_verdict_and_worst_field_visible(fail_report: Path, tmp_path: Path) -> None:
     html = fail_report.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "the report must not load anything remote"
 
-    png = tmp_path / "report.png"
-    shot = chromium(tmp_path, f"--screenshot={png}", f"--window-size={WIDTH},{HEIGHT}", fail_report.as_uri())
-    assert png.is_file(), shot.stderr[-2000:]
-    assert png.stat().st_size > 30_000  # a rendered page, not a blank one
+    with ReportBrowser(tmp_path / "chromium", width=WIDTH, height=HEIGHT) as browser:
+        browser.goto(fail_report.as_uri())
+        dom = browser.wait_for(
+            lambda d: d.ready == "complete" and d.contains('id="verdict"', 'id="worst-field"'),
+            timeout=60,
+            what="the report with its verdict banner",
+        )
+        boxes = browser.evaluate_json(_BOXES_JS % json_dumps(TARGETS))
+        png = browser.screenshot(tmp_path / "report.png")
 
+    # --- the verdict and the worst field: in the DOM, visible, on top, and inside the first viewport
+    for name, box in boxes.items():
+        assert box is not None, f"{TARGETS[name]} missing from the rendered report"
+        assert box["viewport"] == [WIDTH, HEIGHT] and box["scroll"] == [0, 0]
+        assert box["width"] > 0 and box["height"] > 0, (name, box)
+        assert box["display"] != "none" and box["visibility"] == "visible" and box["opacity"] > 0, (name, box)
+        assert in_first_viewport(box), (name, box)
+        assert box["onTop"], f"{name} is covered by another element at its centre"
+    assert boxes["verdict"]["text"] == "FAIL"
+    assert boxes["verdict"]["color"] == "rgb(207, 34, 46)"  # the FAIL red
+    assert boxes["worst"]["text"] == "$.label"
+    assert boxes["verdict"]["height"] >= 30  # the big headline type, not a footnote
+    banner = re.search(r'<section class="banner FAIL" id="verdict">(.*?)</section>', dom.html, re.S)
+    assert banner, "verdict banner missing from the rendered DOM"
+    assert '<code id="worst-field">$.label</code>' in banner.group(1)
+    first_row = re.search(r'<table id="fields">.*?<tbody>\s*<tr[^>]*>\s*<td><code>([^<]+)</code>', dom.html, re.S)
+    assert first_row and first_row.group(1) == "$.label"
+    assert "candidate now calls tool notify_support for" in dom.text
+
+    # --- the PNG: a rendered page of the viewport's size whose first screen is the FAIL banner
+    assert png.stat().st_size > 30_000  # a rendered page, not a blank one
     width, height, rows, bpp = read_png_rows(png, max_rows=260)
     assert (width, height) == (WIDTH, HEIGHT)
-    # the FAIL banner fills the first screen: its pale red background and the red verdict text are there
-    assert count_colour(rows, bpp, (0xFF, 0xEB, 0xE9)) > 50_000
-    assert count_colour(rows, bpp, (0xCF, 0x22, 0x2E), tol=20) > 500
-    # and no green PASS colours in that banner
-    assert count_colour(rows, bpp, (0xDA, 0xFB, 0xE1)) == 0
+    assert count_colour(rows, bpp, (0xFF, 0xEB, 0xE9)) > 50_000  # the banner's pale red background
+    assert count_colour(rows, bpp, (0xCF, 0x22, 0x2E), tol=20) > 500  # the red verdict text
+    assert count_colour(rows, bpp, (0xDA, 0xFB, 0xE1)) == 0  # and no green PASS colours
+    # where the DOM puts the verdict and the worst field, the screenshot shows text in their colours
+    for name, min_pixels in (("verdict", 100), ("worst", 20)):
+        box = boxes[name]
+        ink = tuple(int(c) for c in re.findall(r"\d+", box["color"])[:3])
+        assert count_colour(crop(rows, bpp, box), bpp, ink, tol=40) > min_pixels, (name, box)
 
-    dom = chromium(tmp_path, "--dump-dom", fail_report.as_uri())
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    banner = re.search(r'<section class="banner FAIL" id="verdict">(.*?)</section>', dom.stdout, re.S)
-    assert banner, "verdict banner missing from the rendered DOM"
-    assert '<div class="verdict">FAIL</div>' in banner.group(1)
-    assert '<code id="worst-field">$.label</code>' in banner.group(1)
-    first_row = re.search(r'<table id="fields">.*?<tbody>\s*<tr[^>]*>\s*<td><code>([^<]+)</code>', dom.stdout, re.S)
-    assert first_row and first_row.group(1) == "$.label"
-    assert "candidate now calls tool notify_support for" in dom.stdout
+
+def crop(rows: list[bytes], bpp: int, box: dict[str, Any]) -> list[bytes]:
+    """The pixels of ``rows`` inside ``box`` (CSS pixels = device pixels here: deviceScaleFactor 1)."""
+    top, bottom = int(box["top"]), int(box["bottom"]) + 1
+    left, right = int(box["left"]), int(box["right"]) + 1
+    assert bottom <= len(rows), f"box {box} lies below the {len(rows)} rows read"
+    return [row[left * bpp : right * bpp] for row in rows[top:bottom]]
+
+
+def json_dumps(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
