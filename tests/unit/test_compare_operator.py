@@ -95,8 +95,14 @@ def test_pass_succeeds_pushes_summary_and_links_report(airflow_db: Path, runs: P
 def test_fail_with_gate_fails_the_task(airflow_db: Path, runs: Path, tmp_path: Path) -> None:
     dag_id = f"issue7_compare_fail_{uuid.uuid4().hex[:6]}"
     report_dir = tmp_path / "reports"
-    dag = build_dag(dag_id, runs / "candidate_bad.jsonl", runs, gate=True, report_uri=str(report_dir),
-                    report_url="http://reports.example/{report}")
+    dag = build_dag(
+        dag_id,
+        runs / "candidate_bad.jsonl",
+        runs,
+        gate=True,
+        report_uri=str(report_dir),
+        report_url="http://reports.example/{report}",
+    )
     dr = register_and_test(dag)
     assert states(dr)["compare"] == "failed"  # (the run itself follows its all_done leaf, 'record')
     out = RESULTS[dag_id]
@@ -119,10 +125,15 @@ def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs:
     (folder / "audit-candidate-2.jsonl").write_text("".join(lines[1::2]))
     dag_id = f"issue7_compare_report_{uuid.uuid4().hex[:6]}"
     dag = build_dag(
-        dag_id, runs / "candidate_ok.jsonl", runs, gate=False,
-        baseline_audit=str(runs / "audit_baseline.jsonl"), candidate_audit=f"file://{folder}",
+        dag_id,
+        runs / "candidate_ok.jsonl",
+        runs,
+        gate=False,
+        baseline_audit=str(runs / "audit_baseline.jsonl"),
+        candidate_audit=f"file://{folder}",
     )
     with dag:
+
         @task
         def compare_config() -> dict:
             return {"fields": [{"path": "$.score", "comparator": "numeric", "abs_tol": 0.001}], "min_aligned": 50}
@@ -138,3 +149,61 @@ def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs:
     full = json.loads(Path(summary["summary_uri"].removeprefix("file://")).read_text())
     assert full["config"]["min_aligned"] == 50  # the config came through XCom
     assert "audit-candidate-1.jsonl" in full["inputs"]["candidate_audit"]
+
+
+def test_report_link_get_link_returns_the_report_url(airflow_db: Path, runs: Path) -> None:
+    """ReplayReportLink.get_link() itself, called the way the task runner calls it (inside a task, through the
+    real XCom API): empty before the comparison ran, the reader's report URL after it; and the UI's extra-link
+    lookup on the serialized DAG (what the API server does) returns the same URL from the metadata DB."""
+    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.sdk import task
+
+    from airflow_flink_replay.links.report import ReplayReportLink
+
+    dag_id = f"issue7_compare_link_{uuid.uuid4().hex[:6]}"
+    dag = build_dag(
+        dag_id, runs / "candidate_ok.jsonl", runs, gate=True, report_url="https://reports.example/r?f={report}"
+    )
+    seen: dict[str, Any] = {}
+
+    def links(context: dict[str, Any]) -> dict[str, str]:
+        ti = context["ti"]
+        key = TaskInstanceKey(ti.dag_id, "compare", ti.run_id, 1, -1)
+        operator = context["dag"].get_task("compare")
+        return {
+            "compare": ReplayReportLink().get_link(operator, ti_key=key),
+            "own": ReplayReportLink().get_link(operator, ti_key=key._replace(task_id=ti.task_id)),
+        }
+
+    with dag:
+
+        @task
+        def before(**context: Any) -> None:
+            seen["before"] = links(context)
+
+        @task
+        def after(**context: Any) -> None:
+            seen["after"] = links(context)
+            seen["summary"] = context["ti"].xcom_pull(task_ids="compare", key="comparison")
+
+        compare = dag.get_task("compare")
+        before() >> compare >> after()
+    dr = register_and_test(dag)
+    assert states(dr) == {"before": "success", "compare": "success", "after": "success", "record": "success"}
+
+    summary = seen["summary"]
+    assert summary["verdict"] == "PASS" and summary["report_uri"].endswith("/report.html")
+    url = f"https://reports.example/r?f={summary['report_uri']}"
+    assert seen["before"] == {"compare": "", "own": ""}  # nothing stored yet: an empty link, no error
+    assert seen["after"] == {"compare": url, "own": ""}
+
+    from airflow.models.dagbag import DBDagBag
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        serialized = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+        assert serialized is not None
+        ti = next(t for t in dr.get_task_instances(session=session) if t.task_id == "compare")
+        task_ = serialized.get_task("compare")
+        assert "Replay Report" in task_.extra_links
+        assert task_.get_extra_links(ti, "Replay Report") == url
