@@ -7,9 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from airflow_flink_replay.local.stack import _pid_alive, _port_free
+
+JOBS = Path(__file__).resolve().parent.parent / "jobs"
 
 
 def _free_port() -> int:
@@ -62,13 +65,80 @@ def test_up_status_down_leaves_no_process_and_frees_ports(stack, tmp_path: Path)
         pids = [p["pid"] for p in info["processes"]]
         assert not old_tm_dirs & set(tmp.glob("tm_*"))
         assert json.loads(_cli("stack", "status", *common, "--json").stdout)["flink"]["taskmanagers"] == 1
+
+        # a PyFlink job runs on it: its Python workers (TaskManager children) must go with `down` too
+        workers = _run_a_python_job(info, new_tm)
+        assert workers and all(_pid_alive(w) for w in workers)
     finally:
         down = _cli("stack", "down", *common, "--json")
     assert down.returncode == 0, down.stderr
     assert set(json.loads(down.stdout)["stopped"]) == {"tansu", "chroma", "flink-jobmanager", "flink-taskmanager"}
     assert not any(_pid_alive(pid) for pid in pids)
+    assert not any(_pid_alive(w) for w in workers)
     assert all(_port_free(p) for p in ports.values())
     after = _cli("stack", "status", *common)
     assert after.returncode == 1 and "down" in after.stdout
     # Flink's temp files (job blobs: ~115 MB per agent job) do not outlive the stack
     assert not any((tmp_path / "stack2" / "tmp").iterdir()) and not any((tmp_path / "stack2" / "web").iterdir())
+
+
+def _run_a_python_job(info: dict, taskmanager: int) -> list[int]:
+    """Submit the smoke job (unbounded) to the stack in ``info``; return the TaskManager's child processes
+    once the job runs Python workers."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from airflow_flink_replay.local.stack import _descendants
+
+    admin = AdminClient({"bootstrap.servers": info["kafka_bootstrap"]})
+    for fut in admin.create_topics([NewTopic(t, 1, 1) for t in ("life-in", "life-out")]).values():
+        fut.result(10)
+    env = {**os.environ, "FLINK_CONF_DIR": info["flink_conf_dir"], "JAVA_HOME": info["java_home"]}
+    run = subprocess.run(
+        [f"{info['flink_home']}/bin/flink", "run", "-d", "-py", str(JOBS / "smoke_keyed_counter.py"),
+         "--bootstrap", info["kafka_bootstrap"], "--source", "life-in", "--sink", "life-out",
+         "--jars", ",".join(info["connector_jars"]), "--unbounded"],
+        capture_output=True, text=True, env=env, timeout=180,
+    )
+    assert "JobID" in run.stdout, run.stdout + run.stderr
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        children = _descendants(taskmanager)
+        if any(b"python" in _cmdline(c) for c in children):
+            return children
+        time.sleep(1)
+    raise AssertionError(f"no Python worker under TaskManager {taskmanager} after 90 s")
+
+
+def test_a_process_that_dies_at_start_is_named_with_its_log_and_nothing_is_left(stack, tmp_path: Path) -> None:
+    """Chroma cannot start (its data path is a file): `up` names it, shows its log's tail, stops what it had
+    already started and records no stack."""
+    cache = Path(stack.workdir)
+    work = tmp_path / "broken"
+    work.mkdir()
+    (work / "chroma").write_text("not a folder")  # Chroma's --path
+    ports = {"--flink-rest-port": _free_port(), "--flink-rpc-port": _free_port(),
+             "--kafka-port": _free_port(), "--chroma-port": _free_port()}
+    port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))]
+    assert _pids_mentioning(work) == set()
+    up = _cli("stack", "up", "--workdir", str(work), "--cache-dir", str(cache), *port_args)
+    assert up.returncode != 0
+    err = up.stdout + up.stderr
+    assert "chroma (pid" in err and "died at start" in err, err
+    assert str(work / "logs" / "chroma.log") in err and "File exists" in err, err  # the log's tail
+    assert not (work / "stack.json").exists()
+    assert _pids_mentioning(work) == set()  # Flink was stopped again
+    assert all(_port_free(p) for p in ports.values()), ports  # and tansu (its command names no folder)
+
+
+def _cmdline(pid: int) -> bytes:
+    """The command line of a live process, or b"" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ") if _pid_alive(pid) else b""
+    except OSError:
+        return b""
+
+
+def _pids_mentioning(workdir: Path) -> set[int]:
+    """Live processes whose command line mentions ``workdir`` (what a stack in it started)."""
+    pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return {pid for pid in pids if str(workdir).encode() in _cmdline(pid)}

@@ -79,7 +79,7 @@ def test_flink_runs_a_stateful_job_reading_and_writing_tansu(stack) -> None:
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"smoke-in-{suffix}", f"smoke-out-{suffix}"
     _create_topics(stack.kafka_bootstrap, source, sink)
-    records = ["a,1", "b,1", "a,2", "a,3", "b,2", "c,1"]
+    records = ["a,red", "b,red", "a,blue", "a,green", "b,blue", "c,red"]  # a copy job would not pass
     _produce(stack.kafka_bootstrap, source, records)
 
     env = {**os.environ, "FLINK_CONF_DIR": stack.flink_conf_dir, "JAVA_HOME": stack.java_home}
