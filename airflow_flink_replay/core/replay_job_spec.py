@@ -3,28 +3,49 @@
 The Airflow-side submitter builds a :class:`ReplayJobSpec`, turns it into program arguments with
 :meth:`ReplayJobSpec.to_argv` (``--spec-json <json>``) or writes it to a file (``--spec-file <path>``), and
 submits ``airflow_flink_replay/flink/replay_job.py`` with them. The job parses them back with
-:meth:`ReplayJobSpec.from_argv`. Pure (pydantic only).
+:meth:`ReplayJobSpec.from_argv`. Pure (pydantic, and fsspec through :mod:`~airflow_flink_replay.core.manifest_io`).
 
-The replay window is either a manifest (path or ``file://`` URI of a JSON document, see
-:func:`load_window_from_manifest`) or an explicit ``capture_topic`` + ``start_offsets`` + ``end_offsets``.
+The replay window is either a sealed :class:`~airflow_flink_replay.core.manifest.ReplayManifest` (a path or
+URI, loaded through :func:`~airflow_flink_replay.core.manifest_io.load_manifest`, digest verified: a manifest
+edited after it was written is refused) or an explicit ``capture_topic`` + ``start_offsets`` + ``end_offsets``.
+
+Event time and watermarks (:class:`ReplayTiming`) come from the manifest — production's event-time source
+(Kafka record timestamp or a JSONPath field) and watermark strategy (max out-of-orderness, idleness) — unless
+the spec sets ``event_time`` / ``watermark`` / ``watermark_idleness_ms`` explicitly; without a manifest the
+defaults are the Kafka record timestamp and monotonous watermarks.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_flink_replay.core.manifest import (
+    CaptureInput,
+    EventTime,
+    ManifestError,
+    ManifestTamperedError,
+    ReplayManifest,
+)
 from airflow_flink_replay.core.policy import ReplayPolicy
 
-__all__ = ["ReplayJobSpec", "ReplayWindow", "load_window_from_manifest"]
+__all__ = [
+    "ReplayInput",
+    "ReplayJobSpec",
+    "ReplayTiming",
+    "ReplayWindow",
+    "load_replay_manifest",
+    "load_window_from_manifest",
+    "timing_from_capture",
+]
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_WATERMARK = re.compile(r"^(none|monotonous|bounded:\d+)$")
 
 
 class ReplayWindow(BaseModel):
@@ -53,51 +74,95 @@ class ReplayWindow(BaseModel):
         return sum(self.end_offsets[p] - s for p, s in self.start_offsets.items())
 
 
-def _offsets(raw: Any, field: str) -> dict[int, int]:
-    if isinstance(raw, dict):
-        return {int(k): int(v) for k, v in raw.items()}
-    raise ValueError(f"manifest field {field!r} must be an object partition -> offset")
+TimingOrigin = Literal["manifest", "spec", "default"]
+
+
+class ReplayTiming(BaseModel):
+    """Event time and watermarks of the replay's input, as production had them.
+
+    ``watermark`` is ``"none"``, ``"monotonous"`` or ``"bounded:<max out-of-orderness ms>"``;
+    ``idleness_ms`` marks the input idle after that long without records (None = never). ``origin`` says
+    where each part came from (``manifest``, ``spec`` override, or the ``default``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    event_time: EventTime = EventTime()
+    watermark: str = "monotonous"
+    idleness_ms: int | None = Field(default=None, gt=0)
+    origin: dict[str, TimingOrigin] = Field(
+        default_factory=lambda: {"event_time": "default", "watermark": "default", "idleness_ms": "default"}
+    )
+
+    @field_validator("watermark")
+    @classmethod
+    def _watermark_shape(cls, value: str) -> str:
+        if not _WATERMARK.match(value):
+            raise ValueError(f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>"')
+        return value
+
+    @property
+    def max_out_of_orderness_ms(self) -> int | None:
+        """The out-of-orderness bound in ms (0 for monotonous, None without watermarks)."""
+        if self.watermark == "none":
+            return None
+        return 0 if self.watermark == "monotonous" else int(self.watermark.split(":", 1)[1])
+
+
+def timing_from_capture(capture: CaptureInput) -> ReplayTiming:
+    """The manifest's event time and watermark strategy as the replay job applies them."""
+    return ReplayTiming(
+        event_time=capture.event_time,
+        watermark=capture.watermark.as_job_argument(),
+        idleness_ms=capture.watermark.idleness_ms,
+        origin={"event_time": "manifest", "watermark": "manifest", "idleness_ms": "manifest"},
+    )
+
+
+class ReplayInput(BaseModel):
+    """What the replay job reads: the window, its timing and (when it came from one) the manifest's digest."""
+
+    model_config = ConfigDict(frozen=True)
+
+    window: ReplayWindow
+    timing: ReplayTiming
+    manifest_digest: str | None = None
+
+
+def load_replay_manifest(location: str) -> ReplayManifest:
+    """Load and verify the manifest at ``location`` (plain path, ``file://`` URI, or any fsspec URI).
+
+    Raises :class:`~airflow_flink_replay.core.manifest.ManifestTamperedError` naming the location when the
+    digest does not match (the file was edited after it was sealed), :class:`ManifestError` when it is not a
+    valid manifest or cannot be found.
+    """
+    from airflow_flink_replay.core.manifest_io import load_manifest
+
+    try:
+        return load_manifest(location)
+    except ManifestTamperedError as err:
+        raise ManifestTamperedError(
+            err.problems, title=f"replay job refuses manifest {location}: digest mismatch (tampered)"
+        ) from None
+    except ManifestError as err:
+        raise ManifestError(err.problems, title=f"replay job cannot use manifest {location}") from None
+    except ImportError as err:  # an fsspec backend (s3fs, gcsfs, ...) missing on this side
+        raise ManifestError(
+            [
+                f"manifest: {err}. Fix: install the fsspec backend for this URI scheme in the Flink-side venv, "
+                "or stage the manifest to a local path"
+            ],
+            title=f"replay job cannot read manifest {location}",
+        ) from None
+
+
+def _window_of(capture: CaptureInput) -> ReplayWindow:
+    return ReplayWindow(topic=capture.topic, start_offsets=capture.start_offsets(), end_offsets=capture.end_offsets())
 
 
 def load_window_from_manifest(location: str) -> ReplayWindow:
-    """Read the replay window from a manifest JSON file (a path or ``file://`` URI).
-
-    Accepted layouts (the first that matches wins):
-
-    - ``{"capture": {"topic": ..., "partitions": [{"partition": 0, "start_offset": 5, "end_offset": 9}, ...]}}``
-      (``start``/``end`` also accepted as key names);
-    - ``{"capture_topic": ..., "start_offsets": {"0": 5}, "end_offsets": {"0": 9}}`` (also nested under
-      ``"capture"`` or ``"window"``).
-    """
-    path = location[len("file://") :] if location.startswith("file://") else location
-    if "://" in path:
-        raise ValueError(
-            f"manifest {location!r}: the replay job reads local files only; stage the manifest to a local "
-            "path or pass capture_topic/start_offsets/end_offsets explicitly"
-        )
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ValueError(f"manifest {location!r} not found") from exc
-    for section in (doc.get("capture"), doc.get("window"), doc):
-        if not isinstance(section, dict):
-            continue
-        topic = section.get("topic") or section.get("capture_topic") or doc.get("capture_topic")
-        parts = section.get("partitions")
-        if topic and isinstance(parts, list):
-            start = {int(p["partition"]): int(p.get("start_offset", p.get("start"))) for p in parts}
-            end = {int(p["partition"]): int(p.get("end_offset", p.get("end"))) for p in parts}
-            return ReplayWindow(topic=topic, start_offsets=start, end_offsets=end)
-        if topic and "start_offsets" in section and "end_offsets" in section:
-            return ReplayWindow(
-                topic=topic,
-                start_offsets=_offsets(section["start_offsets"], "start_offsets"),
-                end_offsets=_offsets(section["end_offsets"], "end_offsets"),
-            )
-    raise ValueError(
-        f"manifest {location!r} has no capture window: expected capture.topic + capture.partitions[] or "
-        "capture_topic + start_offsets + end_offsets"
-    )
+    """The replay window of the (verified) manifest at ``location``."""
+    return _window_of(load_replay_manifest(location).capture)
 
 
 class ReplayJobSpec(BaseModel):
@@ -113,7 +178,11 @@ class ReplayJobSpec(BaseModel):
     audit_dir: str = Field(description="Directory for the audit JSONL files (local path).")
     kafka_bootstrap: str
 
-    manifest: str | None = Field(default=None, description="Manifest path / file:// URI with the capture window.")
+    manifest: str | None = Field(
+        default=None,
+        description="Sealed manifest (path, file:// or another fsspec URI): the capture window and production's "
+        "event time / watermark strategy. Its digest is verified; a hand-edited manifest is refused.",
+    )
     capture_topic: str | None = None
     start_offsets: dict[int, int] | None = None
     end_offsets: dict[int, int] | None = None
@@ -140,8 +209,20 @@ class ReplayJobSpec(BaseModel):
         default_factory=dict, description="Extra Flink Agents config entries for the agent operator."
     )
     key_field: str = Field(default="customer", description="JSON field of the input that is the agent key.")
-    watermark: str = Field(
-        default="monotonous", description='Production watermark strategy: "none", "monotonous" or "bounded:<ms>".'
+    watermark: str | None = Field(
+        default=None,
+        description='Watermark strategy override: "none", "monotonous" or "bounded:<ms>". None (the default): '
+        "production's strategy from the manifest (monotonous without a manifest).",
+    )
+    watermark_idleness_ms: int | None = Field(
+        default=None,
+        ge=0,
+        description="Idleness timeout override in ms (0 = never idle). None: the manifest's (none without one).",
+    )
+    event_time: EventTime | None = Field(
+        default=None,
+        description="Event-time source override (Kafka record timestamp or a JSONPath field). None: the "
+        "manifest's (the Kafka record timestamp without one).",
     )
     checkpoint_interval_ms: int = 1000
     connector_jars: list[str] = Field(default_factory=list, description="Kafka connector + kafka-clients jars.")
@@ -163,10 +244,12 @@ class ReplayJobSpec(BaseModel):
 
     @field_validator("watermark")
     @classmethod
-    def _watermark_shape(cls, value: str) -> str:
-        if value in ("none", "monotonous") or re.match(r"^bounded:\d+$", value):
+    def _watermark_shape(cls, value: str | None) -> str | None:
+        if value is None or _WATERMARK.match(value):
             return value
-        raise ValueError(f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>"')
+        raise ValueError(
+            f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>" (or left out: the manifest\'s)'
+        )
 
     @model_validator(mode="after")
     def _window_given(self) -> ReplayJobSpec:
@@ -179,12 +262,41 @@ class ReplayJobSpec(BaseModel):
 
     def window(self) -> ReplayWindow:
         """The replay window (explicit offsets win over the manifest)."""
+        return self.replay_input().window
+
+    def timing(self) -> ReplayTiming:
+        """Event time and watermarks: the manifest's (production's), with this spec's explicit overrides."""
+        return self.replay_input().timing
+
+    def replay_input(self) -> ReplayInput:
+        """Window and timing in one go (the manifest, if any, is loaded and verified once)."""
+        manifest = load_replay_manifest(self.manifest) if self.manifest is not None else None
         if self.capture_topic and self.start_offsets is not None and self.end_offsets is not None:
-            return ReplayWindow(
+            window = ReplayWindow(
                 topic=self.capture_topic, start_offsets=self.start_offsets, end_offsets=self.end_offsets
             )
-        assert self.manifest is not None
-        return load_window_from_manifest(self.manifest)
+        else:
+            assert manifest is not None  # _window_given
+            window = _window_of(manifest.capture)
+        base = timing_from_capture(manifest.capture) if manifest is not None else ReplayTiming()
+        return ReplayInput(
+            window=window,
+            timing=self.override_timing(base),
+            manifest_digest=manifest.digest if manifest is not None else None,
+        )
+
+    def override_timing(self, base: ReplayTiming) -> ReplayTiming:
+        """``base`` with the explicit ``event_time`` / ``watermark`` / ``watermark_idleness_ms`` of this spec."""
+        changes: dict[str, Any] = {}
+        origin = dict(base.origin)
+        if self.event_time is not None:
+            changes["event_time"], origin["event_time"] = self.event_time, "spec"
+        if self.watermark is not None:
+            changes["watermark"], origin["watermark"] = self.watermark, "spec"
+        if self.watermark_idleness_ms is not None:
+            changes["idleness_ms"] = self.watermark_idleness_ms or None
+            origin["idleness_ms"] = "spec"
+        return ReplayTiming.model_validate({**base.model_dump(), **changes, "origin": origin})
 
     def to_argv(self) -> list[str]:
         """Program arguments for the replay job: ``["--spec-json", <json>]``."""

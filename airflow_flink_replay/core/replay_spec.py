@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
 
 QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
@@ -47,6 +48,16 @@ class ProductionJob(BaseModel):
     key_field: str = Field(default="customer", description="JSON field of the input that is the agent key")
     agent_uid: str | None = Field(default=None, description="uid the production pipeline sets on the agent")
     max_parallelism: int | None = Field(default=None, ge=1)
+    event_time: EventTime = Field(
+        default_factory=EventTime,
+        description="production's event time (Kafka record timestamp or a JSONPath field); recorded in the "
+        "manifest, the replay job uses it",
+    )
+    watermark: WatermarkSpec = Field(
+        default_factory=WatermarkSpec,
+        description="production's watermark strategy (max out-of-orderness, idleness); recorded in the manifest, "
+        "the replay job uses it",
+    )
 
     @field_validator("agent_factory")
     @classmethod

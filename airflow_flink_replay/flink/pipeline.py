@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyflink.datastream.functions import ProcessFunction
+
 from airflow_flink_replay.flink.capture import CaptureConfig, CaptureTee
 from airflow_flink_replay.flink.identity import AgentPin, pin_agent_operator
 
@@ -89,6 +91,28 @@ class _ToJson:
         return json.dumps(output, sort_keys=True, default=str)
 
 
+class _ToJsonTimed(ProcessFunction):
+    """:class:`_ToJson` that also notes the record's event time and the operator's current watermark under
+    ``output[timing_key]`` (``event_time_ms``, ``watermark_ms``): the replay's evidence of the event time and
+    watermark strategy it ran with (the agent operator keeps its input's timestamp and forwards watermarks in
+    order with its outputs)."""
+
+    def __init__(self, extra: Mapping[str, Any] | None, timing_key: str) -> None:
+        self.to_json = _ToJson(None)
+        self.extra = dict(extra or {})
+        self.timing_key = timing_key
+
+    def process_element(self, value: Any, ctx: ProcessFunction.Context):  # type: ignore[override]
+        out = json.loads(self.to_json(value))
+        out.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in self.extra.items()})
+        timing = out.get(self.timing_key)
+        timing = timing if isinstance(timing, dict) else {}
+        timing["event_time_ms"] = ctx.timestamp()
+        timing["watermark_ms"] = ctx.timer_service().current_watermark()
+        out[self.timing_key] = timing
+        yield json.dumps(out, sort_keys=True, default=str)
+
+
 def agents_environment(env: Any, config: AgentRuntimeConfig) -> Any:
     """``AgentsExecutionEnvironment`` on ``env`` with ``config`` applied (connector jars must be added first)."""
     from flink_agents.api.execution_environment import AgentsExecutionEnvironment
@@ -116,12 +140,15 @@ def build_agent_pipeline(
     capture: CaptureConfig | None = None,
     plan_hook: Callable[[Any], None] | None = None,
     output_extra: Mapping[str, Any] | None = None,
+    output_timing_key: str | None = None,
 ) -> Any:
     """Wire ``source`` (a DataStream of JSON strings) through the agent; returns a DataStream of JSON strings.
 
     ``pin`` pins the agent operator (see :mod:`airflow_flink_replay.flink.identity`); ``capture`` adds the
     capture tee; ``plan_hook`` may rewrite the compiled ``AgentPlan`` before it is handed to Flink (the replay
-    wraps resources in policy proxies there); ``output_extra`` is merged into every output object.
+    wraps resources in policy proxies there); ``output_extra`` is merged into every output object;
+    ``output_timing_key`` adds the record's event time and the current watermark under that key (a process
+    function instead of a map; the output's uid stays the same, it holds no state).
     """
     from pyflink.common import Types
 
@@ -137,7 +164,11 @@ def build_agent_pipeline(
     out = builder.to_datastream()
     if pin is not None and not pin.is_empty:
         pin_agent_operator(out, pin)
-    return out.map(_ToJson(output_extra), output_type=Types.STRING()).uid(OUTPUT_UID).name("agent-output")
+    if output_timing_key:
+        out = out.process(_ToJsonTimed(output_extra, output_timing_key), output_type=Types.STRING())
+    else:
+        out = out.map(_ToJson(output_extra), output_type=Types.STRING())
+    return out.uid(OUTPUT_UID).name("agent-output")
 
 
 def agent_plan_of(builder: Any) -> Any:

@@ -1,6 +1,7 @@
 """A production agent job built with the shared pipeline builder (the example's and the tests' production job).
 
-    Kafka source (uid afr-source, watermarks in the source) → normalise → capture tee → key by
+    Kafka source (uid afr-source, watermarks in the source; with ``--event-time-field`` a timestamp/watermark
+      operator afr-watermarks after it) → normalise → capture tee → key by
       → agent (``--agent-uid`` pinned, or no uid at all with ``--agent-uid ''``) → output → Kafka sink
 
 Kafka action-state store, checkpointing, ``job-identifier`` = ``--job-identifier``. Run with
@@ -18,6 +19,7 @@ from typing import Any
 
 SOURCE_UID = "afr-source"
 SINK_UID = "afr-sink"
+WATERMARK_UID = "afr-watermarks"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -35,7 +37,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--mem0-config", default="", help="mem0 config as JSON")
     p.add_argument("--jars", default="", help="comma-separated connector jars")
     p.add_argument("--group-id", default="")
-    p.add_argument("--watermark", default="monotonous")
+    p.add_argument("--watermark", default="monotonous", help='"none", "monotonous" or "bounded:<ms>"')
+    p.add_argument("--idleness-ms", type=int, default=0, help="watermark idleness timeout (0 = never idle)")
+    p.add_argument(
+        "--event-time-field", default="", help="JSONPath of the event time in the value ('' = Kafka record timestamp)"
+    )
+    p.add_argument("--event-time-unit", default="ms", choices=["ms", "s", "iso8601"])
     p.add_argument("--checkpoint-interval-ms", type=int, default=2000)
     p.add_argument("--job-name", default="afr-production")
     p.add_argument("--key-field", default="customer")
@@ -48,14 +55,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def production_timing(args: argparse.Namespace) -> Any:
+    """Production's event time and watermark strategy (what its replay manifest must record) as a ReplayTiming."""
+    from airflow_flink_replay.core.manifest import EventTime
+    from airflow_flink_replay.core.replay_job_spec import ReplayTiming
+
+    event_time = (
+        EventTime(source="field", field=args.event_time_field, unit=args.event_time_unit)
+        if args.event_time_field
+        else EventTime()
+    )
+    return ReplayTiming(event_time=event_time, watermark=args.watermark, idleness_ms=args.idleness_ms or None)
+
+
 def build_production(env: Any, args: argparse.Namespace) -> Any:
     """Add the production pipeline to ``env``."""
     from airflow_flink_replay.flink.agent_build import load_agent_factory
     from airflow_flink_replay.flink.capture import CaptureConfig
+    from airflow_flink_replay.flink.event_time import watermark_strategy_for
     from airflow_flink_replay.flink.identity import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars, string_sink, unbounded_source
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
-    from airflow_flink_replay.flink.replay_job import watermark_strategy
 
     add_connector_jars(env, [j for j in args.jars.split(",") if j])
     env.set_parallelism(1)
@@ -68,7 +88,14 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
         env.add_python_file(str(build_root))
     agent = build.factory(mem0_config=json.loads(args.mem0_config) if args.mem0_config else None)
     source = unbounded_source(args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}")
-    stream = env.from_source(source, watermark_strategy(args.watermark), "source").uid(SOURCE_UID)
+    timing = production_timing(args)
+    if timing.event_time.source == "field":  # a Python timestamp assigner cannot run inside the source
+        from pyflink.common import WatermarkStrategy
+
+        stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "source").uid(SOURCE_UID)
+        stream = stream.assign_timestamps_and_watermarks(watermark_strategy_for(timing)).uid(WATERMARK_UID)
+    else:
+        stream = env.from_source(source, watermark_strategy_for(timing), "source").uid(SOURCE_UID)
     capture = (
         CaptureConfig(
             bootstrap=args.bootstrap,

@@ -7,9 +7,17 @@ as ``--spec-json <json>`` or ``--spec-file <path>``.
 What it builds (the same pipeline builder as production, different upstream):
 
     KafkaSource over the capture topic, start → end offsets per partition (bounded, uid afr-replay-source)
-      → production's watermark strategy as its own operator (uid afr-replay-watermarks)
+      → production's event time + watermark strategy as its own operator (uid afr-replay-watermarks)
       → normalise → key by → agent (pinned: uid or uid hash, max parallelism)
       → output + ``_replay`` → FileSink ``<output_dir>/<variant>-*.jsonl``
+
+The manifest is loaded through :mod:`~airflow_flink_replay.core.manifest_io` (plain path, ``file://`` or any
+fsspec URI) and its digest verified: a manifest edited after it was sealed stops the job before it is built.
+Event time (Kafka record timestamp or a JSONPath field) and the watermark strategy (max out-of-orderness,
+idleness) are the manifest's, i.e. production's, unless the spec overrides them
+(:meth:`~airflow_flink_replay.core.replay_job_spec.ReplayJobSpec.timing`). Each output's ``_replay`` holds
+the variant, the record's event time (``event_time_ms``) and the watermark when it was written
+(``watermark_ms``).
 
 The agent runs with ``job-identifier`` = the fork namespace, ``kafkaActionStateTopic`` = the isolated topic,
 and every governed resource wrapped in a policy proxy that audits to ``<audit_dir>``. The agent factory is
@@ -27,21 +35,39 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, ReplayTiming, ReplayWindow
 
 REPLAY_SOURCE_UID = "afr-replay-source"
 REPLAY_WATERMARK_UID = "afr-replay-watermarks"
 
 
 def watermark_strategy(spec: str) -> Any:
-    """PyFlink WatermarkStrategy for ``"none"`` | ``"monotonous"`` | ``"bounded:<ms>"``."""
-    from pyflink.common import Duration, WatermarkStrategy
+    """PyFlink WatermarkStrategy for ``"none"`` | ``"monotonous"`` | ``"bounded:<ms>"`` (record timestamps)."""
+    from airflow_flink_replay.core.replay_job_spec import ReplayTiming
+    from airflow_flink_replay.flink.event_time import watermark_strategy_for
 
-    if spec == "none":
-        return WatermarkStrategy.no_watermarks()
-    if spec == "monotonous":
-        return WatermarkStrategy.for_monotonous_timestamps()
-    return WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(int(spec.split(":", 1)[1])))
+    return watermark_strategy_for(ReplayTiming(watermark=spec))
+
+
+def replay_source(env: Any, spec: ReplayJobSpec, window: ReplayWindow, timing: ReplayTiming) -> Any:
+    """The bounded capture source (uid ``afr-replay-source``) and, when ``timing`` needs one, production's
+    event time + watermark strategy as its own operator (uid ``afr-replay-watermarks``)."""
+    from pyflink.common import WatermarkStrategy
+
+    from airflow_flink_replay.flink.event_time import needs_operator, watermark_strategy_for
+    from airflow_flink_replay.flink.kafka import bounded_source
+
+    source = bounded_source(
+        spec.kafka_bootstrap,
+        window.topic,
+        window.start_offsets,
+        window.end_offsets,
+        group_id=f"afr-replay-{spec.job_identifier}-{spec.variant}",
+    )
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "replay-capture-source").uid(REPLAY_SOURCE_UID)
+    if needs_operator(timing):
+        stream = stream.assign_timestamps_and_watermarks(watermark_strategy_for(timing)).uid(REPLAY_WATERMARK_UID)
+    return stream
 
 
 def file_sink(output_dir: str, variant: str) -> Any:
@@ -65,14 +91,21 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
     import importlib
 
-    from pyflink.common import WatermarkStrategy
-
     from airflow_flink_replay.flink.agent_build import isolate_runtime, load_agent_factory
     from airflow_flink_replay.flink.identity import AgentPin
-    from airflow_flink_replay.flink.kafka import add_connector_jars, bounded_source
+    from airflow_flink_replay.flink.kafka import add_connector_jars
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
 
-    window = spec.window()
+    replay_input = spec.replay_input()  # the manifest, if any, is verified here: a tampered one stops the job
+    window, timing = replay_input.window, replay_input.timing
+    logging.info(
+        "replay %s: window %s (%d records), manifest %s, timing %s",
+        spec.variant,
+        window.model_dump(),
+        window.record_count,
+        replay_input.manifest_digest,
+        timing.model_dump(mode="json"),
+    )
     add_connector_jars(env, spec.connector_jars)  # BEFORE the agents environment
     env.set_parallelism(spec.parallelism)
     env.enable_checkpointing(spec.checkpoint_interval_ms)
@@ -86,16 +119,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     agent = build.factory(mem0_config=spec.mem0_config, **spec.agent_options)
     logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_factory, build.module)
 
-    source = bounded_source(
-        spec.kafka_bootstrap,
-        window.topic,
-        window.start_offsets,
-        window.end_offsets,
-        group_id=f"afr-replay-{spec.job_identifier}-{spec.variant}",
-    )
-    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "replay-capture-source").uid(REPLAY_SOURCE_UID)
-    if spec.watermark != "none":
-        stream = stream.assign_timestamps_and_watermarks(watermark_strategy(spec.watermark)).uid(REPLAY_WATERMARK_UID)
+    stream = replay_source(env, spec, window, timing)
 
     def plan_hook(plan: Any) -> None:
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
@@ -117,6 +141,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         pin=AgentPin(uid=spec.agent_uid, uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism),
         plan_hook=plan_hook if spec.mediate_resources else None,
         output_extra={"_replay": {"variant": spec.variant, "partition": None, "offset": None}},
+        output_timing_key="_replay",
     )
     out.sink_to(file_sink(spec.output_dir, spec.variant)).uid("afr-replay-sink").name("replay-output")
     return out
@@ -135,7 +160,15 @@ def main(argv: list[str] | None = None) -> None:
 def describe(spec_json: str) -> str:
     """Human summary of a spec (for logs)."""
     spec = ReplayJobSpec.model_validate_json(spec_json)
-    return json.dumps({"variant": spec.variant, "window": spec.window().model_dump()}, default=str)
+    replay_input = spec.replay_input()
+    return json.dumps(
+        {
+            "variant": spec.variant,
+            "window": replay_input.window.model_dump(),
+            "timing": replay_input.timing.model_dump(mode="json"),
+        },
+        default=str,
+    )
 
 
 if __name__ == "__main__":

@@ -1,43 +1,215 @@
-"""ReplayJobSpec: argv round trip, manifest windows, clear errors."""
+"""ReplayJobSpec: argv round trip, sealed-manifest windows and timing, tamper refusal, clear errors."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from airflow_flink_replay.core.manifest import EventTime, ManifestError, ManifestTamperedError, ReplayManifest
+from airflow_flink_replay.core.manifest_io import save_manifest
 from airflow_flink_replay.core.policy import ReplayPolicy
-from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, load_window_from_manifest
+from airflow_flink_replay.core.replay_job_spec import (
+    ReplayJobSpec,
+    ReplayTiming,
+    load_window_from_manifest,
+    timing_from_capture,
+)
 
 BASE = {
-    "variant": "candidate", "agent_factory": "examples.review_agent.v2.agent:build_agent",
-    "job_identifier": "replay-1", "action_state_topic": "as-replay-1", "output_dir": "/tmp/o",
-    "audit_dir": "/tmp/a", "kafka_bootstrap": "127.0.0.1:9092",
+    "variant": "candidate",
+    "agent_factory": "examples.review_agent.v2.agent:build_agent",
+    "job_identifier": "replay-1",
+    "action_state_topic": "as-replay-1",
+    "output_dir": "/tmp/o",
+    "audit_dir": "/tmp/a",
+    "kafka_bootstrap": "127.0.0.1:9092",
 }
 
 
+def _manifest(event_time: dict[str, Any] | None = None, watermark: dict[str, Any] | None = None) -> ReplayManifest:
+    capture: dict[str, Any] = {
+        "kafka_conn_id": "kafka_default",
+        "topic": "cap",
+        "partitions": [
+            {
+                "partition": 0,
+                "start_offset": 1,
+                "end_offset": 4,
+                "record_count": 3,
+                "first_timestamp_ms": 1_000,
+                "last_timestamp_ms": 3_000,
+            },
+            {"partition": 1, "start_offset": 0, "end_offset": 0, "record_count": 0},
+        ],
+    }
+    if event_time is not None:
+        capture["event_time"] = event_time
+    if watermark is not None:
+        capture["watermark"] = watermark
+    return ReplayManifest.model_validate(
+        {
+            "run_id": "run-1",
+            "production": {
+                "job_id": "4" * 32,
+                "job_name": "prod",
+                "savepoint": {"path": "file:///tmp/sp-1", "quiesce_mode": "drain"},
+                "agent": {"vertex_id": "a" * 32, "parallelism": 1, "max_parallelism": 64},
+            },
+            "capture": capture,
+        }
+    ).sealed()
+
+
+def _saved(tmp_path: Path, **kwargs: Any) -> Path:
+    path = tmp_path / "manifest.json"
+    save_manifest(_manifest(**kwargs), path)
+    return path
+
+
 def test_argv_and_file_round_trip(tmp_path: Path) -> None:
-    spec = ReplayJobSpec(**BASE, capture_topic="cap", start_offsets={0: 3, 1: 0}, end_offsets={0: 9, 1: 2},
-                         policy=ReplayPolicy(by_name={"notify_support": "block"}), agent_uid_hash="A" * 32,
-                         max_parallelism=128, mem0_config={"vector_store": {"provider": "chroma"}})
+    spec = ReplayJobSpec(
+        **BASE,
+        capture_topic="cap",
+        start_offsets={0: 3, 1: 0},
+        end_offsets={0: 9, 1: 2},
+        policy=ReplayPolicy(by_name={"notify_support": "block"}),
+        agent_uid_hash="A" * 32,
+        max_parallelism=128,
+        mem0_config={"vector_store": {"provider": "chroma"}},
+        event_time=EventTime(source="field", field="$.ts"),
+        watermark="bounded:5",
+        watermark_idleness_ms=0,
+    )
     assert ReplayJobSpec.from_argv(spec.to_argv()) == spec
     assert ReplayJobSpec.from_argv(spec.write(tmp_path / "spec.json")) == spec
     assert spec.agent_uid_hash == "a" * 32
     assert spec.window().record_count == 8
 
 
-def test_manifest_layouts(tmp_path: Path) -> None:
-    a = tmp_path / "a.json"
-    a.write_text(json.dumps({"capture": {"topic": "cap", "partitions": [
-        {"partition": 0, "start_offset": 1, "end_offset": 4}, {"partition": 1, "start": 0, "end": 0}]}}))
-    w = load_window_from_manifest(f"file://{a}")
-    assert (w.topic, w.start_offsets, w.end_offsets) == ("cap", {0: 1, 1: 0}, {0: 4, 1: 0})
-    b = tmp_path / "b.json"
-    b.write_text(json.dumps({"capture_topic": "cap2", "start_offsets": {"0": 2}, "end_offsets": {"0": 5}}))
-    spec = ReplayJobSpec(**BASE, manifest=str(b))
+def test_window_from_a_sealed_manifest_plain_path_and_file_uri(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    for location in (str(path), f"file://{path}", path.as_uri()):
+        w = load_window_from_manifest(location)
+        assert (w.topic, w.start_offsets, w.end_offsets) == ("cap", {0: 1, 1: 0}, {0: 4, 1: 0})
+    spec = ReplayJobSpec(**BASE, manifest=str(path))
     assert spec.window().record_count == 3
+    assert spec.replay_input().manifest_digest == json.loads(path.read_text())["digest"]
+
+
+# ---------------------------------------------------------------------------------------------- timing
+@pytest.mark.parametrize(
+    ("event_time", "watermark", "expected"),
+    [
+        (
+            None,
+            None,
+            {
+                "event_time": {"source": "kafka_timestamp", "field": None, "unit": "ms"},
+                "watermark": "monotonous",
+                "idleness_ms": None,
+            },
+        ),
+        (
+            {"source": "field", "field": "$.event.ts", "unit": "s"},
+            {"max_out_of_orderness_ms": 2500, "idleness_ms": 30000},
+            {
+                "event_time": {"source": "field", "field": "$.event.ts", "unit": "s"},
+                "watermark": "bounded:2500",
+                "idleness_ms": 30000,
+            },
+        ),
+        (
+            {"source": "kafka_timestamp"},
+            {"max_out_of_orderness_ms": 0, "idleness_ms": 5000},
+            {
+                "event_time": {"source": "kafka_timestamp", "field": None, "unit": "ms"},
+                "watermark": "monotonous",
+                "idleness_ms": 5000,
+            },
+        ),
+    ],
+)
+def test_timing_maps_the_manifest_event_time_and_watermark(event_time, watermark, expected) -> None:
+    timing = timing_from_capture(_manifest(event_time, watermark).capture)
+    got = timing.model_dump(mode="json")
+    assert {k: got[k] for k in expected} == expected
+    assert set(timing.origin.values()) == {"manifest"}
+
+
+def test_a_replay_spec_built_from_a_manifest_takes_its_timing(tmp_path: Path) -> None:
+    path = _saved(
+        tmp_path,
+        event_time={"source": "field", "field": "$.ts"},
+        watermark={"max_out_of_orderness_ms": 3_600_000, "idleness_ms": 30_000},
+    )
+    timing = ReplayJobSpec(**BASE, manifest=f"file://{path}").timing()
+    assert (timing.event_time.field, timing.watermark, timing.idleness_ms) == ("$.ts", "bounded:3600000", 30_000)
+    assert timing.max_out_of_orderness_ms == 3_600_000
+    # explicit offsets override the manifest's window, not its timing
+    spec = ReplayJobSpec(**BASE, manifest=str(path), capture_topic="other", start_offsets={0: 0}, end_offsets={0: 1})
+    assert spec.window().topic == "other" and spec.timing().watermark == "bounded:3600000"
+
+
+def test_explicit_spec_values_override_the_manifest(tmp_path: Path) -> None:
+    path = _saved(
+        tmp_path,
+        event_time={"source": "field", "field": "$.ts"},
+        watermark={"max_out_of_orderness_ms": 2000, "idleness_ms": 30_000},
+    )
+    spec = ReplayJobSpec(**BASE, manifest=str(path), watermark="none", watermark_idleness_ms=0, event_time=EventTime())
+    timing = spec.timing()
+    assert (timing.event_time.source, timing.watermark, timing.idleness_ms) == ("kafka_timestamp", "none", None)
+    assert timing.origin == {"event_time": "spec", "watermark": "spec", "idleness_ms": "spec"}
+    only_bound = ReplayJobSpec(**BASE, manifest=str(path), watermark="bounded:10").timing()
+    assert (only_bound.watermark, only_bound.idleness_ms, only_bound.event_time.field) == ("bounded:10", 30_000, "$.ts")
+    assert only_bound.origin == {"event_time": "manifest", "watermark": "spec", "idleness_ms": "manifest"}
+
+
+def test_without_a_manifest_the_timing_is_the_record_timestamp_and_monotonous() -> None:
+    spec = ReplayJobSpec(**BASE, capture_topic="c", start_offsets={0: 0}, end_offsets={0: 2})
+    assert spec.timing() == ReplayTiming()
+    assert spec.timing().watermark == "monotonous" and spec.timing().event_time.source == "kafka_timestamp"
+    assert (
+        ReplayJobSpec(**BASE, capture_topic="c", start_offsets={0: 0}, end_offsets={0: 2}, watermark="bounded:7")
+        .timing()
+        .max_out_of_orderness_ms
+        == 7
+    )
+
+
+# --------------------------------------------------------------------------------------------- tamper
+def test_the_job_side_loader_refuses_a_hand_edited_manifest(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["capture"]["partitions"][0]["end_offset"] = 9  # widen the window by hand
+    doc["capture"]["partitions"][0]["record_count"] = 8
+    path.write_text(json.dumps(doc, indent=2))
+    spec = ReplayJobSpec(**BASE, manifest=f"file://{path}")
+    with pytest.raises(ManifestTamperedError) as err:
+        spec.window()
+    message = str(err.value)
+    assert f"refuses manifest file://{path}" in message and "tampered" in message
+    assert "digest: mismatch" in message and "never edit it by hand" in message
+    with pytest.raises(ManifestTamperedError, match="tampered"):
+        spec.timing()
+    with pytest.raises(ManifestTamperedError):
+        load_window_from_manifest(str(path))
+
+
+def test_the_job_side_loader_refuses_an_unsealed_or_invalid_manifest(tmp_path: Path) -> None:
+    unsealed = tmp_path / "unsealed.json"
+    unsealed.write_text(_manifest().model_copy(update={"digest": None}).to_json())
+    with pytest.raises(ManifestTamperedError, match="digest: missing"):
+        load_window_from_manifest(str(unsealed))
+    legacy = tmp_path / "legacy.json"  # the old hand-written layout is not a manifest
+    legacy.write_text(json.dumps({"capture_topic": "cap", "start_offsets": {"0": 2}, "end_offsets": {"0": 5}}))
+    with pytest.raises(ManifestError, match=rf"cannot use manifest {legacy}") as err:
+        load_window_from_manifest(str(legacy))
+    assert "production: missing" in str(err.value) and "capture: missing" in str(err.value)
 
 
 def test_errors_name_the_field(tmp_path: Path) -> None:
@@ -51,12 +223,12 @@ def test_errors_name_the_field(tmp_path: Path) -> None:
         ReplayJobSpec(**BASE, manifest="m.json", agent_uid="u", agent_uid_hash="0" * 32)
     with pytest.raises(ValidationError, match="watermark"):
         ReplayJobSpec(**BASE, manifest="m.json", watermark="late")
+    with pytest.raises(ValidationError, match="JSONPath"):
+        ReplayJobSpec(**BASE, manifest="m.json", event_time={"source": "field", "field": "ts"})
     with pytest.raises(ValueError, match=r"start \(5\) <= end \(2\)"):
         ReplayJobSpec(**BASE, capture_topic="c", start_offsets={0: 5}, end_offsets={0: 2}).window()
-    with pytest.raises(ValueError, match="not found"):
+    with pytest.raises(ManifestError, match="not found"):
         load_window_from_manifest(str(tmp_path / "missing.json"))
-    with pytest.raises(ValueError, match="local files only"):
-        load_window_from_manifest("s3://bucket/m.json")
 
 
 def test_replay_program_is_a_module_unless_a_path_is_given() -> None:
