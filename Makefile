@@ -22,14 +22,17 @@ system-deps:
 	  else echo "java missing: sudo apt-get install openjdk-17-jdk-headless"; exit 1; fi; }
 
 test: $(BIN)/.installed system-deps
-	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass. Lint runs too
+	@# (after the tests, so one run shows both) and a lint error fails the target.
 	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; rc=1; fi; \
+	  $(MAKE) --no-print-directory lint || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
 
 unit: $(BIN)/.installed
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
+	@# ruff over the whole tree; mypy over the package (tests and benchmarks are not type-checked)
 	$(BIN)/ruff check .
 	$(BIN)/mypy airflow_flink_replay
 
