@@ -2,6 +2,12 @@
 
 One retried request helper (``requests`` Session + urllib3 ``Retry``: connection errors and 502/503/504 with
 exponential backoff, a timeout on every call) and an async twin (``aiohttp``) that the triggers use.
+Only idempotent calls are resent after Flink may have received them: GETs, PATCH/DELETE, the jar plan, and
+savepoint/stop with a ``triggerId`` (Flink acknowledges a repeated id without a second operation). A call
+without such a key (``POST /jars/{id}/run``, ``POST /jars/upload``, savepoint/stop without ``triggerId``) is
+retried only when it surely never reached Flink (connection refused, connect timeout); after a read timeout,
+a dropped connection or a 502/503/504 it fails at once with :class:`FlinkOutcomeUnknownError`, which says
+how to check whether Flink acted (a resent ``/run`` could start a second copy of the job).
 Every error is a :class:`FlinkRestError` naming the operation, the job id and Flink's own cause (the Java
 exception lines without the stack frames), never a bare HTTP status. Secrets are never logged: only the
 method and the URL (which never carries credentials) are.
@@ -14,6 +20,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,9 @@ from airflow_flink_replay.core.flink_models import (
 #: PythonDriver: the entry class that runs a Python Flink program from the flink-python jar.
 PYTHON_DRIVER = "org.apache.flink.client.python.PythonDriver"
 RETRY_STATUSES = (502, 503, 504)
+#: Flink web UI routes: ``/#/job/running/<id>`` for live jobs, ``/#/job/completed/<id>`` once the job is in a
+#: globally terminal state (Flink 2.2's dashboard marks exactly these as "completed").
+UI_COMPLETED_STATES = frozenset({"FINISHED", "FAILED", "CANCELED"})
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -66,6 +76,12 @@ class FlinkRestError(Exception):
 
 class FlinkUnreachableError(FlinkRestError):
     """No answer from the REST endpoint after the retries."""
+
+
+class FlinkOutcomeUnknownError(FlinkRestError):
+    """A non-idempotent call (job run, jar upload, savepoint/stop without trigger id) was sent but got no
+    usable answer (read timeout, dropped connection, 502/503/504). Flink may have acted on it; it is not
+    resent. The message says how to check (e.g. ``GET /jobs/overview`` for a job that started anyway)."""
 
 
 class FlinkJobNotFoundError(FlinkRestError):
@@ -191,6 +207,7 @@ class FlinkRestHook(BaseHook):
         self._timeout = timeout
         self._settings = settings
         self._session: requests.Session | None = None
+        self._once_session: requests.Session | None = None
 
     # ------------------------------------------------------------------------------------- settings
 
@@ -214,14 +231,24 @@ class FlinkRestHook(BaseHook):
         """The REST base URL, without a trailing slash."""
         return self.settings.base_url
 
-    def job_ui_url(self, job_id: str) -> str:
-        """The Flink web UI page of a job."""
-        return f"{self.base_url}/#/job/running/{job_id}/overview"
+    def job_ui_url(self, job_id: str, state: str | None = None) -> str:
+        """The Flink web UI page of a job: ``#/job/completed/...`` for a FINISHED/FAILED/CANCELED job (the
+        dashboard shows ended jobs only there), ``#/job/running/...`` otherwise (``state`` unknown too)."""
+        section = "completed" if (state or "").upper() in UI_COMPLETED_STATES else "running"
+        return f"{self.base_url}/#/job/{section}/{job_id}/overview"
 
-    def get_conn(self) -> requests.Session:
-        """A ``requests`` Session with retries on connection errors and 502/503/504."""
-        if self._session is None:
-            s = self.settings
+    def get_conn(self, idempotent: bool = True) -> requests.Session:
+        """A ``requests`` Session with retries.
+
+        :param idempotent: ``True`` (default): retries on connection errors, read errors and 502/503/504,
+            for calls that may safely reach Flink twice. ``False``: retries only errors raised before the
+            request was sent (connection refused, connect timeout), for calls that must not run twice.
+        """
+        cached = self._session if idempotent else self._once_session
+        if cached is not None:
+            return cached
+        s = self.settings
+        if idempotent:
             retry = Retry(
                 total=s.retries,
                 connect=s.retries,
@@ -229,19 +256,34 @@ class FlinkRestHook(BaseHook):
                 status=s.retries,
                 backoff_factor=s.backoff_factor,
                 status_forcelist=RETRY_STATUSES,
-                allowed_methods=None,  # POSTs too: savepoint/stop carry an idempotent triggerId
+                allowed_methods=None,  # every method: callers only route idempotent calls here
                 raise_on_status=False,
                 respect_retry_after_header=True,
             )
-            session = requests.Session()
-            adapter = HTTPAdapter(max_retries=retry)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            session.headers.update(s.headers)
-            session.auth = s.auth
-            session.verify = s.verify
+        else:
+            retry = Retry(
+                total=s.retries,
+                connect=s.retries,  # refused / connect timeout: the request never left this host
+                read=False,  # read timeout or dropped connection after sending: Flink may have acted
+                status=0,
+                other=0,
+                redirect=0,
+                status_forcelist=(),
+                backoff_factor=s.backoff_factor,
+                raise_on_status=False,
+            )
+        session = requests.Session()
+        adapter = HTTPAdapter(max_retries=retry)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.headers.update(s.headers)
+        session.auth = s.auth
+        session.verify = s.verify
+        if idempotent:
             self._session = session
-        return self._session
+        else:
+            self._once_session = session
+        return session
 
     # -------------------------------------------------------------------------------------- request
 
@@ -253,21 +295,44 @@ class FlinkRestHook(BaseHook):
         operation: str,
         job_id: str | None = None,
         timeout: float | None = None,
+        idempotent: bool = True,
+        if_unanswered: str = "",
         **kwargs: Any,
     ) -> Any:
+        """One REST call. ``idempotent=False`` calls are resent only when they surely never reached Flink;
+        ``if_unanswered`` then tells the user how to check what Flink did with a call left unanswered."""
         url = f"{self.base_url}{path}"
         self.log.debug("Flink REST %s %s (%s)", method, url, operation)
+        subject = f" for job {job_id}" if job_id else ""
         try:
-            response = self.get_conn().request(method, url, timeout=timeout or self.settings.timeout, **kwargs)
+            response = self.get_conn(idempotent).request(
+                method, url, timeout=timeout or self.settings.timeout, **kwargs
+            )
         except requests.RequestException as err:
-            raise FlinkUnreachableError(
-                f"Flink REST at {self.base_url} is unreachable: {operation}"
-                f"{f' for job {job_id}' if job_id else ''} failed after {self.settings.retries} retries "
-                f"({type(err).__name__}: {_short(err)})",
-                operation=operation,
-                job_id=job_id,
-                url=url,
+            if idempotent or _never_sent(err):
+                never = "" if idempotent else " (the request never reached Flink)"
+                raise FlinkUnreachableError(
+                    f"Flink REST at {self.base_url} is unreachable: {operation}{subject} failed after "
+                    f"{self.settings.retries} retries{never} ({type(err).__name__}: {_short(err)})",
+                    operation=operation,
+                    job_id=job_id,
+                    url=url,
+                ) from err
+            raise _outcome_unknown(
+                operation, subject, url, f"{type(err).__name__}: {_short(err)}", if_unanswered, job_id
             ) from err
+        if not idempotent and response.status_code in RETRY_STATUSES:
+            raw = _error_text(response.text)
+            raise _outcome_unknown(
+                operation,
+                subject,
+                url,
+                f"HTTP {response.status_code}: {flink_cause(raw) or 'no cause given'}",
+                if_unanswered,
+                job_id,
+                status_code=response.status_code,
+                details=raw,
+            )
         return _parse_response(response.status_code, response.text, url, operation, job_id)
 
     # ---------------------------------------------------------------------------------- cluster/jobs
@@ -364,14 +429,22 @@ class FlinkRestHook(BaseHook):
         trigger_id: str | None = None,
     ) -> str:
         """``POST /jobs/{id}/savepoints`` (no stop); returns the trigger id. A given ``trigger_id`` makes
-        the call idempotent: Flink acknowledges a repeated id without starting a second savepoint."""
+        the call idempotent: Flink acknowledges a repeated id without starting a second savepoint. Without
+        one, a call whose answer is lost is not resent (:class:`FlinkOutcomeUnknownError`)."""
         body: dict[str, Any] = {"cancel-job": False, "formatType": format_type}
         if target_directory:
             body["target-directory"] = target_directory
         if trigger_id:
             body["triggerId"] = trigger_id
         data = self._request(
-            "POST", f"/jobs/{job_id}/savepoints", operation="trigger savepoint", job_id=job_id, json=body
+            "POST",
+            f"/jobs/{job_id}/savepoints",
+            operation="trigger savepoint",
+            job_id=job_id,
+            json=body,
+            idempotent=bool(trigger_id),
+            if_unanswered=f"Flink may have started a savepoint; GET {self.base_url}/jobs/{job_id}/checkpoints lists "
+            "it. Pass trigger_id to make this call safe to resend",
         )
         return str(data["request-id"])
 
@@ -384,14 +457,24 @@ class FlinkRestHook(BaseHook):
         format_type: str = "CANONICAL",
         trigger_id: str | None = None,
     ) -> str:
-        """``POST /jobs/{id}/stop`` (stop-with-savepoint, optionally draining); returns the trigger id."""
+        """``POST /jobs/{id}/stop`` (stop-with-savepoint, optionally draining); returns the trigger id. Resent
+        after a lost answer only with a ``trigger_id`` (Flink then reports the one operation)."""
         body: dict[str, Any] = {"drain": drain, "formatType": format_type}
         if target_directory:
             body["targetDirectory"] = target_directory
         if trigger_id:
             body["triggerId"] = trigger_id
         operation = "stop with savepoint (drain)" if drain else "stop with savepoint"
-        data = self._request("POST", f"/jobs/{job_id}/stop", operation=operation, job_id=job_id, json=body)
+        data = self._request(
+            "POST",
+            f"/jobs/{job_id}/stop",
+            operation=operation,
+            job_id=job_id,
+            json=body,
+            idempotent=bool(trigger_id),
+            if_unanswered=f"Flink may be stopping the job; GET {self.base_url}/jobs/{job_id} shows its state. Pass "
+            "trigger_id to make this call safe to resend",
+        )
         return str(data["request-id"])
 
     def get_savepoint_status(self, job_id: str, trigger_id: str) -> AsyncOperationStatus:
@@ -429,7 +512,8 @@ class FlinkRestHook(BaseHook):
         return [JarFile.model_validate(f) for f in data.get("files", [])]
 
     def upload_jar(self, path: str | Path) -> str:
-        """``POST /jars/upload``; returns the jar id."""
+        """``POST /jars/upload``; returns the jar id. Every upload stores a new copy, so a call whose answer
+        is lost is not resent (:class:`FlinkOutcomeUnknownError`); a refused connection is."""
         path = Path(path)
         with path.open("rb") as fh:
             data = self._request(
@@ -438,6 +522,9 @@ class FlinkRestHook(BaseHook):
                 operation=f"upload jar {path.name}",
                 files={"jarfile": (path.name, fh, "application/x-java-archive")},
                 timeout=max(self.settings.timeout, 120),
+                idempotent=False,
+                if_unanswered=f"Flink may have stored the upload; GET {self.base_url}/jars lists the uploaded "
+                "copies (DELETE the extra one)",
             )
         return str(data["filename"]).rsplit("/", 1)[-1]
 
@@ -480,11 +567,31 @@ class FlinkRestHook(BaseHook):
         flink_configuration: dict[str, str] | None = None,
         timeout: float = 180.0,
     ) -> str:
-        """``POST /jars/{id}/run``; returns the job id."""
+        """``POST /jars/{id}/run``; returns the job id.
+
+        The call has no idempotency key: it is resent only when it surely never reached Flink (connection
+        refused, connect timeout). After a read timeout, a dropped connection or a 502/503/504 Flink may
+        have started the job, so it raises :class:`FlinkOutcomeUnknownError` (saying how to check) instead
+        of starting a second copy.
+        """
         body = self._jar_body(
             entry_class, program_args, savepoint_path, allow_non_restored_state, parallelism, flink_configuration
         )
-        data = self._request("POST", f"/jars/{jar_id}/run", operation="run jar", json=body, timeout=timeout)
+        name = (flink_configuration or {}).get("pipeline.name")
+        sent_at = datetime.now(UTC).replace(microsecond=0).isoformat()
+        data = self._request(
+            "POST",
+            f"/jars/{jar_id}/run",
+            operation="run jar",
+            json=body,
+            timeout=timeout,
+            idempotent=False,
+            if_unanswered=(
+                f"Flink may have started the job anyway. Before submitting again, look for "
+                f"{f'a job named {name!r}' if name else 'a new job'} started after {sent_at} in GET "
+                f"{self.base_url}/jobs/overview (or the web UI, {self.base_url}/#/job/running)"
+            ),
+        )
         return str(data["jobid"])
 
     def jar_plan(
@@ -592,6 +699,55 @@ class FlinkRestHook(BaseHook):
 
 class _Retryable(Exception):
     pass
+
+
+def _never_sent(err: requests.RequestException) -> bool:
+    """True when ``err`` happened before the request left this host (refused, DNS, connect timeout)."""
+    from urllib3.exceptions import ConnectTimeoutError as Urllib3ConnectTimeout
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    if isinstance(err, requests.ConnectTimeout):
+        return True
+    reason = err.args[0] if err.args else None
+    if isinstance(reason, MaxRetryError):
+        reason = reason.reason
+    return isinstance(reason, NewConnectionError | Urllib3ConnectTimeout)
+
+
+def _error_text(text: str) -> str:
+    """Flink's ``errors`` list of an error answer as text (or the raw body)."""
+    import json
+
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return text or ""
+    errors = data.get("errors") if isinstance(data, dict) else None
+    return "\n".join(str(e) for e in errors) if errors else (text or "")
+
+
+def _outcome_unknown(
+    operation: str,
+    subject: str,
+    url: str,
+    what: str,
+    if_unanswered: str,
+    job_id: str | None,
+    *,
+    status_code: int | None = None,
+    details: str | None = None,
+) -> FlinkOutcomeUnknownError:
+    """The error for a non-idempotent call that was sent but got no usable answer."""
+    return FlinkOutcomeUnknownError(
+        f"Flink {operation}{subject}: the request was sent to {url} but got no usable answer ({what}). It is "
+        f"not resent, to avoid doing it twice. {if_unanswered or 'Check the cluster before trying again'}.",
+        operation=operation,
+        job_id=job_id,
+        url=url,
+        status_code=status_code,
+        cause=what,
+        details=details,
+    )
 
 
 def _short(err: BaseException) -> str:

@@ -6,7 +6,9 @@ through Flink's ``PythonDriver``:
 
 - :class:`RestPythonSubmitter` uploads ``opt/flink-python-*.jar`` once (an already uploaded one is reused)
   and calls ``POST /jars/{id}/run`` with ``entryClass=org.apache.flink.client.python.PythonDriver``. The
-  program runs on the JobManager host (paths are JobManager paths). ~3-6 s.
+  program runs on the JobManager host (paths are JobManager paths). ~3-6 s. The run call is never resent
+  once Flink may have received it (no idempotency key): a lost answer raises :class:`FlinkSubmissionError`
+  saying the job may have started and where to look, instead of starting a second copy.
 - :class:`CliPythonSubmitter` runs ``$FLINK_HOME/bin/flink run -d [-s SP] [-n] -py ... -pyfs ...`` with
   ``FLINK_CONF_DIR`` and ``JAVA_HOME`` set. ~12-15 s (JVM start); the program runs on this host.
 
@@ -33,6 +35,7 @@ from typing import Literal, TypeVar
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram, JobPlan, SubmittedJob
 from airflow_flink_replay.hooks.flink_rest import (
     PYTHON_DRIVER,
+    FlinkOutcomeUnknownError,
     FlinkRestError,
     FlinkRestHook,
     flink_cause,
@@ -290,6 +293,8 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         while True:
             try:
                 return call(jar_id)
+            except FlinkOutcomeUnknownError:
+                raise  # sent, no answer: Flink may have started the job, never submit it again here
             except FlinkRestError as err:
                 details = (err.details or str(err)).lower()
                 missing = err.status_code == 404 or "could not find jar" in details or "jar file" in details
@@ -307,13 +312,19 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         self, err: FlinkRestError, program: FlinkPythonProgram, savepoint_path: str | None, action: str = "Submitting"
     ) -> FlinkSubmissionError:
         """Replace "Python process exits with code: 1" by the program's traceback from the JM log."""
+        where = f" from savepoint {savepoint_path}" if savepoint_path else ""
+        if isinstance(err, FlinkOutcomeUnknownError):
+            return FlinkSubmissionError(
+                f"{action} {program.entry_point or program.module}{where} over REST: outcome unknown. {err}",
+                cause=err.cause or str(err),
+                output=err.details or "",
+            )
         cause = err.cause or str(err)
         traceback_text = ""
         if "Python process exits" in (err.details or cause):
             traceback_text = python_traceback_from_log(self.hook.jobmanager_log_tail(20000), program)
             if traceback_text:
                 cause = program_failure_cause(traceback_text) or cause
-        where = f" from savepoint {savepoint_path}" if savepoint_path else ""
         message = f"{action} {program.entry_point or program.module}{where} over REST failed: {cause}"
         if traceback_text:
             message += f"\n--- Python output (JobManager log) ---\n{traceback_text}"

@@ -183,7 +183,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
             raise AirflowException(f"QuiesceAndSavepointOperator.mode must be one of {MODES}, got {self.mode!r}")
         hook = self.hook
         job = hook.get_job(self.job_id)  # FlinkJobNotFoundError names an unknown id
-        FlinkJobLink.persist(context, hook.job_ui_url(self.job_id))
+        FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, job.state))
         plan = ProductionPlan.from_job(job, self.agent_operator_name)
         dag_id, run_id, task_id, map_index = _ti_parts(context)
         run_dir = self._run_directory(hook, dag_id, run_id)
@@ -332,11 +332,14 @@ class QuiesceAndSavepointOperator(BaseOperator):
     ) -> dict[str, Any]:
         stopped = self.mode in ("drain", "stop")
         stopped_at = None
-        if stopped and self.wait_for_finished:
-            job = hook.wait_for_job_state(self.job_id, ("FINISHED",), timeout=60, poll_interval=0.05)
+        if stopped:
+            if self.wait_for_finished:
+                job = hook.wait_for_job_state(self.job_id, ("FINISHED",), timeout=60, poll_interval=0.05)
+            else:
+                job = hook.get_job(self.job_id)
             stopped_at = _ms(job.end_time)
-        elif stopped:
-            stopped_at = _ms(hook.get_job(self.job_id).end_time)
+            # the web UI shows an ended job under #/job/completed/ only: link the page that exists now
+            FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, job.state))
         note = {
             "drain": "Drained: every operator reached end of input before the savepoint (the agent operator "
             "finished its in-flight runs); production is stopped.",
@@ -404,7 +407,12 @@ class ResumeJobOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "program", "quiesce_result", "savepoint_path", "job_name", "production_job_id", "quiesce_mode"
+        "program",
+        "quiesce_result",
+        "savepoint_path",
+        "job_name",
+        "production_job_id",
+        "quiesce_mode",
     )
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"

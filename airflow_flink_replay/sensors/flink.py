@@ -50,8 +50,11 @@ class FlinkJobSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         """One ``GET /jobs/{id}``."""
-        job = FlinkRestHook(self.flink_conn_id).get_job(self.job_id)
+        hook = FlinkRestHook(self.flink_conn_id)
+        job = hook.get_job(self.job_id)
         self.log.info("Flink job %s is %s (waiting for %s)", self.job_id, job.state, self.target_states)
+        if job.state in self.target_states or job.state in _FINAL:
+            FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, job.state))  # an ended job's page moves
         if job.state in self.target_states:
             return job.state != "RUNNING" or not self.all_tasks_running or job.all_vertices_running
         if job.state in _FINAL:
@@ -84,6 +87,9 @@ class FlinkJobSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         """Return the reached state, or fail with the trigger's message."""
+        if event.get("state"):
+            hook = FlinkRestHook(self.flink_conn_id)
+            FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, str(event["state"])))
         if event.get("status") != "success":
             raise AirflowException(event.get("message") or f"Flink job wait failed: {event}")
         return str(event["state"])

@@ -28,13 +28,19 @@ from airflow_flink_replay.core.flink_models import (
 )
 from airflow_flink_replay.hooks.flink_rest import (
     FlinkJobNotFoundError,
+    FlinkOutcomeUnknownError,
     FlinkRestError,
     FlinkRestHook,
     FlinkRestSettings,
     FlinkUnreachableError,
     flink_cause,
 )
-from airflow_flink_replay.hooks.flink_submit import program_failure_cause, python_traceback_from_log
+from airflow_flink_replay.hooks.flink_submit import (
+    FlinkSubmissionError,
+    RestPythonSubmitter,
+    program_failure_cause,
+    python_traceback_from_log,
+)
 from airflow_flink_replay.operators.flink import operation_trigger_id, savepoint_of_run
 from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
 
@@ -48,34 +54,50 @@ JAVA_ERROR = (
 
 
 class FakeFlink:
-    """Scripted answers: ``routes[(method, path)]`` is a list of (status, body, delay) used in turn."""
+    """Scripted answers: ``routes[(method, path)]`` is a list of (status, body, delay) used in turn.
+
+    A route path ending in ``*`` answers every path with that prefix (ids the code under test derives).
+    Every request's body is recorded in ``bodies[(method, path)]`` (JSON decoded, else the raw bytes).
+    """
 
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], list[tuple[int, Any, float]]] = {}
         self.calls: dict[tuple[str, str], int] = defaultdict(int)
+        self.bodies: dict[tuple[str, str], list[Any]] = defaultdict(list)
         self.headers: list[dict[str, str]] = []
 
     def on(self, method: str, path: str, *answers: tuple[int, Any] | tuple[int, Any, float]) -> None:
         self.routes[(method, path)] = [(a[0], a[1], a[2] if len(a) > 2 else 0.0) for a in answers]  # type: ignore[misc]
 
+    def record(self, method: str, path: str, raw: bytes) -> None:
+        try:
+            self.bodies[(method, path)].append(json.loads(raw) if raw else None)
+        except ValueError:
+            self.bodies[(method, path)].append(raw)
+
     def answer(self, method: str, path: str) -> tuple[int, Any, float]:
         self.calls[(method, path)] += 1
         answers = self.routes.get((method, path))
+        if answers is None:
+            prefixed = [k for k in self.routes if k[0] == method and k[1].endswith("*") and path.startswith(k[1][:-1])]
+            answers = self.routes[prefixed[0]] if prefixed else None
         if not answers:
             return 404, {"errors": ["Not found: " + path]}, 0.0
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
+    def paths(self, method: str) -> list[str]:
+        """Paths called with ``method``."""
+        return [p for (m, p) in self.calls if m == method]
 
-@pytest.fixture
-def fake() -> Iterator[tuple[FakeFlink, str]]:
-    state = FakeFlink()
+
+def serve(state: FakeFlink, port: int = 0) -> ThreadingHTTPServer:
+    """Serve ``state`` on 127.0.0.1:``port`` (0: any free port) in a daemon thread."""
 
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:
             state.headers.append(dict(self.headers))
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
+            state.record(self.command, self.path, self.rfile.read(length) if length else b"")
             status, body, delay = state.answer(self.command, self.path)
             if delay:
                 time.sleep(delay)
@@ -94,9 +116,15 @@ def fake() -> Iterator[tuple[FakeFlink, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeFlink, str]]:
+    state = FakeFlink()
+    server = serve(state)
     yield state, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -243,6 +271,220 @@ def test_savepoint_wait_reports_failure_cause_and_timeout(fake: tuple[FakeFlink,
         hook.wait_for_savepoint("j1", "t2", timeout=0.2, poll_interval=0.05)
 
 
+# ------------------------------------------------------------------ non-idempotent calls are never resent
+
+
+def test_job_run_answered_503_is_not_resent_and_says_the_job_may_have_started(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("POST", "/jars/x/run", (503, {"errors": ["Service temporarily unavailable"]}), (200, {"jobid": "j9"}))
+    with pytest.raises(FlinkOutcomeUnknownError) as info:
+        make_hook(url).run_jar("x", entry_class="Main", flink_configuration={"pipeline.name": "prod"})
+    assert state.calls[("POST", "/jars/x/run")] == 1, "a 503 after sending must not start a second job"
+    message = str(info.value)
+    assert f"the request was sent to {url}/jars/x/run but got no usable answer (HTTP 503" in message
+    assert "Flink may have started the job anyway" in message
+    assert "look for a job named 'prod' started after" in message and f"GET {url}/jobs/overview" in message
+    assert info.value.status_code == 503
+
+
+def test_job_run_read_timeout_is_not_resent(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("POST", "/jars/x/run", (200, {"jobid": "j9"}, 1.0))
+    with pytest.raises(FlinkOutcomeUnknownError, match=r"\(ReadTimeout: .*Flink may have started the job anyway"):
+        make_hook(url, retries=3).run_jar("x", entry_class="Main", timeout=0.2)
+    assert state.calls[("POST", "/jars/x/run")] == 1
+
+
+def test_job_run_is_retried_while_the_connection_is_refused(fake: tuple[FakeFlink, str]) -> None:
+    """Refused connections never reach Flink: resent until the endpoint answers, then exactly one run."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    state = FakeFlink()
+    state.on("POST", "/jars/x/run", (200, {"jobid": "j9"}))
+    later = threading.Timer(0.3, lambda: servers.append(serve(state, port)))
+    servers: list[ThreadingHTTPServer] = []
+    later.start()  # nothing listens at first: the first tries are refused
+    try:
+        hook = FlinkRestHook(settings=FlinkRestSettings(base_url=f"http://127.0.0.1:{port}", retries=6,
+                                                        backoff_factor=0.2))  # fmt: skip
+        assert hook.run_jar("x", entry_class="Main") == "j9"
+        assert state.calls[("POST", "/jars/x/run")] == 1
+    finally:
+        later.join()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def test_refused_job_run_fails_after_the_retries_saying_it_never_reached_flink() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(FlinkUnreachableError) as info:
+        make_hook(f"http://127.0.0.1:{port}", retries=1).run_jar("x", entry_class="Main")
+    assert not isinstance(info.value, FlinkOutcomeUnknownError)
+    assert f"Flink REST at http://127.0.0.1:{port} is unreachable: run jar failed after 1 retries" in str(info.value)
+    assert "(the request never reached Flink)" in str(info.value)
+
+
+def test_jar_upload_is_not_resent_after_a_502(fake: tuple[FakeFlink, str], tmp_path: Any) -> None:
+    state, url = fake
+    jar = tmp_path / "flink-python-2.2.1.jar"
+    jar.write_bytes(b"PK fake jar")
+    state.on("POST", "/jars/upload", (502, {}), (200, {"filename": "/tmp/up/abc_flink-python-2.2.1.jar"}))
+    with pytest.raises(FlinkOutcomeUnknownError, match=f"Flink may have stored the upload; GET {url}/jars lists"):
+        make_hook(url).upload_jar(jar)
+    assert state.calls[("POST", "/jars/upload")] == 1
+    assert make_hook(url).upload_jar(jar) == "abc_flink-python-2.2.1.jar"
+    assert b"PK fake jar" in state.bodies[("POST", "/jars/upload")][-1]  # multipart with the jar's bytes
+
+
+def test_savepoint_and_stop_with_a_trigger_id_are_resent_without_one_not(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("POST", "/jobs/j1/savepoints", (503, {}), (202, {"request-id": "t1"}))
+    state.on("POST", "/jobs/j1/stop", (202, {"request-id": "t2"}, 1.0), (202, {"request-id": "t2"}))
+    hook = make_hook(url, timeout=0.3)
+    assert hook.trigger_savepoint("j1", "file:///sp", trigger_id="t1") == "t1"
+    assert [b["triggerId"] for b in state.bodies[("POST", "/jobs/j1/savepoints")]] == ["t1", "t1"]
+    assert hook.stop_with_savepoint("j1", "file:///sp", drain=True, trigger_id="t2") == "t2"  # read timeout, resent
+    assert state.calls[("POST", "/jobs/j1/stop")] == 2
+
+    state.on("POST", "/jobs/j2/savepoints", (503, {}), (202, {"request-id": "u1"}))
+    state.on("POST", "/jobs/j2/stop", (504, {}), (202, {"request-id": "u2"}))
+    with pytest.raises(FlinkOutcomeUnknownError, match=f"Flink may have started a savepoint; GET {url}/jobs/j2/chec"):
+        hook.trigger_savepoint("j2", "file:///sp")
+    with pytest.raises(FlinkOutcomeUnknownError, match=r"Flink may be stopping the job; .*Pass trigger_id"):
+        hook.stop_with_savepoint("j2", "file:///sp", drain=True)
+    assert state.calls[("POST", "/jobs/j2/savepoints")] == 1 and state.calls[("POST", "/jobs/j2/stop")] == 1
+
+
+def test_rest_submission_with_an_unanswered_run_is_not_resubmitted(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("GET", "/jars", (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.1.jar"}]}))
+    state.on("POST", "/jars/py_flink-python.jar/run", (504, {}), (200, {"jobid": "j9"}))
+    program = FlinkPythonProgram(module="jobs.prod", job_name="prod")
+    with pytest.raises(FlinkSubmissionError) as info:
+        RestPythonSubmitter(make_hook(url)).submit(program)
+    assert state.calls[("POST", "/jars/py_flink-python.jar/run")] == 1
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("Submitting jobs.prod over REST: outcome unknown.")
+    assert "Flink may have started the job anyway" in first and "a job named 'prod'" in first
+
+
+# ------------------------------------------------------------------------------------- request bodies
+
+
+def test_savepoint_and_stop_bodies(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("POST", "/jobs/j1/savepoints", (202, {"request-id": "t1"}))
+    state.on("POST", "/jobs/j1/stop", (202, {"request-id": "t2"}))
+    hook = make_hook(url)
+    hook.trigger_savepoint("j1", "file:///sp/a", format_type="NATIVE", trigger_id="t1")
+    hook.trigger_savepoint("j1")
+    hook.stop_with_savepoint("j1", "file:///sp/b", drain=True, trigger_id="t2")
+    hook.stop_with_savepoint("j1", "file:///sp/c", format_type="NATIVE")
+    assert state.bodies[("POST", "/jobs/j1/savepoints")] == [
+        {"cancel-job": False, "formatType": "NATIVE", "target-directory": "file:///sp/a", "triggerId": "t1"},
+        {"cancel-job": False, "formatType": "CANONICAL"},
+    ]
+    assert state.bodies[("POST", "/jobs/j1/stop")] == [
+        {"drain": True, "formatType": "CANONICAL", "targetDirectory": "file:///sp/b", "triggerId": "t2"},
+        {"drain": False, "formatType": "NATIVE", "targetDirectory": "file:///sp/c"},
+    ]
+
+
+def test_run_jar_and_jar_plan_bodies(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("POST", "/jars/x/run", (200, {"jobid": "j9"}))
+    state.on("POST", "/jars/x/plan", (200, {"plan": {"jid": "p", "name": "prod", "nodes": []}}))
+    hook = make_hook(url)
+    args = ["-pym", "jobs.prod", "--x", "1"]
+    assert hook.run_jar("x", entry_class="Main", program_args=args, savepoint_path="file:/sp/savepoint-1",
+                        allow_non_restored_state=True, parallelism=3,
+                        flink_configuration={"pipeline.name": "prod"}) == "j9"  # fmt: skip
+    hook.run_jar("x", entry_class="Main", savepoint_path="file:/sp/savepoint-2")
+    hook.run_jar("x", program_args=args, allow_non_restored_state=True)
+    hook.jar_plan("x", entry_class="Main", program_args=args, parallelism=2)
+    assert state.bodies[("POST", "/jars/x/run")] == [
+        {"entryClass": "Main", "programArgsList": args, "savepointPath": "file:/sp/savepoint-1",
+         "allowNonRestoredState": True, "parallelism": 3, "flinkConfiguration": {"pipeline.name": "prod"}},
+        {"entryClass": "Main", "savepointPath": "file:/sp/savepoint-2", "allowNonRestoredState": False},
+        {"programArgsList": args},  # the flag only means something with a savepoint
+    ]  # fmt: skip
+    assert state.bodies[("POST", "/jars/x/plan")] == [{"entryClass": "Main", "programArgsList": args, "parallelism": 2}]
+
+
+def test_rest_submitter_sends_the_program_savepoint_and_parallelism(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on(
+        "GET",
+        "/jars",
+        (200, {"files": [{"id": "old_flink-python.jar", "name": "flink-python-2.2.1.jar", "uploaded": 1},
+                         {"id": "new_flink-python.jar", "name": "flink-python-2.2.1.jar", "uploaded": 2},
+                         {"id": "other.jar", "name": "other.jar", "uploaded": 3}]}),
+    )  # fmt: skip
+    state.on("POST", "/jars/new_flink-python.jar/run", (200, {"jobid": "j9"}))
+    program = FlinkPythonProgram(module="jobs.prod", program_args=["--x", "1"], job_name="prod", parallelism=1)
+    submitted = RestPythonSubmitter(make_hook(url)).submit(
+        program, savepoint_path="file:/sp/savepoint-1", allow_non_restored_state=True, parallelism=2, job_name="p2"
+    )
+    assert submitted.job_id == "j9" and submitted.savepoint_path == "file:/sp/savepoint-1"
+    (body,) = state.bodies[("POST", "/jars/new_flink-python.jar/run")]
+    assert body == {
+        "entryClass": "org.apache.flink.client.python.PythonDriver",
+        "programArgsList": ["-pym", "jobs.prod", "--x", "1"],
+        "savepointPath": "file:/sp/savepoint-1",
+        "allowNonRestoredState": True,
+        "parallelism": 2,
+        "flinkConfiguration": {"parallelism.default": "2", "pipeline.name": "p2"},
+    }
+
+
+def test_plan_jars_list_and_delete(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on(
+        "GET",
+        "/jobs/j1/plan",
+        (200, {"plan": {"jid": "j1", "name": "prod", "type": "STREAMING", "nodes": [
+            {"id": "v2", "parallelism": 2, "description": "action-execute-operator<br/>+- Map",
+             "inputs": [{"id": "v1", "ship_strategy": "HASH"}]},
+            {"id": "v1", "parallelism": 1, "description": "Source: source", "inputs": []}]}}),
+    )  # fmt: skip
+    state.on("GET", "/jars", (200, {"address": url, "files": [{"id": "a_x.jar", "name": "x.jar", "uploaded": 7,
+                                                                "entry": [{"name": "Main"}]}]}))  # fmt: skip
+    state.on("DELETE", "/jars/a_x.jar", (200, {}))
+    state.on("PATCH", "/jobs/j1?mode=cancel", (202, {}))
+    state.on("PATCH", "/jobs/j2?mode=cancel", (409, {"errors": ["Job j2 is not running"]}))
+    hook = make_hook(url)
+    plan = hook.get_plan("j1")
+    assert (plan.jid, plan.name, plan.type) == ("j1", "prod", "STREAMING")
+    assert [(n.id, n.parallelism, [i.id for i in n.inputs]) for n in plan.nodes] == [("v2", 2, ["v1"]), ("v1", 1, [])]
+    assert "action-execute-operator" in plan.nodes[0].description
+    jars = hook.list_jars()
+    assert [(j.id, j.name, j.uploaded) for j in jars] == [("a_x.jar", "x.jar", 7)]
+    hook.delete_jar("a_x.jar")
+    assert state.calls[("DELETE", "/jars/a_x.jar")] == 1
+    with pytest.raises(FlinkRestError, match=r"Flink delete jar gone\.jar failed \(HTTP 404"):
+        hook.delete_jar("gone.jar")
+    hook.cancel_job("j1")
+    hook.cancel_job("j2")  # an ended job is left alone
+    assert state.calls[("PATCH", "/jobs/j1?mode=cancel")] == 1 and state.calls[("PATCH", "/jobs/j2?mode=cancel")] == 1
+
+
+def test_job_ui_url_follows_the_flink_dashboard_routes() -> None:
+    hook = make_hook("http://flink:8081")
+    assert hook.job_ui_url("j1") == "http://flink:8081/#/job/running/j1/overview"
+    assert hook.job_ui_url("j1", "RUNNING") == "http://flink:8081/#/job/running/j1/overview"
+    assert hook.job_ui_url("j1", "INITIALIZING") == "http://flink:8081/#/job/running/j1/overview"
+    for ended in ("FINISHED", "CANCELED", "FAILED", "finished"):
+        assert hook.job_ui_url("j1", ended) == "http://flink:8081/#/job/completed/j1/overview"
+
+
 # ------------------------------------------------------------------------------------------ triggers
 
 
@@ -326,6 +568,28 @@ def test_job_state_trigger_events(conn_env: FakeFlink) -> None:
         _first_event(FlinkJobStateTrigger("j3", ["RUNNING"], "flink_fake", timeout=0.2, poll_interval=0.05))
     )
     assert slow["status"] == "timeout" and "(state INITIALIZING)" in slow["message"]
+
+
+def test_job_state_trigger_canceled_ends_the_wait_unless_targeted(conn_env: FakeFlink) -> None:
+    conn_env.on("GET", "/jobs/j4", (200, {**JOB, "jid": "j4"}), (200, {**JOB, "jid": "j4", "state": "CANCELED"}))
+    conn_env.on("GET", "/jobs/j4/exceptions", (200, {"exceptionHistory": {"entries": []}}))
+    conn_env.on("GET", "/jobs/j5", (200, {**JOB, "jid": "j5", "state": "CANCELED"}))
+    conn_env.on(
+        "GET",
+        "/jobs/j5/exceptions",
+        (200, {"exceptionHistory": {"entries": [{"stacktrace": "java.lang.RuntimeException: cancelled by ops"}]}}),
+    )
+    canceled = asyncio.run(
+        _first_event(FlinkJobStateTrigger("j4", ["FINISHED"], "flink_fake", poll_interval=0.01, carry={"c": 1}))
+    )
+    assert canceled["status"] == "error" and canceled["state"] == "CANCELED" and canceled["carry"] == {"c": 1}
+    assert canceled["message"] == "Flink job j4 ended CANCELED while waiting for ['FINISHED']: no exception recorded"
+    assert conn_env.calls[("GET", "/jobs/j4")] == 2  # polled RUNNING first, then ended
+    with_cause = asyncio.run(_first_event(FlinkJobStateTrigger("j5", ["RUNNING"], "flink_fake")))
+    assert with_cause["status"] == "error" and "ended CANCELED" in with_cause["message"]
+    assert with_cause["message"].endswith("java.lang.RuntimeException: cancelled by ops")
+    targeted = asyncio.run(_first_event(FlinkJobStateTrigger("j5", ["canceled", "FINISHED"], "flink_fake")))
+    assert targeted["status"] == "success" and targeted["state"] == "CANCELED"
 
 
 # -------------------------------------------------------------------------------------------- models
@@ -460,8 +724,116 @@ def test_job_sensor_defers_and_links_the_job(
     assert state.calls[("GET", "/jobs/j1")] >= 3  # polled through INITIALIZING by the trigger
     assert "Flink job j2 ended FAILED" in errors[0] and "Cannot map checkpoint/savepoint state" in errors[0]
     with create_session() as session:
-        link = session.query(XComModel).filter_by(dag_id=dag_id, task_id="wait_ok", key=FlinkJobLink().xcom_key).one()
-    assert XComModel.deserialize_value(link) == f"{url}/#/job/running/j1/overview"
+        links = {
+            x.task_id: XComModel.deserialize_value(x)
+            for x in session.query(XComModel).filter_by(dag_id=dag_id, key=FlinkJobLink().xcom_key)
+        }
+    assert links == {
+        "wait_ok": f"{url}/#/job/running/j1/overview",
+        "wait_failed": f"{url}/#/job/completed/j2/overview",  # an ended job's page is under completed/
+    }
+
+
+def test_quiesce_and_resume_under_dag_test_send_their_requests_and_link_the_right_pages(
+    fake: tuple[FakeFlink, str], airflow_db: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quiesce (drain, NATIVE, deferred) → resume against the fake endpoint under dag.test(): the stop and run
+    bodies, the result's format and timestamps, and each task's Flink link through ``FlinkJobLink.get_link``
+    (the drained job is FINISHED: the dashboard shows it under #/job/completed/, the resumed one under running)."""
+    from datetime import UTC, datetime
+
+    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.models.xcom import XComModel
+    from airflow.sdk import DAG, task
+    from airflow.utils.session import create_session
+
+    from airflow_flink_replay.links.flink import FlinkJobLink
+    from airflow_flink_replay.operators.flink import (
+        QuiesceAndSavepointOperator,
+        ResumeJobOperator,
+        run_path_segment,
+    )
+    from tests.jobs.harness import run_dag_test, unique
+
+    state, url = fake
+    end_ms = 1_795_000_000_123
+    state.on("GET", "/jobs/j1", (200, JOB), (200, {**JOB, "state": "FINISHED", "end-time": end_ms}))
+    state.on("POST", "/jobs/j1/stop", (202, {"request-id": "echoed"}))
+    done = {"status": {"id": "COMPLETED"}, "operation": {"location": "file:/sp/run/savepoint-j1"}}
+    state.on("GET", "/jobs/j1/savepoints/*", (200, {"status": {"id": "IN_PROGRESS"}}), (200, done))
+    state.on("GET", "/jobs/overview", (200, {"jobs": []}))
+    state.on("GET", "/jars", (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.1.jar"}]}))
+    state.on("POST", "/jars/py_flink-python.jar/run", (200, {"jobid": "j2"}))
+    state.on("GET", "/jobs/j2", (200, {**JOB, "jid": "j2"}))
+    conn = {"conn_type": "flink_rest", "host": url, "extra": {"retries": 1}}
+    conn_file = tmp_path / "conns.json"
+    conn_file.write_text(json.dumps({"flink_links": conn}))
+    # a conn id of its own: Airflow caches the secrets backends (conn file) of the first dag.test() in a process
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_LINKS", json.dumps(conn))
+    seen: dict[str, Any] = {}
+    dag_id = unique("cp-links")
+    program = FlinkPythonProgram(module="jobs.prod", job_name="prod")
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        quiesce = QuiesceAndSavepointOperator(
+            task_id="quiesce", job_id="j1", mode="drain", target_directory="file:///sp", format_type="native",
+            flink_conn_id="flink_links", poll_interval=0.05, deferrable=True,
+        )  # fmt: skip
+        resume = ResumeJobOperator(
+            task_id="resume", program=program, quiesce_result=quiesce.output, flink_conn_id="flink_links",
+            poll_interval=0.05, deferrable=True,
+        )  # fmt: skip
+
+        @task
+        def links(q: dict[str, Any], r: dict[str, Any], **context: Any) -> None:
+            ti = context["ti"]
+            seen["quiesce"], seen["resume"] = q, r
+            for task_id in ("quiesce", "resume"):
+                key = TaskInstanceKey(ti.dag_id, task_id, ti.run_id, 1, -1)
+                seen[f"{task_id}_link"] = FlinkJobLink().get_link(ti.task.dag.get_task(task_id), ti_key=key)
+
+        quiesce >> resume
+        links(quiesce.output, resume.output)
+    started = datetime.now(UTC)
+    dr = run_dag_test(dag, str(conn_file))
+    assert {ti.task_id: ti.state for ti in dr.get_task_instances()} == dict.fromkeys(
+        ("quiesce", "resume", "links"), "success"
+    )
+
+    (stop,) = state.bodies[("POST", "/jobs/j1/stop")]
+    trigger_id = operation_trigger_id(dag_id, dr.run_id, "quiesce", -1, "j1", "drain", 0)
+    assert stop == {
+        "drain": True,
+        "formatType": "NATIVE",
+        "targetDirectory": "file:///sp" + run_path_segment(dag_id, dr.run_id).rstrip("/"),
+        "triggerId": trigger_id,
+    }
+    assert f"/jobs/j1/savepoints/{trigger_id}" in state.paths("GET")  # the trigger polled that very id
+    q = seen["quiesce"]
+    assert (q["format_type"], q["mode"], q["savepoint_path"]) == ("NATIVE", "drain", "file:/sp/run/savepoint-j1")
+    requested, completed = (
+        datetime.fromisoformat(q["requested_at"]),
+        datetime.fromisoformat(q["savepoint_completed_at"]),
+    )
+    assert started <= requested <= completed <= datetime.now(UTC)
+    assert datetime.fromisoformat(q["job_stopped_at"]) == datetime.fromtimestamp(end_ms / 1000, UTC)
+    (run,) = state.bodies[("POST", "/jars/py_flink-python.jar/run")]
+    assert run == {
+        "entryClass": "org.apache.flink.client.python.PythonDriver",
+        "programArgsList": ["-pym", "jobs.prod"],
+        "savepointPath": "file:/sp/run/savepoint-j1",
+        "allowNonRestoredState": False,
+        "flinkConfiguration": {"pipeline.name": "prod"},
+    }
+    assert seen["resume"]["job_id"] == "j2" and seen["resume"]["stopped_at"] == q["requested_at"]
+
+    assert seen["quiesce_link"] == f"{url}/#/job/completed/j1/overview"
+    assert seen["resume_link"] == f"{url}/#/job/running/j2/overview"
+    with create_session() as session:  # what the UI's extra-links endpoint reads
+        stored = {
+            x.task_id: XComModel.deserialize_value(x)
+            for x in session.query(XComModel).filter_by(dag_id=dag_id, key=FlinkJobLink().xcom_key)
+        }
+    assert stored == {"quiesce": seen["quiesce_link"], "resume": seen["resume_link"]}
 
 
 def test_resume_only_picks_a_savepoint_of_this_run() -> None:
