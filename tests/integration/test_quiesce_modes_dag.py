@@ -131,3 +131,40 @@ def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created
     hook = Mem0Hook(config=stack.mem0_config())
     for variant in ("baseline", "baseline_2", "candidate"):
         assert hook.count({"user_id": spec.fork_namespace(tag, variant)}) == 0
+
+
+def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(stack, production, tmp_path,
+                                                                               capfd) -> None:
+    """Production's recorded plan has a stateful operator the replay job does not have: every replay is
+    refused by the identity preflight (on the JobManager's plan of the replay program) before it is
+    submitted, the refusal names the vertex and the fix, and the cleanup still runs."""
+    import requests
+
+    from airflow_flink_replay.core.manifest import PlanVertexInfo, ReplayManifest
+    from airflow_flink_replay.core.manifest_io import save_manifest
+
+    if "savepoint" not in RUNS:
+        pytest.skip("needs the run of test_savepoint_mode_replays_without_stopping_production")
+    earlier = ReplayManifest.parse(_manifest(RUNS["savepoint"]))
+    prod = earlier.production
+    dedupe = PlanVertexInfo(id="0123456789abcdef0123456789abcdef", name="KeyedProcess -> dedupe-reviews",
+                            parallelism=1, max_parallelism=prod.agent.max_parallelism)
+    changed = prod.model_copy(update={"plan_vertices": [*prod.plan_vertices, dedupe],
+                                      "plan_vertex_ids": [*prod.plan_vertex_ids, dedupe.id]})
+    path = tmp_path / "manifest-with-state.json"
+    save_manifest(earlier.model_copy(update={"production": changed, "digest": None}).sealed(), f"file://{path}")
+
+    dagrun, run = run_replay_dag(
+        stack, production, {"quiesce_mode": "existing", "existing_manifest": f"file://{path}"}, kind="manual",
+        feed_from=80_000,
+    )
+    states = run["states"]
+    assert str(dagrun.state) == "failed"
+    assert states["reuse_manifest"] == "success"
+    assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}, states
+    log = "".join(capfd.readouterr())
+    assert "STATE_DROPPED" in log and "dedupe-reviews" in log and "allowed_dropped" in log, log[-4000:]
+    jobs = requests.get(f"{stack.flink_rest_url}/jobs/overview", timeout=10).json()["jobs"]
+    assert not [j["name"] for j in jobs if dagrun.run_id in j["name"]]  # refused before any submission
+    for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):
+        assert states[task] == "success", (task, states)
