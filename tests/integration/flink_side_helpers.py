@@ -62,22 +62,30 @@ def _cli_env() -> dict[str, str]:
 
 
 def submit_async(script: Path, args: list[str], savepoint: str | None = None,
-                 allow_non_restored: bool = False) -> Any:
+                 allow_non_restored: bool = False, *, pythonpath: list[str] | None = None,
+                 conf: dict[str, str] | None = None) -> Any:
     """Start ``flink run -d -py`` (a client JVM of its own); returns the Popen. See :func:`job_id_of`.
 
     The CLI, unlike the REST PythonDriver, does not share the JobManager's single Python gateway with the other
     helpers' submissions (a REST Python submission fails while another one runs, and a failed one can leave the
-    gateway taken until the JobManager restarts).
+    gateway taken until the JobManager restarts). ``pythonpath`` is put in front of the job program's
+    PYTHONPATH (e.g. where an agent package lives); ``conf`` becomes ``-D key=value`` options of the job.
     """
+    import os
     import subprocess
 
+    env = _cli_env()
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([*pythonpath, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     cmd = [str(Path(_stack()["flink_home"]) / "bin" / "flink"), "run", "-d"]
+    for key, value in (conf or {}).items():
+        cmd.append(f"-D{key}={value}")
     if savepoint:
         cmd += ["-s", savepoint]
         if allow_non_restored:
             cmd.append("-n")
     cmd += ["-py", str(script), *args]
-    return subprocess.Popen(cmd, env=_cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def job_id_of(proc: Any, timeout: float = 240) -> str:
@@ -131,6 +139,27 @@ def exceptions(job_id: str) -> str:
     except Exception as exc:  # pragma: no cover - diagnostics only
         return str(exc)
     return "\n".join(e.get("stacktrace", "")[:1500] for e in d.get("exceptionHistory", {}).get("entries", [])[:3])
+
+
+def exception_history(job_id: str) -> str:
+    """Every entry of the job's exception history (name + full stack trace), as one text."""
+    d = requests.get(f"{_rest()}/jobs/{job_id}/exceptions", timeout=30).json()
+    entries = d.get("exceptionHistory", {}).get("entries", [])
+    return "\n".join(f"{e.get('exceptionName', '')}\n{e.get('stacktrace', '')}" for e in entries)
+
+
+def job_info(job_id: str) -> dict[str, Any]:
+    """GET /jobs/{id}: state, start-time, end-time, vertices."""
+    return requests.get(f"{_rest()}/jobs/{job_id}", timeout=30).json()
+
+
+def taskmanager_ids(job_id: str) -> set[str]:
+    """The TaskManagers the job's subtasks ran on (all vertices)."""
+    ids = set()
+    for v in job_info(job_id)["vertices"]:
+        d = requests.get(f"{_rest()}/jobs/{job_id}/vertices/{v['id']}/taskmanagers", timeout=30).json()
+        ids |= {tm["taskmanager-id"] for tm in d.get("taskmanagers", []) if tm.get("taskmanager-id")}
+    return ids
 
 
 def stop_with_savepoint(job_id: str, target: str, drain: bool = False, timeout: float = 120) -> str:

@@ -1,31 +1,42 @@
 """Issue 4 acceptance on the real local stack: production job, savepoint, bounded replays, isolation, policy.
 
-Scenario (one production job with the agent uid pinned, then three replays from its savepoint):
+Scenario (one production job with the agent uid pinned, then replays from its savepoint):
 
-1. production v1 (Kafka source on tansu, capture tee, Kafka action-state store, checkpointing, Mem0 under
-   namespace ``prod-<run>``) processes batch A; stop-with-savepoint SP1; the capture topic's end offsets
-   are the replay START;
-2. production resumes from SP1 and processes batch B; its capture end offsets are the replay END;
+1. production v1 (Kafka source on tansu, event time from ``$.ts`` with a 1 h out-of-orderness bound and
+   30 s idleness, capture tee, Kafka action-state store, checkpointing, Mem0 under namespace ``prod-<run>``)
+   processes batch A; stop-with-savepoint SP1; the capture topic's end offsets are the replay START;
+2. production resumes from SP1 and processes batch B; its capture end offsets are the replay END; a sealed
+   manifest records that window with production's event time and watermark strategy;
 3. from SP1, over the capture window (= batch B), with a DIFFERENT upstream (bounded capture source + a
-   watermark-assigner operator), run concurrently on the same TaskManager:
-   - candidate v2, fresh action-state topic, namespace ``cand-<run>`` (memory writes allowed), tools recorded;
-   - baseline v1, fresh action-state topic, namespace ``base-<run>``, ``notify_support`` allowed;
-   - hazard: candidate v2 pointed at PRODUCTION's action-state topic.
+   timestamp/watermark operator):
+   - first, concurrently: baseline v1 (built from the manifest, fresh action-state topic, namespace
+     ``base-<run>``, ``notify_support`` allowed); the hazard (v1 + a prompt rule through config, pointed at
+     PRODUCTION's action-state topic) and its control (same, fresh topic); ``blocked`` (``notify_support``
+     blocked: the job fails naming the tool);
+   - then, after the baseline FINISHED, on the same TaskManager: candidate v2 (built from the manifest, fresh
+     topic, namespace ``cand-<run>``, memory writes allowed, tools recorded).
+   Baseline and candidate are two builds of ONE package name (``afrsame_<run>``: v1's files, then v2's), so a
+   candidate that picked up the baseline's module from the TaskManager's shared interpreter would answer v1.
 
-The uid-hash scenario (production without any uid) is in ``test_flink_side_uid_hash.py``.
+The uid-hash scenario (production without any uid) and the max-parallelism pin are in
+``test_flink_side_uid_hash.py``; the replay's watermark operator is driven in ``test_flink_side_timing.py``.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_flink_replay.core.audit import read_audit
+from airflow_flink_replay.core.manifest import ReplayManifest
+from airflow_flink_replay.core.manifest_io import save_manifest
 from airflow_flink_replay.core.policy import ReplayPolicy
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from examples.review_agent.common.generator import generate_reviews, produce_reviews, v2_changes_label
@@ -37,29 +48,82 @@ V1 = "examples.review_agent.v1.agent:build_agent"
 RULE = {"review-agent.extra-rules": "Reviews mentioning 'late delivery' are negative."}
 
 
+#: Production's event time and watermark strategy (recorded in the manifest; the replays take them from there).
+OUT_OF_ORDERNESS_MS = 3_600_000
+IDLENESS_MS = 30_000
+MIN_WATERMARK = -(2**63)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _chroma() -> tuple[str, int]:
+    return str(fh.STACK.get("chroma_host", "127.0.0.1")), int(fh.STACK["chroma_port"])
+
+
 def _mem0(collection: str) -> dict[str, Any]:
+    host, port = _chroma()
     return {"vector_store": {"provider": "chroma",
-                             "config": {"host": "127.0.0.1", "port": 8000, "collection_name": collection}}}
+                             "config": {"host": host, "port": port, "collection_name": collection}}}
 
 
 def _memories(collection: str, namespace: str) -> list[dict[str, Any]]:
     """Memories of ``namespace`` read straight from the Chroma server (ids + metadata)."""
     import chromadb
 
-    client = chromadb.HttpClient(host="127.0.0.1", port=8000)
+    host, port = _chroma()
+    client = chromadb.HttpClient(host=host, port=port)
     col = client.get_collection(collection)
     got = col.get(where={"user_id": namespace}, include=["metadatas"])
     return sorted(({"id": i, **m} for i, m in zip(got["ids"], got["metadatas"], strict=True)), key=lambda r: r["id"])
 
 
+def delete_collection(collection: str) -> None:
+    try:
+        import chromadb
+
+        host, port = _chroma()
+        chromadb.HttpClient(host=host, port=port).delete_collection(collection)
+    except Exception:
+        pass
+
+
+def same_name_build(root: Path, package: str, version: str) -> Path:
+    """``root/<package>/`` = the files of ``examples/review_agent/<version>`` (another build of one package name)."""
+    shutil.copytree(ROOT / "examples" / "review_agent" / version, root / package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return root
+
+
+def write_manifest(path: Path, *, run: str, job_id: str, job_name: str, savepoint: str, agent_vertex: str,
+                   topic: str, start: dict[int, int], end: dict[int, int], capture: dict[int, list[Any]]) -> str:
+    """Seal the window [start, end) of the capture topic with production's event time and watermarks."""
+    partitions = []
+    for p in sorted(start):
+        msgs = capture[p][start[p]: end[p]]
+        partitions.append({"partition": p, "start_offset": start[p], "end_offset": end[p], "record_count": len(msgs),
+                           **({"first_timestamp_ms": msgs[0].timestamp()[1],
+                               "last_timestamp_ms": msgs[-1].timestamp()[1]} if msgs else {})})
+    manifest = ReplayManifest.model_validate({
+        "run_id": f"fs-{run}",
+        "production": {"job_id": job_id, "job_name": job_name,
+                       "savepoint": {"path": savepoint, "quiesce_mode": "stop"},
+                       "agent": {"vertex_id": agent_vertex, "uid": AGENT_UID, "parallelism": 1,
+                                 "max_parallelism": 128}},
+        "capture": {"kafka_conn_id": "kafka_default", "bootstrap_servers": fh.BOOTSTRAP, "topic": topic,
+                    "partitions": partitions, "event_time": {"source": "field", "field": "$.ts"},
+                    "watermark": {"max_out_of_orderness_ms": OUT_OF_ORDERNESS_MS, "idleness_ms": IDLENESS_MS}},
+    })
+    save_manifest(manifest, path)
+    return path.as_uri()
+
+
 def production_args(run: str, *, uid: str, collection: str, namespace: str, src: str, out: str, cap: str,
-                    action_topic: str, name: str) -> list[str]:
+                    action_topic: str, name: str, extra: list[str] | None = None) -> list[str]:
     return [
         "--agent-factory", "examples.review_agent.v1.agent:build_agent", "--bootstrap", fh.BOOTSTRAP,
         "--source-topic", src, "--sink-topic", out, "--capture-topic", cap,
         "--action-state-topic", action_topic, "--job-identifier", namespace, "--agent-uid", uid,
         "--mem0-config", json.dumps(_mem0(collection)), "--jars", ",".join(fh.JARS),
-        "--group-id", f"grp-{run}", "--job-name", name,
+        "--group-id", f"grp-{run}", "--job-name", name, *(extra or []),
     ]
 
 
@@ -75,15 +139,18 @@ def world(stack, tmp_path_factory) -> Any:
     fh.create_topics((src, 2), (cap, 2), (out, 1))
     jobs: list[str] = []
     w: dict[str, Any] = {"run": run, "batch_a": batch_a, "batch_b": batch_b, "collection": collection,
-                         "prod_ns": prod_ns, "cap": cap, "tmp": tmp}
+                         "prod_ns": prod_ns, "cap": cap, "src": src, "tmp": tmp}
+    timing = ["--event-time-field", "$.ts", "--watermark", f"bounded:{OUT_OF_ORDERNESS_MS}",
+              "--idleness-ms", str(IDLENESS_MS)]
     args = production_args(run, uid=AGENT_UID, collection=collection, namespace=prod_ns, src=src, out=out,
-                           cap=cap, action_topic=prod_as, name=f"fs-prod-{run}")
+                           cap=cap, action_topic=prod_as, name=f"fs-prod-{run}", extra=timing)
     t0 = time.time()
     try:
         # 1. production v1 on batch A, stop with savepoint
         p1 = fh.submit(fh.PRODUCTION_JOB, args)
         jobs.append(p1)
         fh.wait_running_tasks(p1)
+        w["produced_from_ms"] = int(time.time() * 1000)
         produce_reviews(fh.BOOTSTRAP, src, batch_a)
         fh.wait_topic_count(out, 1, len(batch_a))
         sp1 = fh.stop_with_savepoint(p1, fh.STACK["savepoint_dir"])
@@ -96,17 +163,22 @@ def world(stack, tmp_path_factory) -> Any:
         prod_out = fh.wait_topic_count(out, 1, len(batch_a) + len(batch_b))
         fh.stop_with_savepoint(p2, fh.STACK["savepoint_dir"])
         end = fh.end_offsets(cap, 2)
-        w.update(sp1=sp1, start=start, end=end, prod_out={o["id"]: o for o in prod_out},
+        capture = fh.read_topic(cap, 2)
+        w["read_capture_at_ms"] = int(time.time() * 1000)
+        w.update(sp1=sp1, start=start, end=end, prod_out={o["id"]: o for o in prod_out}, capture=capture,
                  prod_memories=_memories(collection, prod_ns), t_production=time.time() - t0)
+        manifest = write_manifest(tmp / "manifest.json", run=run, job_id=p1, job_name=f"fs-prod-{run}", savepoint=sp1,
+                                  agent_vertex=fh.agent_vertex_id(p1), topic=cap, start=start, end=end,
+                                  capture=capture)
+        w["manifest"] = manifest
         # the tickets production wrote for batch B: removed so that `allow` in the baseline must recreate them
         for e in batch_b:
             ticket_path(e["id"]).unlink(missing_ok=True)
 
-        # 3. three replays from SP1 over the capture window, concurrently on the same cluster
+        # 3. replays from SP1 over the capture window
         # The hazard window: per partition, the records before the first one production answered with a tool
         # call (flink-agents 0.2.0 crashes replaying a recorded tool call: its tool-call context lives in sensory
         # memory, which the action-state store does not restore).
-        capture = fh.read_topic(cap, 2)
         hazard_end = {}
         for p, msgs in capture.items():
             hazard_end[p] = end[p]
@@ -117,21 +189,30 @@ def world(stack, tmp_path_factory) -> Any:
         w["hazard_end"] = hazard_end
 
         def spec(variant: str, factory: str, ns: str, action_topic: str, policy: ReplayPolicy,
-                 window_end: dict[int, int] = end, **extra: Any) -> ReplayJobSpec:
+                 window_end: dict[int, int] | None = None, **extra: Any) -> ReplayJobSpec:
+            window: dict[str, Any] = (
+                {"manifest": manifest} if window_end is None
+                else {"capture_topic": cap, "start_offsets": start, "end_offsets": window_end}
+            )
             return ReplayJobSpec(
                 variant=variant, agent_factory=factory, job_identifier=ns, action_state_topic=action_topic,
                 output_dir=str(tmp / variant / "out"), audit_dir=str(tmp / variant / "audit"),
-                kafka_bootstrap=fh.BOOTSTRAP, capture_topic=cap, start_offsets=start, end_offsets=window_end,
-                policy=policy, agent_uid=AGENT_UID, max_parallelism=128, mem0_config=_mem0(collection),
-                connector_jars=fh.JARS, job_name=f"fs-{variant}-{run}", **extra,
+                kafka_bootstrap=fh.BOOTSTRAP, policy=policy, agent_uid=AGENT_UID, max_parallelism=128,
+                mem0_config=_mem0(collection), connector_jars=fh.JARS, job_name=f"fs-{variant}-{run}",
+                **window, **extra,
             )
 
+        # baseline and candidate: two builds of ONE package name (v1's files, then v2's)
+        same = f"afrsame_{run}"
+        w["same_package"] = same
+        paths = {"baseline": same_name_build(tmp / "build-v1", same, "v1"),
+                 "candidate": same_name_build(tmp / "build-v2", same, "v2")}
         specs = {
-            "candidate": spec("candidate", "examples.review_agent.v2.agent:build_agent", f"cand-{run}",
-                              f"fs-as-cand-{run}", ReplayPolicy(by_name={"review_memory.remember": "allow"},
-                                                                stand_ins={"notify_support": "ticket-recorded"})),
-            "baseline": spec("baseline", "examples.review_agent.v1.agent:build_agent", f"base-{run}",
-                             f"fs-as-base-{run}", ReplayPolicy(by_name={"notify_support": "allow"})),
+            "baseline": spec("baseline", f"{same}.agent:build_agent", f"base-{run}", f"fs-as-base-{run}",
+                             ReplayPolicy(by_name={"notify_support": "allow"})),
+            "candidate": spec("candidate", f"{same}.agent:build_agent", f"cand-{run}", f"fs-as-cand-{run}",
+                              ReplayPolicy(by_name={"review_memory.remember": "allow"},
+                                           stand_ins={"notify_support": "ticket-recorded"})),
             # The hazard needs production's exact action identity (module, qualname, action config): the v1 build
             # (same content hash as production's), no resource proxies, and the v2 rule given through agent
             # config instead of code. The control: the same rule with a fresh action-state topic.
@@ -139,35 +220,47 @@ def world(stack, tmp_path_factory) -> Any:
                            agent_config=RULE),
             "hazard_control": spec("hazard_control", V1, f"hazc-{run}", f"fs-as-hazc-{run}", ReplayPolicy(),
                                    hazard_end, agent_config=RULE),
+            "blocked": spec("blocked", V1, f"blk-{run}", f"fs-as-blk-{run}",
+                            ReplayPolicy(by_name={"notify_support": "block"}), end),
         }
         t1 = time.time()
-        procs = {n: fh.submit_async(fh.REPLAY_JOB, s.to_argv(), savepoint=sp1, allow_non_restored=True)
-                 for n, s in specs.items()}
+
+        def submit(name: str) -> Any:
+            return fh.submit_async(fh.REPLAY_JOB, specs[name].to_argv(), savepoint=sp1, allow_non_restored=True,
+                                   pythonpath=[str(paths[name])] if name in paths else None)
+
+        first = ("baseline", "hazard", "hazard_control", "blocked")
+        procs = {n: submit(n) for n in first}
         replay_jobs = {}
         for name, proc in procs.items():
             replay_jobs[name] = fh.job_id_of(proc)
             jobs.append(replay_jobs[name])
-        for jid in replay_jobs.values():
-            fh.wait_state(jid, {"FINISHED"}, timeout=180)  # bounded: finishes by itself at the end offsets
+        fh.wait_state(replay_jobs["baseline"], {"FINISHED"}, timeout=180)  # bounded: finishes at the end offsets
+        replay_jobs["candidate"] = fh.job_id_of(submit("candidate"))  # after the baseline, same TaskManager
+        jobs.append(replay_jobs["candidate"])
+        for name, jid in replay_jobs.items():
+            if name != "blocked":
+                fh.wait_state(jid, {"FINISHED"}, timeout=180)
+        fh.wait_state(replay_jobs["blocked"], {"FAILED"}, timeout=240)  # after its restart attempts
         w["t_replays"] = time.time() - t1
+        w["replay_jobs"] = replay_jobs
+        w["job_info"] = {n: fh.job_info(j) for n, j in replay_jobs.items()}
+        w["taskmanagers"] = {n: fh.taskmanager_ids(replay_jobs[n]) for n in ("baseline", "candidate")}
+        w["blocked_exceptions"] = fh.exception_history(replay_jobs["blocked"])
         w["outputs"] = {n: fh.read_outputs(Path(s.output_dir)) for n, s in specs.items()}
         w["audits"] = {n: list(read_audit(s.audit_dir)) if Path(s.audit_dir).exists() else [] for n, s in
                        specs.items()}
         w["memories_after"] = {ns: _memories(collection, ns) for ns in (prod_ns, f"cand-{run}", f"base-{run}")}
-        w["capture"] = capture
+        print(f"timings: production {w['t_production']:.0f}s, replays {w['t_replays']:.0f}s")
         yield w
     finally:
         for jid in jobs:
             fh.cancel(jid)
-        fh.delete_topics(src, cap, out, prod_as, f"fs-as-cand-{run}", f"fs-as-base-{run}", f"fs-as-hazc-{run}")
+        fh.delete_topics(src, cap, out, prod_as, f"fs-as-cand-{run}", f"fs-as-base-{run}", f"fs-as-hazc-{run}",
+                         f"fs-as-blk-{run}")
         for e in batch_a + batch_b:
             ticket_path(e["id"]).unlink(missing_ok=True)
-        try:
-            import chromadb
-
-            chromadb.HttpClient(host="127.0.0.1", port=8000).delete_collection(collection)
-        except Exception:
-            pass
+        delete_collection(collection)
 
 
 def _by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -178,6 +271,13 @@ def _strip(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "_replay"}
 
 
+def _window_ids(world: dict[str, Any], end: dict[int, int] | None = None) -> dict[int, list[str]]:
+    """Per capture partition, the review ids in [start, end) in offset order."""
+    end = end or world["end"]
+    return {p: [json.loads(m.value())["id"] for m in msgs[world["start"][p]: end[p]]]
+            for p, msgs in world["capture"].items()}
+
+
 def test_production_processes_and_captures(world) -> None:
     a, b = world["batch_a"], world["batch_b"]
     assert set(world["prod_out"]) == {e["id"] for e in a + b}
@@ -185,30 +285,70 @@ def test_production_processes_and_captures(world) -> None:
     assert sum(world["end"].values()) == len(a) + len(b)
     # capture records: key = customer, timestamp = event time, payload as the agent got it, provenance headers
     msgs = [m for ms in world["capture"].values() for m in ms]
+    assert len(msgs) == len(a) + len(b), "each record captured once"
     by_id = {json.loads(m.value())["id"]: m for m in msgs}
     for e in a + b:
         m = by_id[e["id"]]
         assert m.key().decode() == e["customer"]
         assert m.timestamp()[1] == e["ts"]
-        assert dict(m.headers())["afr-job"].decode() == world["prod_ns"]
+        assert m.value().decode() == json.dumps(e, sort_keys=True), "payload = the normalised event the agent got"
+        headers = {k: v.decode() for k, v in m.headers()}
+        assert headers["afr-job"] == world["prod_ns"]
+        assert headers["afr-source-topic"] == world["src"]
+        assert world["produced_from_ms"] <= int(headers["afr-captured-at"]) <= world["read_capture_at_ms"]
 
 
 def test_replay_restores_agent_state_with_shared_uid_and_finishes_at_end_offsets(world) -> None:
     b_ids = {e["id"] for e in world["batch_b"]}
+    window = _window_ids(world)
+    expected = sum(world["end"][p] - world["start"][p] for p in world["start"])
+    assert expected == len(b_ids) == sum(len(ids) for ids in window.values())
     for variant in ("candidate", "baseline"):
-        out = _by_id(world["outputs"][variant])
-        # exactly the records between start and end, per capture partition
-        assert set(out) == b_ids, variant
-        for p, msgs in world["capture"].items():
-            window = msgs[world["start"][p]: world["end"][p]]
-            ids = {json.loads(m.value())["id"] for m in window}
-            assert len(ids) == world["end"][p] - world["start"][p]
-            assert {i for i in out if i in ids} == ids, f"{variant} partition {p}"
+        rows = world["outputs"][variant]
+        # exactly the records between start and end: no more, no fewer, no duplicates, per capture partition
+        assert len(rows) == expected, (variant, Counter(r["id"] for r in rows))
+        counts = Counter(r["id"] for r in rows)
+        assert set(counts) == b_ids and set(counts.values()) == {1}, variant
+        for p, ids in window.items():
+            assert sum(counts[i] for i in ids) == world["end"][p] - world["start"][p], f"{variant} partition {p}"
         # the per-key count continues from the savepoint: same as production's own run over batch B
-        for i, row in out.items():
-            assert row["count"] == world["prod_out"][i]["count"], (variant, i)
+        for row in rows:
+            assert row["count"] == world["prod_out"][row["id"]]["count"], (variant, row["id"])
             assert row["_replay"]["variant"] == variant
-        assert max(r["count"] for r in out.values()) > 1
+        assert max(r["count"] for r in rows) > 1
+
+
+def test_replays_built_from_the_manifest_use_productions_event_time_and_watermarks(world) -> None:
+    """The manifest says: event time = $.ts, 1 h out-of-orderness. Every output carries its review's event time
+    and a watermark that, if any arrived before it, is some event time minus 1 h minus 1 ms (a monotonous
+    strategy would give event time - 1 ms)."""
+    ts = {e["id"]: e["ts"] for e in world["batch_b"]}
+    allowed = {MIN_WATERMARK} | {t - OUT_OF_ORDERNESS_MS - 1 for t in ts.values()}
+    for variant in ("candidate", "baseline"):
+        for row in world["outputs"][variant]:
+            assert row["_replay"]["event_time_ms"] == ts[row["id"]], (variant, row["_replay"])
+            assert row["_replay"]["watermark_ms"] in allowed, (variant, row["_replay"])
+    # the manifest's strategy is production's, as the replays read it (digest verified in the job)
+    from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec as Spec
+
+    timing = Spec(variant="x", agent_factory=V1, job_identifier="x", action_state_topic="x", output_dir="x",
+                  audit_dir="x", kafka_bootstrap="x", manifest=world["manifest"]).timing()
+    assert (timing.event_time.field, timing.watermark, timing.idleness_ms) == (
+        "$.ts", f"bounded:{OUT_OF_ORDERNESS_MS}", IDLENESS_MS)
+
+
+def test_baseline_then_candidate_on_one_taskmanager_with_one_package_name(world) -> None:
+    """Two builds of the same package name, one after the other on the same TaskManager: each answers with its
+    own version (the candidate did not pick up the baseline's module from the shared interpreter)."""
+    info = world["job_info"]
+    assert info["baseline"]["end-time"] <= info["candidate"]["start-time"], "sequential, not concurrent"
+    tms = world["taskmanagers"]
+    assert len(tms["baseline"]) == 1 and tms["baseline"] == tms["candidate"], tms
+    base, cand = _by_id(world["outputs"]["baseline"]), _by_id(world["outputs"]["candidate"])
+    changed = [e["id"] for e in world["batch_b"] if v2_changes_label(e)]
+    assert changed
+    assert {base[i]["label"] for i in changed} == {"neutral"}, "baseline ran v1's prompt"
+    assert {cand[i]["label"] for i in changed} == {"negative"}, "candidate ran v2's prompt, not the baseline's"
 
 
 def test_candidate_v2_with_fresh_action_state_topic_gives_v2_answers(world) -> None:
@@ -248,9 +388,20 @@ def test_memory_namespaces_are_isolated(world) -> None:
     cand = after[f"cand-{run}"]
     assert sorted(m["review_id"] for m in cand) == sorted(e["id"] for e in b), "candidate wrote only its namespace"
     assert after[f"base-{run}"] == [], "recorded memory writes did not happen"
-    # the memory matters: with an empty fork, earlier complaints are unknown and the outputs differ
+    # the memory matters: with an empty fork, earlier complaints are unknown and the DECISIONS differ
     base, prod = _by_id(world["outputs"]["baseline"]), world["prod_out"]
-    assert any(prod[i]["prior_complaints"] > base[i]["prior_complaints"] for i in base)
+    reviews = {e["id"]: e for e in b}
+    assert {r["prior_complaints"] for r in base.values()} == {0}, "the empty fork knows no earlier complaints"
+    with_history = [i for i in base if prod[i]["prior_complaints"] > 0]
+    assert with_history, "batch B must hold reviews of customers with earlier complaints (generator seed)"
+    # score = (rating-1)/4 - 0.1 x complaints (>= 0); severity high for negatives with >= 2 complaints: the
+    # decision changes unless a 1-star review with a single complaint is already at score 0
+    decisive = [i for i in with_history if reviews[i]["rating"] > 1 or prod[i]["prior_complaints"] >= 2]
+    assert decisive
+    for i in decisive:
+        assert (prod[i]["score"], prod[i]["severity"]) != (base[i]["score"], base[i]["severity"]), i
+        assert prod[i]["score"] <= base[i]["score"], i
+    assert any(prod[i]["score"] < base[i]["score"] for i in decisive)
 
 
 def test_policy_record_does_not_execute_and_allow_executes(world) -> None:
@@ -270,3 +421,13 @@ def test_policy_record_does_not_execute_and_allow_executes(world) -> None:
         assert ticket_path(e["id"]).exists(), "allow: the baseline executed notify_support"
     mem = [r for r in world["audits"]["baseline"] if r.resource_name == "review_memory"]
     assert {(r.method, r.decision) for r in mem} == {("recall", "allow"), ("remember", "record")}
+
+
+def test_policy_block_fails_the_flink_job_naming_the_tool(world) -> None:
+    assert world["job_info"]["blocked"]["state"] == "FAILED"
+    history = world["blocked_exceptions"]
+    assert "replay policy blocks tool 'notify_support'" in history, history[-3000:]
+    blocked = [r for r in world["audits"]["blocked"] if r.resource_name == "notify_support"]
+    assert blocked and {(r.decision, r.outcome) for r in blocked} == {("block", "blocked")}
+    negative_b = {e["id"] for e in world["batch_b"] if world["prod_out"][e["id"]]["label"] == "negative"}
+    assert {json.loads(r.args_preview)["kwargs"]["review_id"] for r in blocked} <= negative_b
