@@ -6,7 +6,11 @@ optionally under a ``"config"`` key). Extra keys read by this hook besides mem0'
 * ``offline_embedder``: ``hashing`` (default when the config has no ``embedder``), ``minilm`` or
   ``config`` (use the config's embedder; default when it has one) — see :mod:`airflow_flink_replay.mem0_offline`;
 * ``store_adapter``: ``auto`` (default), ``generic`` or a provider name — see :mod:`.mem0_stores`;
-* ``reembed``: allow the generic adapter to re-embed texts of stores that hide their vectors.
+* ``reembed``: allow the generic adapter to re-embed texts of stores that hide their vectors;
+* ``backend``: ``oss`` (default: a local ``mem0.Memory`` over a vector store) or ``hosted`` (the Mem0
+  platform through ``MemoryClient``: export + re-add, see :mod:`.mem0_hosted`); for ``hosted`` also
+  ``host``, ``page_size``, ``settle_timeout_s`` and the API key (the connection's password, else
+  ``api_key`` in the extra, else ``MEM0_API_KEY``).
 
 A fork works at vector-store level (payloads and stored vectors, no embedding, no LLM), see
 ``docs/memory-fork.md``. The completion marker written last makes a fork atomic for readers of this
@@ -23,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk.bases.hook import BaseHook
 
@@ -46,7 +50,6 @@ from airflow_flink_replay.core.memory import (
     check_fork_pair,
     combine_digests,
     decode_snapshot,
-    diff_snapshots,
     encode_snapshot,
     fork_history_id,
     fork_memory_id,
@@ -56,21 +59,28 @@ from airflow_flink_replay.core.memory import (
     rewrite_payload,
     split_chunks,
 )
-from airflow_flink_replay.hooks.mem0_stores import DEFAULT_BATCH, StoreAdapter, StoredMemory, adapter_for
+from airflow_flink_replay.hooks.mem0_stores import (
+    DEFAULT_BATCH,
+    ForkConflictError,
+    NotAForkError,
+    StoreAdapter,
+    StoredMemory,
+    adapter_for,
+    untouched_report,
+)
 from airflow_flink_replay.mem0_offline import EmbedderChoice
+
+if TYPE_CHECKING:
+    from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
+
+__all__ = ["ForkConflictError", "Mem0Hook", "NotAForkError"]
 
 log = logging.getLogger(__name__)
 
 NamespaceLike = Mem0Namespace | Mapping[str, Any] | str
-_HOOK_KEYS = ("offline_embedder", "store_adapter", "reembed")
-
-
-class ForkConflictError(RuntimeError):
-    """The fork target is in use by something other than a fork of the same run."""
-
-
-class NotAForkError(RuntimeError):
-    """A namespace without this project's fork provenance was asked to be dropped."""
+_HOSTED_KEYS = ("backend", "host", "api_key", "page_size", "settle_timeout_s")
+_HOOK_KEYS = ("offline_embedder", "store_adapter", "reembed", *_HOSTED_KEYS)
+BACKENDS = ("oss", "hosted")
 
 
 class Mem0Hook(BaseHook):
@@ -100,6 +110,8 @@ class Mem0Hook(BaseHook):
         self.batch_size = batch_size
         self._memory: Any = None
         self._store: StoreAdapter | None = None
+        self._hosted: HostedMem0Backend | None = None
+        self._backend: str | None = None
 
     # ------------------------------------------------------------------------------------ clients
     def get_extra(self) -> dict[str, Any]:
@@ -123,8 +135,51 @@ class Mem0Hook(BaseHook):
                 raise ValueError(f"connection {self.mem0_conn_id!r}: extra.config is not JSON ({exc})") from exc
         return {k: v for k, v in dict(config).items() if k not in _HOOK_KEYS}
 
+    def backend(self) -> str:
+        """``oss`` (a local ``mem0.Memory`` over a vector store) or ``hosted`` (the Mem0 platform)."""
+        if self._backend is None:
+            backend = str(self.get_extra().get("backend") or "oss").strip().lower()
+            if backend not in BACKENDS:
+                raise ValueError(
+                    f"connection {self.mem0_conn_id!r}: extra.backend is {backend!r}; use 'oss' (a mem0 "
+                    "vector-store config) or 'hosted' (the Mem0 platform, MemoryClient)"
+                )
+            self._backend = backend
+        return self._backend
+
+    def is_hosted(self) -> bool:
+        """True when the connection selects the Mem0 platform (``"backend": "hosted"``)."""
+        return self.backend() == "hosted"
+
+    def get_hosted(self) -> HostedMem0Backend:
+        """The hosted-Mem0 backend (export + re-add; built once, connects on first use)."""
+        if not self.is_hosted():
+            raise ValueError(f'connection {self.mem0_conn_id!r}: set extra.backend to "hosted" for the Mem0 platform')
+        if self._hosted is None:
+            from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
+
+            extra = self.get_extra()
+            api_key = extra.get("api_key")
+            host = extra.get("host")
+            if self._config_override is None:
+                conn = self.get_connection(self.mem0_conn_id)
+                api_key = conn.password or api_key
+                host = host or conn.host
+            self._hosted = HostedMem0Backend(
+                api_key=api_key or None,
+                host=host or None,
+                page_size=int(extra.get("page_size") or 100),
+                settle_timeout_s=float(extra.get("settle_timeout_s") or 120.0),
+            )
+        return self._hosted
+
     def get_memory(self) -> Any:
-        """The offline ``mem0.Memory`` for this connection (built once per hook)."""
+        """The offline ``mem0.Memory`` for this connection (built once per hook; ``oss`` backend only)."""
+        if self.is_hosted():
+            raise ValueError(
+                f"connection {self.mem0_conn_id!r} selects the hosted backend: there is no local mem0.Memory; "
+                "use get_hosted().client() for the platform's MemoryClient"
+            )
         if self._memory is None:
             from airflow_flink_replay.mem0_offline import build_offline_memory
 
@@ -151,6 +206,10 @@ class Mem0Hook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Build the Memory and count the default collection's markers (reachability check)."""
         try:
+            if self.is_hosted():
+                hosted = self.get_hosted()
+                hosted.client()  # MemoryClient pings the platform in its constructor
+                return True, f"Mem0 platform {hosted.host} reachable"
             store = self.get_store()
             store.count({MARKER_KIND_FIELD: MARKER_KIND_MANIFEST})
             return True, f"mem0 {store.provider} collection {store.collection!r} reachable"
@@ -160,11 +219,15 @@ class Mem0Hook(BaseHook):
     # --------------------------------------------------------------------------------- namespaces
     def count(self, namespace: NamespaceLike) -> int:
         """Number of memories in a namespace."""
+        if self.is_hosted():
+            return self.get_hosted().count(Mem0Namespace.coerce(namespace))
         return self.get_store().count(Mem0Namespace.coerce(namespace).fields())
 
     def list_memories(self, namespace: NamespaceLike, *, with_vectors: bool = False) -> list[StoredMemory]:
         """Every memory of a namespace as stored (id, payload, optionally the vector)."""
         ns = Mem0Namespace.coerce(namespace)
+        if self.is_hosted():
+            return self.get_hosted().list_memories(ns)
         return [r for b in self.get_store().iter_where(ns.fields(), with_vectors=with_vectors) for r in b]
 
     def _digests(self, ns: Mem0Namespace) -> Iterator[tuple[StoredMemory, bytes]]:
@@ -176,6 +239,8 @@ class Mem0Hook(BaseHook):
     def fingerprint(self, namespace: NamespaceLike) -> MemoryFingerprint:
         """Order-independent digest over id, hash, updated_at and vector of every memory."""
         ns = Mem0Namespace.coerce(namespace)
+        if self.is_hosted():
+            return self.get_hosted().fingerprint(ns)
         digests = [d for _, d in self._digests(ns)]
         return MemoryFingerprint(
             namespace=ns, count=len(digests), digest=combine_digests(digests), computed_at=datetime.now(UTC)
@@ -185,6 +250,8 @@ class Mem0Hook(BaseHook):
     def read_manifest(self, target: NamespaceLike) -> ForkManifest | None:
         """The completion marker of a fork into ``target``, or None when there is no complete fork."""
         ns = Mem0Namespace.coerce(target)
+        if self.is_hosted():
+            return self.get_hosted().read_manifest(ns)
         recs = self.get_store().get_ids([marker_id(ns)])
         if not recs:
             return None
@@ -274,6 +341,8 @@ class Mem0Hook(BaseHook):
         src = Mem0Namespace.coerce(source, what="source")
         tgt = Mem0Namespace.coerce(target, what="target")
         check_fork_pair(src, tgt)
+        if self.is_hosted():
+            return self.get_hosted().fork(src, tgt, fork_id=str(fork_id))
         started = time.monotonic()
         store = self.get_store()
 
@@ -430,6 +499,8 @@ class Mem0Hook(BaseHook):
         namespace without marker is a no-op (cleanup after a fork that never started).
         """
         ns = Mem0Namespace.coerce(namespace)
+        if self.is_hosted():
+            return self.get_hosted().drop(ns, keep=keep)
         manifest = self.read_manifest(ns)
         ids_payloads = [
             (r.id, r.payload) for b in self.get_store().iter_where(ns.fields(), with_vectors=False) for r in b
@@ -458,6 +529,8 @@ class Mem0Hook(BaseHook):
         See :class:`~airflow_flink_replay.core.memory.UntouchedReport` for how changes are classified.
         """
         tgt = Mem0Namespace.coerce(target, what="target")
+        if self.is_hosted():
+            return self.get_hosted().verify_untouched(tgt, production_writes_expected=production_writes_expected)
         manifest = self.read_manifest(tgt)
         if manifest is None:
             raise RuntimeError(f"no complete fork in {tgt}: run the fork first (nothing to compare against)")
@@ -467,37 +540,14 @@ class Mem0Hook(BaseHook):
         for rec, digest in self._digests(manifest.source):
             now[rec.id] = digest
             payloads[rec.id] = rec.payload
-        added, removed, changed = diff_snapshots(before, now)
-        touched = added + removed + changed
-        if production_writes_expected:
-            leak = sorted(i for i in added + changed if has_provenance(payloads[i]))
-        else:
-            leak = sorted(touched)
-        production = sorted(set(touched) - set(leak))
-        fingerprint_now = combine_digests(now.values())
-        if leak:
-            reason = f"{len(leak)} change(s) to production namespace {manifest.source} attributed to the replay" + (
-                "" if production_writes_expected else " (production declared stopped)"
-            )
-        elif touched:
-            reason = f"{len(touched)} change(s) by production itself since the fork; none from the replay"
-        else:
-            reason = "production namespace unchanged since the fork"
-        return UntouchedReport(
+        return untouched_report(
             fork_id=manifest.fork_id,
             source=manifest.source,
             target=tgt,
             fingerprint_at_fork=manifest.source_fingerprint,
-            fingerprint_now=fingerprint_now,
             count_at_fork=manifest.count,
-            count_now=len(now),
-            unchanged=not touched,
-            added=added,
-            removed=removed,
-            changed=changed,
-            replay_leak_ids=leak,
-            production_change_ids=production,
+            before=before,
+            now=now,
+            payloads=payloads,
             production_writes_expected=production_writes_expected,
-            ok=not leak,
-            reason=reason,
         )

@@ -14,7 +14,8 @@ works one level down, on the client objects mem0 itself built (``memory.vector_s
   the result says so).
 
 Hosted Mem0 (``MemoryClient``, the platform) is a different backend, not a vector store: see
-:class:`HostedMem0Backend` for the seam (export with ``get_all`` + re-add with ``add(infer=False)``).
+:mod:`.mem0_hosted` (export with ``get_all`` + re-add with ``add(infer=False)``). The errors and the
+verify-untouched classification below are shared by both backends.
 """
 
 from __future__ import annotations
@@ -26,9 +27,93 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_flink_replay.core.memory import (
+    Mem0Namespace,
+    UntouchedReport,
+    combine_digests,
+    diff_snapshots,
+    has_provenance,
+)
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 5000
+
+
+class ForkConflictError(RuntimeError):
+    """The fork target is in use by something other than a fork of the same run."""
+
+
+class NotAForkError(RuntimeError):
+    """A namespace without this project's fork provenance was asked to be dropped."""
+
+
+def untouched_report(
+    *,
+    fork_id: str,
+    source: Mem0Namespace,
+    target: Mem0Namespace,
+    fingerprint_at_fork: str,
+    count_at_fork: int,
+    before: Mapping[str, str],
+    now: Mapping[str, bytes],
+    payloads: Mapping[str, Mapping[str, Any]],
+    production_writes_expected: bool,
+    note: str = "",
+) -> UntouchedReport:
+    """Classify the changes of the source namespace since the fork (both backends).
+
+    ``before`` is the fork-time snapshot ``{source id: truncated digest hex}``, ``now`` the current
+    ``{id: digest}`` and ``payloads`` the current payloads. Equal fingerprints mean unchanged. Otherwise
+    every added/removed/changed id is listed; added or changed memories carrying fork provenance are a
+    **replay leak**, and with ``production_writes_expected=False`` every change is; the rest are
+    production's own changes (reported, ``ok`` stays true).
+    """
+    fingerprint_now = combine_digests(now.values())
+    if fingerprint_now == fingerprint_at_fork:
+        added: list[str] = []
+        removed: list[str] = []
+        changed: list[str] = []
+    else:
+        added, removed, changed = diff_snapshots(before, now)
+    touched = added + removed + changed
+    if production_writes_expected:
+        leak = sorted(i for i in added + changed if has_provenance(payloads.get(i) or {}))
+    else:
+        leak = sorted(touched)
+    production = sorted(set(touched) - set(leak))
+    if leak:
+        reason = f"{len(leak)} change(s) to production namespace {source} attributed to the replay" + (
+            "" if production_writes_expected else " (production declared stopped)"
+        )
+        if production:
+            reason += f"; {len(production)} other change(s) by production itself"
+    elif touched:
+        reason = f"{len(touched)} change(s) by production itself since the fork; none from the replay"
+    elif fingerprint_now != fingerprint_at_fork:
+        reason = f"production namespace {source} changed since the fork (fingerprint differs)"
+    else:
+        reason = "production namespace unchanged since the fork"
+    if note:
+        reason += f" ({note})"
+    return UntouchedReport(
+        fork_id=fork_id,
+        source=source,
+        target=target,
+        fingerprint_at_fork=fingerprint_at_fork,
+        fingerprint_now=fingerprint_now,
+        count_at_fork=count_at_fork,
+        count_now=len(now),
+        unchanged=fingerprint_now == fingerprint_at_fork,
+        added=added,
+        removed=removed,
+        changed=changed,
+        replay_leak_ids=leak,
+        production_change_ids=production,
+        production_writes_expected=production_writes_expected,
+        ok=not leak and (production_writes_expected or fingerprint_now == fingerprint_at_fork),
+        reason=reason,
+    )
 
 
 @dataclass
@@ -221,9 +306,11 @@ class QdrantAdapter(StoreAdapter):
     whose float32 norm is not exactly 1 comes back from any write — the fork's copy, or re-adding the
     memory through mem0 — moved by at most one ulp (relative 6e-8) in some components; that is the
     store's rounding, not a change of content. qdrant-client's *local* mode even re-normalises stored
-    vectors in place when it searches. Fingerprints therefore digest the fixed point of float32
-    re-normalisation (:meth:`canonical_vector`), which both bit patterns share; a real change of a
-    vector still changes the digest.
+    vectors in place when it searches. Fingerprints therefore digest a canonical point of float32
+    re-normalisation (:meth:`canonical_vector`): its fixed point or — float32 re-normalisation does not
+    always converge, some vectors alternate between 2 or 4 bit patterns — the smallest member of the
+    cycle it enters, whichever phase the stored vector is in. A real change of a vector still changes
+    the digest.
     """
 
     provider = "qdrant"
@@ -296,18 +383,23 @@ class QdrantAdapter(StoreAdapter):
         return bool(self._is_cosine)
 
     def canonical_vector(self, dense: list[float] | None) -> list[float] | None:
-        """Cosine collections: the fixed point of float32 re-normalisation (see class docstring)."""
+        """Cosine collections: fixed point or cycle minimum of float32 re-normalisation (class docstring)."""
         if dense is None or not self._cosine():
             return dense
         import numpy as np
 
         vec = np.asarray([dense], dtype=np.float32)
-        for _ in range(12):
-            norm = np.linalg.norm(vec, axis=-1)[:, np.newaxis]
-            nxt = (vec / np.where(norm != 0.0, norm, np.float32(1e-12))).astype(np.float32, copy=False)
-            if np.array_equal(nxt, vec):
+        seen: dict[bytes, int] = {}
+        orbit: list[Any] = []
+        for step in range(64):
+            key = vec.tobytes()
+            if key in seen:  # a fixed point (cycle of 1) or a cycle: its smallest member, whatever the phase
+                vec = min(orbit[seen[key] :], key=lambda v: v.tobytes())
                 break
-            vec = nxt
+            seen[key] = step
+            orbit.append(vec)
+            norm = np.linalg.norm(vec, axis=-1)[:, np.newaxis]
+            vec = (vec / np.where(norm != 0.0, norm, np.float32(1e-12))).astype(np.float32, copy=False)
         return [float(v) for v in vec[0]]
 
     def count(self, filters: Mapping[str, str]) -> int:
@@ -320,8 +412,14 @@ class GenericMem0Adapter(StoreAdapter):
     """Fallback over mem0's ``VectorStoreBase`` for stores without a dedicated adapter (FAISS, …).
 
     Reads with ``list(filters, top_k)`` (one call, ``top_k`` = ``list_limit``), writes with ``insert`` and
-    deletes one id at a time. Vectors: from ``index.reconstruct`` (FAISS) or a ``vector`` attribute of
-    the listed items; otherwise the fork is refused unless ``reembed=True``.
+    deletes one id at a time (FAISS: in bulk, below). Vectors: from ``index.reconstruct`` (FAISS) or a
+    ``vector`` attribute of the listed items; otherwise the fork is refused unless ``reembed=True``.
+
+    FAISS (mem0's ``FAISS`` store: a flat index plus ``docstore``/``index_to_id`` maps) gets two bulk
+    paths, because mem0's own ``delete`` rebuilds the whole index and rewrites the docstore per id
+    (quadratic: ~30 s to drop 1,000 forked memories) and its ``insert`` appends a second index entry
+    for an id that exists already: :meth:`delete_ids` rebuilds the index once for all ids, and
+    :meth:`insert` removes existing ids first (insert-or-overwrite, like the other adapters).
     """
 
     def __init__(
@@ -342,15 +440,28 @@ class GenericMem0Adapter(StoreAdapter):
             listed = listed[0]
         return list(listed or [])
 
-    def _vector_of(self, item: Any) -> Any:
+    def _faiss_like(self) -> bool:
+        """True for mem0's FAISS store (flat index with ``reconstruct`` and its id maps)."""
+        vs = self.vector_store
+        return (
+            hasattr(getattr(vs, "index", None), "reconstruct")
+            and isinstance(getattr(vs, "docstore", None), dict)
+            and isinstance(getattr(vs, "index_to_id", None), dict)
+            and callable(getattr(vs, "_save", None))
+        )
+
+    def _id_to_index(self) -> dict[str, int]:
+        return {str(v): int(k) for k, v in (getattr(self.vector_store, "index_to_id", None) or {}).items()}
+
+    def _vector_of(self, item: Any, id_to_index: Mapping[str, int] | None = None) -> Any:
         vec = getattr(item, "vector", None)
         if vec is not None:
             return vec
-        vs = self.vector_store
-        index = getattr(vs, "index", None)
-        id_to_index = {v: k for k, v in (getattr(vs, "index_to_id", None) or {}).items()}
-        if index is not None and hasattr(index, "reconstruct") and str(item.id) in id_to_index:
-            return index.reconstruct(int(id_to_index[str(item.id)])).tolist()
+        index = getattr(self.vector_store, "index", None)
+        if index is not None and hasattr(index, "reconstruct"):
+            positions = id_to_index if id_to_index is not None else self._id_to_index()
+            if str(item.id) in positions:
+                return index.reconstruct(positions[str(item.id)]).tolist()
         if self.reembed:
             payload = item.payload or {}
             return self.memory.embedding_model.embed(payload.get("data", ""), "add")
@@ -361,11 +472,12 @@ class GenericMem0Adapter(StoreAdapter):
 
     def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
         items = self._items(self.vector_store.list(filters=dict(filters) or None, top_k=self.list_limit))
+        positions = self._id_to_index() if with_vectors else None
         records = [
             StoredMemory(
                 id=str(it.id),
                 payload=dict(it.payload or {}),
-                vector=self._vector_of(it) if with_vectors else None,
+                vector=self._vector_of(it, positions) if with_vectors else None,
             )
             for it in items
         ]
@@ -374,6 +486,7 @@ class GenericMem0Adapter(StoreAdapter):
 
     def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
         out = []
+        positions = self._id_to_index() if with_vectors else None
         for mid in ids:
             try:
                 item = self.vector_store.get(vector_id=mid)
@@ -381,17 +494,49 @@ class GenericMem0Adapter(StoreAdapter):
                 item = None
             if item is None or getattr(item, "payload", None) is None:
                 continue
-            vec = self._vector_of(item) if with_vectors else None
+            vec = self._vector_of(item, positions) if with_vectors else None
             out.append(StoredMemory(id=str(item.id), payload=dict(item.payload), vector=vec))
         return out
 
     def insert(self, records: Sequence[StoredMemory]) -> None:
+        if self._faiss_like():
+            present = [r.id for r in records if r.id in self.vector_store.docstore]
+            if present:
+                self._faiss_delete(present)
         for chunk in _chunks(records, self.batch_size):
             self.vector_store.insert(
-                vectors=[r.vector for r in chunk], payloads=[r.payload for r in chunk], ids=[r.id for r in chunk]
+                vectors=[r.vector for r in chunk],
+                payloads=[r.payload for r in chunk],
+                ids=[r.id for r in chunk],
             )
 
+    def _faiss_delete(self, ids: Sequence[str]) -> None:
+        """Delete many ids from mem0's FAISS store with one index rebuild and one save."""
+        import numpy as np
+
+        vs = self.vector_store
+        drop = {str(i) for i in ids}
+        positions = sorted(int(k) for k in vs.index_to_id)
+        keep = [k for k in positions if str(vs.index_to_id[k]) not in drop]
+        if len(keep) == len(positions) and not drop & set(vs.docstore):
+            return
+        total = int(vs.index.ntotal)
+        every = vs.index.reconstruct_n(0, total) if total else np.zeros((0, 0), dtype=np.float32)
+        kept = np.asarray([every[k] for k in keep if k < total], dtype=np.float32)
+        vs.index.reset()
+        if len(kept):
+            vs.index.add(kept)
+        vs.index_to_id = {new: vs.index_to_id[old] for new, old in enumerate(k for k in keep if k < total)}
+        for mid in drop:
+            vs.docstore.pop(mid, None)
+        vs._save()
+
     def delete_ids(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        if self._faiss_like():
+            self._faiss_delete(ids)
+            return
         for mid in ids:
             try:
                 self.vector_store.delete(vector_id=mid)
@@ -415,47 +560,3 @@ def adapter_for(
     if name != provider:
         raise ValueError(f"store_adapter: {name!r} does not fit the configured vector store {provider!r}")
     return ADAPTERS[name](memory, batch_size)
-
-
-class HostedMem0Backend:
-    """Seam for hosted Mem0 (``mem0.MemoryClient``, the platform) — designed, not exercised here.
-
-    The platform has no vector-level access, so a fork there is *export + re-add*:
-
-    1. export: ``client.get_all(filters={"AND": [{"user_id": source}]}, page=n, page_size=…)`` until
-       exhausted — ids, text (``memory``), ``metadata``, ``hash``, ``created_at``/``updated_at``;
-    2. re-add: ``client.add([{"role": "user", "content": text}], user_id=target, agent_id=…,
-       run_id=…, metadata={**metadata, provenance…}, infer=False)`` per memory — the platform re-embeds
-       (vectors cannot be asserted equal; the fingerprint covers id, hash and updated_at only) and assigns
-       new ids (the mapping is kept from the add responses);
-    3. drop: ``client.delete_all(user_id=target)`` after checking the provenance in ``metadata``;
-    4. verify-untouched: re-export the source and diff (id, hash, updated_at).
-
-    ``MemoryClient`` pings the API in its constructor, so nothing here can run offline; this class only
-    builds the plan of calls, to keep the hook's interface honest about what a platform fork means.
-    """
-
-    exact_vectors = False
-
-    def __init__(self, api_key: str | None = None, host: str | None = None, **client_kwargs: Any) -> None:
-        self.client_kwargs = {"api_key": api_key, "host": host, **client_kwargs}
-
-    def client(self) -> Any:
-        """Build ``MemoryClient`` (needs network access to the platform)."""
-        from mem0 import MemoryClient
-
-        return MemoryClient(**{k: v for k, v in self.client_kwargs.items() if v is not None})
-
-    def export(self, filters: Mapping[str, str], page_size: int = 100) -> Iterator[dict[str, Any]]:
-        """Yield every memory of a namespace from the platform (paged ``get_all``)."""
-        client = self.client()
-        page = 1
-        while True:
-            got = client.get_all(filters={"AND": [{k: v} for k, v in filters.items()]}, page=page, page_size=page_size)
-            results = got.get("results", got) if isinstance(got, dict) else got
-            if not results:
-                return
-            yield from results
-            if len(results) < page_size:
-                return
-            page += 1

@@ -142,7 +142,10 @@ class VerifyMem0UntouchedOperator(BaseOperator):
         )
         if not report.ok:
             context["ti"].xcom_push(key="report", value=report.model_dump(mode="json"))
-            raise AirflowFailException(f"{report.reason}: {report.replay_leak_ids[:10]}")
+            more = f" (+{len(report.replay_leak_ids) - 10} more)" if len(report.replay_leak_ids) > 10 else ""
+            raise AirflowFailException(
+                f"{report.reason}. Replay leak ids: {report.replay_leak_ids[:10]}{more}; full report in XCom 'report'"
+            )
         return report.model_dump(mode="json")
 
 

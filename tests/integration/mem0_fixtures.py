@@ -1,16 +1,22 @@
-"""Helpers for the Mem0 fork tests: store configs (stack Chroma / embedded Qdrant) and seeding.
+"""Helpers for the Mem0 fork tests: store configs (stack Chroma / embedded Qdrant / FAISS) and seeding.
 
-Real mem0 (offline hashing embedder), real Chroma server of the local stack, real embedded Qdrant.
-Seeding: part of the memories through ``Memory.add(infer=False)`` (mem0's own layout and history rows),
-the rest in bulk through mem0's own ``vector_store.insert`` with the payload ``Memory.add`` writes
-(``data``, ``hash``, ``created_at``, ``updated_at``, scope fields), to keep the tests fast.
+Real mem0 (offline hashing embedder), real Chroma server of the local stack, real embedded Qdrant, real
+FAISS (mem0's ``faiss`` store, through the generic adapter). Seeding: part of the memories through
+``Memory.add(infer=False)`` (mem0's own layout and history rows), the rest in bulk through mem0's own
+``vector_store.insert`` with the payload ``Memory.add`` writes (``data``, ``hash``, ``created_at``,
+``updated_at``, scope fields), to keep the tests fast. The bulk-seeded memories get a stored vector that
+is NOT what the embedder gives for their text (:func:`stored_vector`, as after an embedder upgrade): a
+fork that re-embedded instead of copying would change them, and :func:`embedder_forbidden` makes any
+embedding call fail outright.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,13 +35,48 @@ def text_for(i: int) -> str:
     return f"customer {i % 97} prefers {topic} (note {i})"
 
 
+def stored_vector(text: str, i: int) -> list[float]:
+    """A unit vector near the embedder's vector of ``text`` but not equal to it (unique per ``i``).
+
+    Close enough that search by topic still works, different enough (cosine ~0.97) that a re-embedded
+    copy is far from bit-identical.
+    """
+    base, noise = hashing_embed(text), hashing_embed(f"stored-variant {i}")
+    vec = [a + 0.25 * b for a, b in zip(base, noise, strict=True)]
+    norm = math.sqrt(sum(v * v for v in vec))
+    return [v / norm for v in vec]
+
+
+@contextlib.contextmanager
+def embedder_forbidden(memory: Any) -> Iterator[None]:
+    """Make every embedding call of ``memory`` raise (a fork must copy stored vectors, never embed)."""
+    model = memory.embedding_model
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the embedder was called during a fork: vectors must be copied, not re-embedded")
+
+    saved = {name: model.__dict__.get(name) for name in ("embed", "embed_batch")}
+    model.embed = refuse
+    model.embed_batch = refuse
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                model.__dict__.pop(name, None)
+            else:
+                setattr(model, name, value)
+
+
 def store_config(provider: str, tmp_path: Path, chroma_host: str, chroma_port: int) -> dict[str, Any]:
-    """A mem0 config for a fresh, unique collection (Chroma server) or a fresh embedded Qdrant folder."""
+    """A mem0 config for a fresh, unique collection (Chroma server) or a fresh embedded Qdrant/FAISS folder."""
     collection = f"afr_test_{uuid.uuid4().hex[:12]}"
     if provider == "chroma":
         vs = {"provider": "chroma", "config": {"host": chroma_host, "port": chroma_port, "collection_name": collection}}
     elif provider == "qdrant":
         vs = {"provider": "qdrant", "config": {"path": str(tmp_path / "qdrant"), "collection_name": collection}}
+    elif provider == "faiss":
+        vs = {"provider": "faiss", "config": {"path": str(tmp_path / "faiss"), "collection_name": collection}}
     else:
         raise ValueError(provider)
     return {"vector_store": vs, "history_db_path": str(tmp_path / "history.db")}
@@ -48,7 +89,8 @@ def drop_collection(memory: Any) -> None:
 
 
 def seed(memory: Any, user_id: str, n: int, *, via_add: int, keys: int = 25, run_id: str = "ltm") -> None:
-    """``n`` memories in ``user_id`` across ``keys`` agent ids; the first ``via_add`` through Memory.add."""
+    """``n`` memories in ``user_id`` across ``keys`` agent ids; the first ``via_add`` through Memory.add
+    (embedder's vectors), the rest in bulk with :func:`stored_vector` (not the embedder's)."""
     for i in range(via_add):
         memory.add(text_for(i), user_id=user_id, agent_id=f"key-{i % keys}", run_id=run_id, infer=False)
     base = datetime(2026, 11, 1, tzinfo=UTC)
@@ -68,7 +110,7 @@ def seed(memory: Any, user_id: str, n: int, *, via_add: int, keys: int = 25, run
                 "text_lemmatized": text,
             }
         )
-        vectors.append(hashing_embed(text))
+        vectors.append(stored_vector(text, i))
         ids.append(str(uuid.uuid4()))
     for start in range(0, len(ids), 1000):
         memory.vector_store.insert(

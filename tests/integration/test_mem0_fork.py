@@ -1,15 +1,21 @@
-"""Mem0 namespace fork on real mem0 (offline) with the stack's Chroma server and embedded Qdrant.
+"""Mem0 namespace fork on real mem0 (offline) with the stack's Chroma server, embedded Qdrant and FAISS.
 
 Acceptance of issue 6: 1,000 memories across keys in a production namespace; fork; same texts, metadata
-and vectors; search in the fork finds what search in the source finds; the source fingerprint is
-unchanged; replay writes stay out of production; drop removes the fork and refuses a non-fork namespace;
-a failure injected mid-fork leaves nothing behind; a retry after success is a no-op.
+and vectors — the stored vectors, not re-embedded ones: most seeded vectors differ from what the embedder
+gives for their text, and the embedder raises while the fork runs —; search in the fork finds what
+search in the source finds; the source fingerprint is unchanged; replay writes stay out of production;
+a replay leak into production fails verify-untouched while production's own writes are only reported;
+drop removes the fork and refuses a non-fork namespace; a failure injected mid-fork leaves nothing
+behind; a retry after success is a no-op. FAISS goes through mem0's generic ``VectorStoreBase``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +27,18 @@ from airflow_flink_replay.core.memory import (
     FORK_SOURCE_ID_FIELD,
     PROVENANCE_FIELDS,
     SCOPE_FIELDS,
+    rewrite_payload,
 )
 from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
-from tests.integration.mem0_fixtures import TOPICS, drop_collection, seed, store_config
+from airflow_flink_replay.hooks.mem0_stores import StoredMemory
+from airflow_flink_replay.mem0_offline import hashing_embed
+from tests.integration.mem0_fixtures import TOPICS, drop_collection, embedder_forbidden, seed, store_config
 
 PROD = {"user_id": "prod-job-7"}
 OTHER = {"user_id": "other-job"}
 
 
-@pytest.fixture(params=["chroma", "qdrant"])
+@pytest.fixture(params=["chroma", "qdrant", "faiss"])
 def hook(request: pytest.FixtureRequest, stack: Any, tmp_path: Path) -> Iterator[Mem0Hook]:
     """A Mem0Hook on a fresh collection of the given store."""
     config = store_config(request.param, tmp_path, stack.chroma_host, stack.chroma_port)
@@ -50,11 +59,21 @@ def content(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in PROVENANCE_FIELDS and k not in SCOPE_FIELDS}
 
 
+def embedder_made(records: list[StoredMemory]) -> int:
+    """How many records hold the vector the embedder gives for their text (to float32 precision)."""
+    return sum(
+        np.allclose(np.asarray(r.dense(), dtype=np.float32), hashing_embed(r.payload["data"]), rtol=0, atol=1e-6)
+        for r in records
+    )
+
+
 def assert_vectors_identical(hook: Mem0Hook, src: list[float], fork: list[float]) -> None:
-    """Bit-identical, except where Qdrant's float32 cosine re-normalisation on write rounds the last bits."""
+    """Bit-identical (Chroma, FAISS), except where Qdrant's float32 cosine re-normalisation on write rounds
+    the last bits."""
     if src == fork:
         return
-    assert hook.get_store().provider == "qdrant", "Chroma must store the copied vector unchanged"
+    provider = hook.get_store().provider
+    assert provider == "qdrant", f"{provider} must store the copied vector unchanged"
     a, b = np.asarray(src, dtype=np.float32), np.asarray(fork, dtype=np.float32)
     ulps = np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
     assert int(ulps.max()) <= 2, f"{int(ulps.max())} ulp apart"
@@ -67,10 +86,14 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
     seed(memory, PROD["user_id"], 1000, via_add=120)
     seed(memory, OTHER["user_id"], 30, via_add=5)
     assert hook.count(PROD) == 1000
+    # only the 120 memories written through Memory.add hold the embedder's vector of their text: a fork
+    # that re-embedded instead of copying would change the other 880
+    assert embedder_made(hook.list_memories(PROD, with_vectors=True)) == 120
     before = hook.fingerprint(PROD)
     target = {"user_id": "replay-run-1"}
 
-    result = hook.fork(PROD, target, fork_id="run-1")
+    with embedder_forbidden(memory):  # the fork never embeds
+        result = hook.fork(PROD, target, fork_id="run-1")
     assert (result.count, result.noop, result.source_fingerprint) == (1000, False, before.digest)
     assert result.history_rows == 120  # one ADD row per Memory.add, remapped to the fork ids
     assert hook.count(target) == 1000 and hook.count(OTHER) == 30
@@ -90,6 +113,7 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
         assert_vectors_identical(hook, s.dense(), r.dense())
         by_agent[r.payload["agent_id"]] = by_agent.get(r.payload["agent_id"], 0) + 1
     assert len(by_agent) == 25
+    assert embedder_made(fork) == 120  # the stored vectors were copied, not re-embedded
 
     # mem0's own API sees the same memories (text and metadata) in both namespaces
     got_src = memory.get_all(filters={**PROD, "agent_id": "key-3"}, top_k=500)["results"]
@@ -105,9 +129,13 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
     assert hist and hist[0]["new_memory"] == forked_real[0].payload["data"]
 
     # search in the fork finds what search in the source finds (same hits, same scores; near-ties —
-    # Qdrant's last-bit rounding — ordered by text, and 4 spare hits so a tie at the cut is not lost)
+    # Qdrant's last-bit rounding — ordered by text, and 4 spare hits so a tie at the cut is not lost).
+    # mem0's FAISS store filters AFTER a global nearest-neighbour search of 2 * max(4 * top_k, 60) hits,
+    # so a scoped search there needs a top_k that covers the collection.
+    search_k = 600 if hook.get_store().provider == "faiss" else 12
+
     def top(filters: dict[str, str], query: str) -> list[tuple[float, str]]:
-        hits = memory.search(query, filters=filters, top_k=12)["results"]
+        hits = memory.search(query, filters=filters, top_k=search_k)["results"]
         return sorted((-round(m["score"], 5), m["memory"]) for m in hits)[:8]
 
     for topic in TOPICS[:6]:
@@ -136,6 +164,28 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
     )
     strict = hook.verify_untouched(target, production_writes_expected=False)
     assert not strict.ok and strict.replay_leak_ids == report.added
+
+    # a replay leak — a fork copy landing in production's namespace, and a production memory overwritten
+    # with a fork payload — fails the check; production's own write next to it stays production's
+    store = hook.get_store()
+    copy = next(r for r in fork if r.payload["agent_id"] == "key-2")
+    landed = StoredMemory(id=str(uuid.uuid4()), payload={**copy.payload, **PROD}, vector=copy.vector,
+                          document=copy.document)  # fmt: skip
+    victim = next(s for s in src.values() if s.payload["agent_id"] == "key-4")
+    text = "the replay rewrote this memory"
+    rewritten = rewrite_payload(victim.payload, source_id=victim.id, source="{}", target=PROD, fork_id="run-1",
+                                forked_at=datetime.now(UTC).isoformat())  # fmt: skip
+    rewritten.update(data=text, hash=hashlib.md5(text.encode()).hexdigest(), updated_at=datetime.now(UTC).isoformat())
+    store.insert([landed, StoredMemory(id=victim.id, payload=rewritten, vector=victim.vector, document=text)])
+    leak = hook.verify_untouched(target)
+    assert not leak.ok and not leak.unchanged
+    assert leak.replay_leak_ids == sorted([landed.id, victim.id])
+    assert leak.added == sorted([landed.id, *report.added]) and leak.changed == [victim.id] and not leak.removed
+    assert leak.production_change_ids == report.added
+    assert "2 change(s) to production namespace user_id=prod-job-7 attributed to the replay" in leak.reason
+    store.delete_ids([landed.id])  # undo the leak: production's own write is all that is left
+    store.insert([victim])
+    assert hook.verify_untouched(target).model_dump(exclude={"reason"}) == report.model_dump(exclude={"reason"})
 
     # drop refuses production and foreign namespaces, removes the fork (incl. the replay's write)
     with pytest.raises(NotAForkError):
@@ -247,6 +297,11 @@ def test_generic_fallback_through_mem0_interface(tmp_path: Path, stack: Any) -> 
     hits = memory.search("prefers espresso", filters={"user_id": "replay-generic"}, top_k=3)["results"]
     assert hits and "espresso" in hits[0]["memory"]
     assert hook.verify_untouched("replay-generic").unchanged
+    # reembed=True is what the name says: the copies hold the embedder's vectors, not the stored ones
+    exact = Mem0Hook(config=config)
+    exact._memory = memory
+    assert embedder_made(exact.list_memories(PROD, with_vectors=True)) == 20
+    assert embedder_made(exact.list_memories("replay-generic", with_vectors=True)) == 200
     with pytest.raises(NotAForkError):
         hook.drop(PROD)
     assert hook.drop("replay-generic").dropped == 200
