@@ -96,6 +96,15 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
     # every variant replayed exactly the manifest's window
     assert [v["output_records"] for v in record["variants"]] == [30, 30, 30]
     assert record["manifest_digest"] and all(v["output_digest"] for v in record["variants"])
+    # action-state evidence in the run record: the replays wrote to their own topics; production's topic
+    # end offsets before and after the replay are recorded, and what happened there meanwhile is said
+    cleanup = record["action_state"]["cleanup"]
+    assert cleanup["production_topic"] == production["topics"].action_state
+    assert cleanup["production_end_offsets_before"] and cleanup["production_end_offsets_after"]
+    assert cleanup["note"].startswith("production's action-state topic advanced by"), cleanup["note"]
+    held = cleanup["replay_topic_end_offsets"]
+    assert set(held) == {v["action_state_topic"] for v in record["variants"]}
+    assert all(sum(offsets.values()) > 0 for offsets in held.values()), held
 
     # --- candidate v1 (production's own agent): PASS, the gate approves
     dagrun, v1 = _run_gate(stack, production, V1)
