@@ -450,7 +450,11 @@ class HostedMem0Backend:
         else:  # copies deleted by the replay: compare with what is left (and say so)
             state = max(states.values(), key=lambda s: s.present) if states else None
         if state is None:
-            raise RuntimeError(f"no fork in {target}: run the fork first (nothing to compare against)")
+            raise RuntimeError(
+                f"no fork copies in {target}: the fork never ran, or it copied an empty source namespace (on "
+                "the hosted backend an empty fork leaves no record naming its source, so there is nothing to "
+                "verify against; the fork task's XCom shows count=0)"
+            )
         now, payloads = self._digests(state.source)
         note = (
             ""
