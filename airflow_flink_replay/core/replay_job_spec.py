@@ -190,7 +190,11 @@ class ReplayJobSpec(BaseModel):
     policy: ReplayPolicy = Field(default_factory=ReplayPolicy)
     agent_uid: str | None = Field(default=None, description="setUid on the agent operator (jobs built with a uid).")
     agent_uid_hash: str | None = Field(default=None, description="setUidHash: production's 32-hex agent vertex id.")
-    max_parallelism: int | None = Field(default=None, description="Pinned max parallelism of the agent operator.")
+    max_parallelism: int | None = Field(
+        default=None,
+        description="Production's max parallelism: pinned on the agent operator and set job-wide (Flink checks it "
+        "for every operator mapped to savepoint state).",
+    )
     parallelism: int = 1
     action_state_partitions: int | None = Field(default=None, description="Partitions of the action-state topic.")
     mem0_config: dict[str, Any] | None = Field(default=None, description="mem0 config dict for the agent's memory.")

@@ -8,7 +8,7 @@ What it builds (the same pipeline builder as production, different upstream):
 
     KafkaSource over the capture topic, start → end offsets per partition (bounded, uid afr-replay-source)
       → production's event time + watermark strategy as its own operator (uid afr-replay-watermarks)
-      → normalise → key by → agent (pinned: uid or uid hash, max parallelism)
+      → normalise → key by → agent (pinned: uid or uid hash, max parallelism — the latter job-wide too)
       → output + ``_replay`` → FileSink ``<output_dir>/<variant>-*.jsonl``
 
 The manifest is loaded through :mod:`~airflow_flink_replay.core.manifest_io` (plain path, ``file://`` or any
@@ -108,6 +108,11 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     )
     add_connector_jars(env, spec.connector_jars)  # BEFORE the agents environment
     env.set_parallelism(spec.parallelism)
+    if spec.max_parallelism:
+        # Job-wide, not only on the agent: Flink checks the max parallelism of EVERY operator it maps to savepoint
+        # state (also stateless ones such as afr-normalise), and a cluster-wide pipeline.max-parallelism would
+        # otherwise make them explicit with another value ("Max parallelism mismatch ... afr-normalise").
+        env.set_max_parallelism(spec.max_parallelism)
     env.enable_checkpointing(spec.checkpoint_interval_ms)
 
     build_root = Path(tempfile.mkdtemp(prefix=f"afr-build-{spec.variant}-"))

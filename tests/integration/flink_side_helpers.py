@@ -94,7 +94,8 @@ def job_id_of(proc: Any, timeout: float = 240) -> str:
     out, _ = proc.communicate(timeout=timeout)
     m = re.search(r"JobID ([0-9a-f]{32})", out or "")
     if proc.returncode != 0 or not m:
-        raise AssertionError(f"flink run failed ({proc.returncode}): {(out or '')[-3000:]}")
+        causes = "\n".join(line for line in (out or "").splitlines() if "Caused by" in line or "Exception:" in line)
+        raise AssertionError(f"flink run failed ({proc.returncode}): causes:\n{causes[-4000:]}\n{(out or '')[-3000:]}")
     return m.group(1)
 
 
