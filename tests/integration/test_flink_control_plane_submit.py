@@ -39,13 +39,16 @@ def test_cli_submission_runs_the_job_with_name_and_parallelism(stack: Any, flink
     name = harness.unique("cp-cli")
     harness.create_topics(stack.kafka_bootstrap, f"{name}-in", f"{name}-out")
     program = harness.counter_program(
-        stack.kafka_bootstrap, f"{name}-in", f"{name}-out", stack.connector_jars, job_name=name, hold=False
-    )
-    submitted = get_submitter("cli", flink).submit(program)
+        stack.kafka_bootstrap, f"{name}-in", f"{name}-out", stack.connector_jars, job_name=name,
+        hold=False, extra_args=["--parallelism", "0"],  # the job takes the submitter's parallelism (-p)
+    )  # fmt: skip
+    submitted = get_submitter("cli", flink).submit(program, parallelism=2)
     try:
         assert submitted.submitter == "cli" and len(submitted.job_id) == 32
         job = flink.wait_for_job_state(submitted.job_id, ("RUNNING",), timeout=120)
         assert job.name == name
+        assert len(job.vertices) >= 2  # the source chain, and the keyed counter after key_by
+        assert [v.parallelism for v in job.vertices] == [2] * len(job.vertices), job.vertices
         harness.produce(stack.kafka_bootstrap, f"{name}-in", range(3))
         out = harness.wait_outputs(stack.kafka_bootstrap, f"{name}-out", lambda o: len(harness.counts(o)) == 3)
         assert harness.counts(out) == {0: 1, 1: 1, 2: 1}

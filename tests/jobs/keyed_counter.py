@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000)
     parser.add_argument("--slow-ms", type=int, default=0, help="sleep per record (slow savepoints)")
     parser.add_argument("--fail", default="", help="raise this message before building the job")
+    parser.add_argument(
+        "--parallelism", type=int, default=1, help="job parallelism; 0 = the submitter's (-p / parallelism.default)"
+    )
     args = parser.parse_args(argv)
     if args.fail:
         raise RuntimeError(args.fail)
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     for jar in filter(None, args.jars.split(",")):
         env.add_jars(jar if "://" in jar else f"file://{jar}")
     env.enable_checkpointing(args.checkpoint_interval_ms)
-    env.set_parallelism(1)
+    if args.parallelism:
+        env.set_parallelism(args.parallelism)
 
     source = (
         KafkaSource.builder()
