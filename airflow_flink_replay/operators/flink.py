@@ -92,7 +92,10 @@ class QuiesceAndSavepointOperator(BaseOperator):
     - ``drain``: ``POST /jobs/{id}/stop {"drain": true}``. Sources stop, MAX_WATERMARK flows and every
       operator finishes (end of input): the Flink Agents operator completes all in-flight runs, event-time
       timers fire, buffers flush. The savepoint holds no in-flight work; production is stopped.
-    - ``stop``: stop-with-savepoint without drain; in-flight work stays in the savepoint; production stopped.
+    - ``stop``: stop-with-savepoint without drain; production stopped. No MAX_WATERMARK: event-time timers
+      do not fire, so the work waiting on them stays in the savepoint. Flink 2.x still finishes every
+      operator and runs its mailbox empty first, which (found with Flink Agents 0.2.0) completes the agent
+      operator's in-flight runs too; ``drain`` is the mode that guarantees it (``endInput``).
     - ``savepoint``: ``POST /jobs/{id}/savepoints``; production keeps running (no downtime); the result
       says in-flight work may be inside.
 
@@ -343,8 +346,9 @@ class QuiesceAndSavepointOperator(BaseOperator):
         note = {
             "drain": "Drained: every operator reached end of input before the savepoint (the agent operator "
             "finished its in-flight runs); production is stopped.",
-            "stop": "Stopped without drain: in-flight work (pending agent runs, timers, buffers) is inside the "
-            "savepoint; production is stopped.",
+            "stop": "Stopped without drain: event-time timers did not fire, so work waiting on them is inside the "
+            "savepoint (Flink still finished the operators' queued mailbox work, in-flight Flink Agents runs "
+            "included); production is stopped.",
             "savepoint": "Savepoint without stop: production keeps running and in-flight work may be inside "
             "the savepoint.",
         }[self.mode]
