@@ -212,17 +212,25 @@ class SubmitReplayJobOperator(BaseOperator):
         try:
             hook.wait_for_job_state(job_id, ("FINISHED",), timeout=self.timeout, poll_interval=self.poll_interval)
         except Exception as err:
+            self._link_ended(context, job_id, "FAILED")
             raise AirflowException(f"replay {spec.variant} (Flink job {job_id}) failed: {err}") from err
         return self._result(context, spec, carry)
+
+    def _link_ended(self, context: Any, job_id: str, state: str) -> None:
+        """Point the task's Flink link at the ended job's page (the web UI moves it under "completed")."""
+        FlinkJobLink.persist(context, FlinkRestHook(self.flink_conn_id).job_ui_url(job_id, state))
 
     def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
         """After the trigger: fail with the Flink cause, or collect the outputs."""
         spec = self._spec(context)
         if event.get("status") != "success":
+            if job_id := (event.get("carry") or {}).get("job_id"):
+                self._link_ended(context, job_id, str(event.get("state") or "FAILED"))
             raise AirflowException(f"replay {spec.variant} failed: {event.get('message') or event}")
         return self._result(context, spec, {**event.get("carry", {}), **kwargs})
 
     def _result(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
+        self._link_ended(context, carry["job_id"], "FINISHED")
         output, audit = collected_files(spec.output_dir, spec.variant)
         outputs = collect_jsonl(Path(spec.output_dir), output)
         audits = collect_jsonl(Path(spec.audit_dir), audit)

@@ -86,6 +86,12 @@ def test_gate_fails_v2_and_passes_v1_and_leaves_production_intact(stack, product
 
     baseline, _, candidate = record["variants"]
     assert support_calls(candidate) > support_calls(baseline), record["variants"]
+    # the replay task's Flink link follows its job to the web UI's "completed" page once it FINISHED
+    from airflow_flink_replay.links.flink import FlinkJobLink
+
+    link = dagrun.get_task_instance("replay_baseline").xcom_pull(task_ids="replay_baseline",
+                                                                  key=FlinkJobLink().xcom_key)
+    assert link == f"{stack.flink_rest_url}/#/job/completed/{baseline['job_id']}/overview", link
     # production came back, and the downtime was measured
     assert v2["states"]["resume_production"] == "success"
     assert 0 < record["downtime_s"] < 120
