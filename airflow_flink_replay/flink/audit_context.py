@@ -9,6 +9,11 @@ key hashes the Java side may pass (Java ``String.hashCode`` of the text, and tha
 0.2.0 operator passes for a one-field key row) to the text; the context switch then sets the current key
 text (or the hash as text when it is unknown). :func:`current_key` returns it.
 
+Both the learnt names and the current key are per thread, i.e. per task: every job on a TaskManager shares this
+interpreter, and a shared name table would make one job's audit depend on which keys OTHER jobs happened to
+feed it first. Actions restored in flight from a savepoint (``quiesce_mode=savepoint``) run before their key's
+next input, so their key is the hash as text — the same in every variant replayed from that savepoint.
+
 The replay job makes the TaskManager import this module while it deserialises the agent plan — before the
 first action runs — by putting a :class:`KeyHookMarker` into the config of the plan's actions (Flink Agents
 imports the module of every pydantic value in an action config when it loads the plan).
@@ -27,7 +32,10 @@ from typing import Any
 from pydantic import BaseModel
 
 _log = logging.getLogger(__name__)
-_state: dict[str, Any] = {"installed": False, "key_field": "", "names": {}}
+_state: dict[str, Any] = {"installed": False, "key_field": ""}
+
+#: Per thread (= per task, see the module docstring): the current key and the key names learnt by this task.
+_local = threading.local()
 
 #: Action-config entry name carrying the marker.
 MARKER_CONFIG_KEY = "_afr_audit_key_hook"
@@ -63,9 +71,16 @@ def _int32(value: int) -> int:
     return value - (1 << 32) if value >= (1 << 31) else value
 
 
+def _names() -> dict[int, str]:
+    names = getattr(_local, "names", None)
+    if names is None:
+        names = _local.names = {}
+    return names
+
+
 def learn_key(text: str) -> None:
-    """Map the key hashes the runtime may pass for ``text`` back to ``text``."""
-    names: dict[int, str] = _state["names"]
+    """Map the key hashes the runtime may pass for ``text`` back to ``text`` (on this thread)."""
+    names = _names()
     if len(names) > 200_000:
         names.clear()
     h = java_string_hash(text)
@@ -76,13 +91,12 @@ def learn_key(text: str) -> None:
 def key_text(key: Any) -> str:
     """The key text for what the runtime passed (a hash), or the value as text when unknown."""
     if isinstance(key, int):
-        return _state["names"].get(key, str(key))
+        return _names().get(key, str(key))
     return "" if key is None else str(key)
 
 
 #: The current key is per thread: every job on a TaskManager shares this interpreter, and each task runs its
 #: actions on its own thread — a global would let production's context switches relabel a replay's calls.
-_local = threading.local()
 
 
 def current_key() -> str:
@@ -115,7 +129,9 @@ def install() -> bool:
     # Several copies of this module may live in one interpreter (one per runtime build, see agent_build): each
     # wraps the function once, chaining to the previous wrapper.
     flink_runner_context_switch_action_context._afr_wrapped_by = (  # type: ignore[attr-defined]
-        *getattr(original, "_afr_wrapped_by", ()), __name__)
+        *getattr(original, "_afr_wrapped_by", ()),
+        __name__,
+    )
     frc.flink_runner_context_switch_action_context = flink_runner_context_switch_action_context
     _wrap_input_event()
     _state["installed"] = True
