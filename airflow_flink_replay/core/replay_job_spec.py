@@ -77,6 +77,10 @@ class ReplayWindow(BaseModel):
 TimingOrigin = Literal["manifest", "spec", "default"]
 
 
+def _default_origin() -> dict[str, TimingOrigin]:
+    return {"event_time": "default", "watermark": "default", "idleness_ms": "default"}
+
+
 class ReplayTiming(BaseModel):
     """Event time and watermarks of the replay's input, as production had them.
 
@@ -90,9 +94,7 @@ class ReplayTiming(BaseModel):
     event_time: EventTime = EventTime()
     watermark: str = "monotonous"
     idleness_ms: int | None = Field(default=None, gt=0)
-    origin: dict[str, TimingOrigin] = Field(
-        default_factory=lambda: {"event_time": "default", "watermark": "default", "idleness_ms": "default"}
-    )
+    origin: dict[str, TimingOrigin] = Field(default_factory=_default_origin)
 
     @field_validator("watermark")
     @classmethod

@@ -46,6 +46,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return _LAZY[name]()
     raise AttributeError(name)
+
+
 PRODUCTION_JOB = ROOT / "airflow_flink_replay" / "flink" / "production_job.py"
 REPLAY_JOB = ROOT / "airflow_flink_replay" / "flink" / "replay_job.py"
 
@@ -61,9 +63,15 @@ def _cli_env() -> dict[str, str]:
     return env
 
 
-def submit_async(script: Path, args: list[str], savepoint: str | None = None,
-                 allow_non_restored: bool = False, *, pythonpath: list[str] | None = None,
-                 conf: dict[str, str] | None = None) -> Any:
+def submit_async(
+    script: Path,
+    args: list[str],
+    savepoint: str | None = None,
+    allow_non_restored: bool = False,
+    *,
+    pythonpath: list[str] | None = None,
+    conf: dict[str, str] | None = None,
+) -> Any:
     """Start ``flink run -d -py`` (a client JVM of its own); returns the Popen. See :func:`job_id_of`.
 
     The CLI, unlike the REST PythonDriver, does not share the JobManager's single Python gateway with the other
@@ -164,9 +172,7 @@ def taskmanager_ids(job_id: str) -> set[str]:
 
 
 def stop_with_savepoint(job_id: str, target: str, drain: bool = False, timeout: float = 120) -> str:
-    r = requests.post(
-        f"{_rest()}/jobs/{job_id}/stop", json={"targetDirectory": target, "drain": drain}, timeout=30
-    )
+    r = requests.post(f"{_rest()}/jobs/{job_id}/stop", json={"targetDirectory": target, "drain": drain}, timeout=30)
     r.raise_for_status()
     trigger = r.json()["request-id"]
     deadline = time.time() + timeout
@@ -228,8 +234,14 @@ def read_topic(topic: str, partitions: int, timeout: float = 5.0) -> dict[int, l
     """All records of ``topic`` by partition (Message objects), reading until idle."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": _stack()["kafka_bootstrap"], "group.id": f"afr-test-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": _stack()["kafka_bootstrap"],
+            "group.id": f"afr-test-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[Any]] = defaultdict(list)
     idle_until = time.time() + timeout

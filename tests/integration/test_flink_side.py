@@ -61,8 +61,9 @@ def _chroma() -> tuple[str, int]:
 
 def _mem0(collection: str) -> dict[str, Any]:
     host, port = _chroma()
-    return {"vector_store": {"provider": "chroma",
-                             "config": {"host": host, "port": port, "collection_name": collection}}}
+    return {
+        "vector_store": {"provider": "chroma", "config": {"host": host, "port": port, "collection_name": collection}}
+    }
 
 
 def _memories(collection: str, namespace: str) -> list[dict[str, Any]]:
@@ -88,42 +89,106 @@ def delete_collection(collection: str) -> None:
 
 def same_name_build(root: Path, package: str, version: str) -> Path:
     """``root/<package>/`` = the files of ``examples/review_agent/<version>`` (another build of one package name)."""
-    shutil.copytree(ROOT / "examples" / "review_agent" / version, root / package,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        ROOT / "examples" / "review_agent" / version,
+        root / package,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     return root
 
 
-def write_manifest(path: Path, *, run: str, job_id: str, job_name: str, savepoint: str, agent_vertex: str,
-                   topic: str, start: dict[int, int], end: dict[int, int], capture: dict[int, list[Any]]) -> str:
+def write_manifest(
+    path: Path,
+    *,
+    run: str,
+    job_id: str,
+    job_name: str,
+    savepoint: str,
+    agent_vertex: str,
+    topic: str,
+    start: dict[int, int],
+    end: dict[int, int],
+    capture: dict[int, list[Any]],
+) -> str:
     """Seal the window [start, end) of the capture topic with production's event time and watermarks."""
     partitions = []
     for p in sorted(start):
-        msgs = capture[p][start[p]: end[p]]
-        partitions.append({"partition": p, "start_offset": start[p], "end_offset": end[p], "record_count": len(msgs),
-                           **({"first_timestamp_ms": msgs[0].timestamp()[1],
-                               "last_timestamp_ms": msgs[-1].timestamp()[1]} if msgs else {})})
-    manifest = ReplayManifest.model_validate({
-        "run_id": f"fs-{run}",
-        "production": {"job_id": job_id, "job_name": job_name,
-                       "savepoint": {"path": savepoint, "quiesce_mode": "stop"},
-                       "agent": {"vertex_id": agent_vertex, "uid": AGENT_UID, "parallelism": 1,
-                                 "max_parallelism": 128}},
-        "capture": {"kafka_conn_id": "kafka_default", "bootstrap_servers": fh.BOOTSTRAP, "topic": topic,
-                    "partitions": partitions, "event_time": {"source": "field", "field": "$.ts"},
-                    "watermark": {"max_out_of_orderness_ms": OUT_OF_ORDERNESS_MS, "idleness_ms": IDLENESS_MS}},
-    })
+        msgs = capture[p][start[p] : end[p]]
+        partitions.append(
+            {
+                "partition": p,
+                "start_offset": start[p],
+                "end_offset": end[p],
+                "record_count": len(msgs),
+                **(
+                    {"first_timestamp_ms": msgs[0].timestamp()[1], "last_timestamp_ms": msgs[-1].timestamp()[1]}
+                    if msgs
+                    else {}
+                ),
+            }
+        )
+    manifest = ReplayManifest.model_validate(
+        {
+            "run_id": f"fs-{run}",
+            "production": {
+                "job_id": job_id,
+                "job_name": job_name,
+                "savepoint": {"path": savepoint, "quiesce_mode": "stop"},
+                "agent": {"vertex_id": agent_vertex, "uid": AGENT_UID, "parallelism": 1, "max_parallelism": 128},
+            },
+            "capture": {
+                "kafka_conn_id": "kafka_default",
+                "bootstrap_servers": fh.BOOTSTRAP,
+                "topic": topic,
+                "partitions": partitions,
+                "event_time": {"source": "field", "field": "$.ts"},
+                "watermark": {"max_out_of_orderness_ms": OUT_OF_ORDERNESS_MS, "idleness_ms": IDLENESS_MS},
+            },
+        }
+    )
     save_manifest(manifest, path)
     return path.as_uri()
 
 
-def production_args(run: str, *, uid: str, collection: str, namespace: str, src: str, out: str, cap: str,
-                    action_topic: str, name: str, extra: list[str] | None = None) -> list[str]:
+def production_args(
+    run: str,
+    *,
+    uid: str,
+    collection: str,
+    namespace: str,
+    src: str,
+    out: str,
+    cap: str,
+    action_topic: str,
+    name: str,
+    extra: list[str] | None = None,
+) -> list[str]:
     return [
-        "--agent-factory", "examples.review_agent.v1.agent:build_agent", "--bootstrap", fh.BOOTSTRAP,
-        "--source-topic", src, "--sink-topic", out, "--capture-topic", cap,
-        "--action-state-topic", action_topic, "--job-identifier", namespace, "--agent-uid", uid,
-        "--mem0-config", json.dumps(_mem0(collection)), "--jars", ",".join(fh.JARS),
-        "--group-id", f"grp-{run}", "--job-name", name, *(extra or []),
+        "--agent-factory",
+        "examples.review_agent.v1.agent:build_agent",
+        "--bootstrap",
+        fh.BOOTSTRAP,
+        "--source-topic",
+        src,
+        "--sink-topic",
+        out,
+        "--capture-topic",
+        cap,
+        "--action-state-topic",
+        action_topic,
+        "--job-identifier",
+        namespace,
+        "--agent-uid",
+        uid,
+        "--mem0-config",
+        json.dumps(_mem0(collection)),
+        "--jars",
+        ",".join(fh.JARS),
+        "--group-id",
+        f"grp-{run}",
+        "--job-name",
+        name,
+        *(extra or []),
     ]
 
 
@@ -134,16 +199,39 @@ def world(stack, tmp_path_factory) -> Any:
     src, cap, out = f"fs-src-{run}", f"fs-cap-{run}", f"fs-out-{run}"
     prod_as, collection, prod_ns = f"fs-as-prod-{run}", f"afr-fs-{run}", f"prod-{run}"
     batch_a = generate_reviews(10, seed=13, customers=4, id_prefix=f"r{run}", customer_prefix=f"c{run}")
-    batch_b = generate_reviews(10, seed=13, customers=4, id_prefix=f"r{run}", customer_prefix=f"c{run}",
-                               first_index=10)
+    batch_b = generate_reviews(10, seed=13, customers=4, id_prefix=f"r{run}", customer_prefix=f"c{run}", first_index=10)
     fh.create_topics((src, 2), (cap, 2), (out, 1))
     jobs: list[str] = []
-    w: dict[str, Any] = {"run": run, "batch_a": batch_a, "batch_b": batch_b, "collection": collection,
-                         "prod_ns": prod_ns, "cap": cap, "src": src, "tmp": tmp}
-    timing = ["--event-time-field", "$.ts", "--watermark", f"bounded:{OUT_OF_ORDERNESS_MS}",
-              "--idleness-ms", str(IDLENESS_MS)]
-    args = production_args(run, uid=AGENT_UID, collection=collection, namespace=prod_ns, src=src, out=out,
-                           cap=cap, action_topic=prod_as, name=f"fs-prod-{run}", extra=timing)
+    w: dict[str, Any] = {
+        "run": run,
+        "batch_a": batch_a,
+        "batch_b": batch_b,
+        "collection": collection,
+        "prod_ns": prod_ns,
+        "cap": cap,
+        "src": src,
+        "tmp": tmp,
+    }
+    timing = [
+        "--event-time-field",
+        "$.ts",
+        "--watermark",
+        f"bounded:{OUT_OF_ORDERNESS_MS}",
+        "--idleness-ms",
+        str(IDLENESS_MS),
+    ]
+    args = production_args(
+        run,
+        uid=AGENT_UID,
+        collection=collection,
+        namespace=prod_ns,
+        src=src,
+        out=out,
+        cap=cap,
+        action_topic=prod_as,
+        name=f"fs-prod-{run}",
+        extra=timing,
+    )
     t0 = time.time()
     try:
         # 1. production v1 on batch A, stop with savepoint
@@ -165,11 +253,27 @@ def world(stack, tmp_path_factory) -> Any:
         end = fh.end_offsets(cap, 2)
         capture = fh.read_topic(cap, 2)
         w["read_capture_at_ms"] = int(time.time() * 1000)
-        w.update(sp1=sp1, start=start, end=end, prod_out={o["id"]: o for o in prod_out}, capture=capture,
-                 prod_memories=_memories(collection, prod_ns), t_production=time.time() - t0)
-        manifest = write_manifest(tmp / "manifest.json", run=run, job_id=p1, job_name=f"fs-prod-{run}", savepoint=sp1,
-                                  agent_vertex=fh.agent_vertex_id(p1), topic=cap, start=start, end=end,
-                                  capture=capture)
+        w.update(
+            sp1=sp1,
+            start=start,
+            end=end,
+            prod_out={o["id"]: o for o in prod_out},
+            capture=capture,
+            prod_memories=_memories(collection, prod_ns),
+            t_production=time.time() - t0,
+        )
+        manifest = write_manifest(
+            tmp / "manifest.json",
+            run=run,
+            job_id=p1,
+            job_name=f"fs-prod-{run}",
+            savepoint=sp1,
+            agent_vertex=fh.agent_vertex_id(p1),
+            topic=cap,
+            start=start,
+            end=end,
+            capture=capture,
+        )
         w["manifest"] = manifest
         # the tickets production wrote for batch B: removed so that `allow` in the baseline must recreate them
         for e in batch_b:
@@ -188,40 +292,81 @@ def world(stack, tmp_path_factory) -> Any:
                     break
         w["hazard_end"] = hazard_end
 
-        def spec(variant: str, factory: str, ns: str, action_topic: str, policy: ReplayPolicy,
-                 window_end: dict[int, int] | None = None, **extra: Any) -> ReplayJobSpec:
+        def spec(
+            variant: str,
+            factory: str,
+            ns: str,
+            action_topic: str,
+            policy: ReplayPolicy,
+            window_end: dict[int, int] | None = None,
+            **extra: Any,
+        ) -> ReplayJobSpec:
             window: dict[str, Any] = (
-                {"manifest": manifest} if window_end is None
+                {"manifest": manifest}
+                if window_end is None
                 else {"capture_topic": cap, "start_offsets": start, "end_offsets": window_end}
             )
             return ReplayJobSpec(
-                variant=variant, agent_factory=factory, job_identifier=ns, action_state_topic=action_topic,
-                output_dir=str(tmp / variant / "out"), audit_dir=str(tmp / variant / "audit"),
-                kafka_bootstrap=fh.BOOTSTRAP, policy=policy, agent_uid=AGENT_UID, max_parallelism=128,
-                mem0_config=_mem0(collection), connector_jars=fh.JARS, job_name=f"fs-{variant}-{run}",
-                **window, **extra,
+                variant=variant,
+                agent_factory=factory,
+                job_identifier=ns,
+                action_state_topic=action_topic,
+                output_dir=str(tmp / variant / "out"),
+                audit_dir=str(tmp / variant / "audit"),
+                kafka_bootstrap=fh.BOOTSTRAP,
+                policy=policy,
+                agent_uid=AGENT_UID,
+                max_parallelism=128,
+                mem0_config=_mem0(collection),
+                connector_jars=fh.JARS,
+                job_name=f"fs-{variant}-{run}",
+                **window,
+                **extra,
             )
 
         # baseline and candidate: two builds of ONE package name (v1's files, then v2's)
         same = f"afrsame_{run}"
         w["same_package"] = same
-        paths = {"baseline": same_name_build(tmp / "build-v1", same, "v1"),
-                 "candidate": same_name_build(tmp / "build-v2", same, "v2")}
+        paths = {
+            "baseline": same_name_build(tmp / "build-v1", same, "v1"),
+            "candidate": same_name_build(tmp / "build-v2", same, "v2"),
+        }
         specs = {
-            "baseline": spec("baseline", f"{same}.agent:build_agent", f"base-{run}", f"fs-as-base-{run}",
-                             ReplayPolicy(by_name={"notify_support": "allow"})),
-            "candidate": spec("candidate", f"{same}.agent:build_agent", f"cand-{run}", f"fs-as-cand-{run}",
-                              ReplayPolicy(by_name={"review_memory.remember": "allow"},
-                                           stand_ins={"notify_support": "ticket-recorded"})),
+            "baseline": spec(
+                "baseline",
+                f"{same}.agent:build_agent",
+                f"base-{run}",
+                f"fs-as-base-{run}",
+                ReplayPolicy(by_name={"notify_support": "allow"}),
+            ),
+            "candidate": spec(
+                "candidate",
+                f"{same}.agent:build_agent",
+                f"cand-{run}",
+                f"fs-as-cand-{run}",
+                ReplayPolicy(
+                    by_name={"review_memory.remember": "allow"}, stand_ins={"notify_support": "ticket-recorded"}
+                ),
+            ),
             # The hazard needs production's exact action identity (module, qualname, action config): the v1 build
             # (same content hash as production's), no resource proxies, and the v2 rule given through agent
             # config instead of code. The control: the same rule with a fresh action-state topic.
-            "hazard": spec("hazard", V1, f"haz-{run}", prod_as, ReplayPolicy(), hazard_end, mediate_resources=False,
-                           agent_config=RULE),
-            "hazard_control": spec("hazard_control", V1, f"hazc-{run}", f"fs-as-hazc-{run}", ReplayPolicy(),
-                                   hazard_end, agent_config=RULE),
-            "blocked": spec("blocked", V1, f"blk-{run}", f"fs-as-blk-{run}",
-                            ReplayPolicy(by_name={"notify_support": "block"}), end),
+            "hazard": spec(
+                "hazard",
+                V1,
+                f"haz-{run}",
+                prod_as,
+                ReplayPolicy(),
+                hazard_end,
+                mediate_resources=False,
+                agent_config=RULE,
+            ),
+            "hazard_control": spec(
+                "hazard_control", V1, f"hazc-{run}", f"fs-as-hazc-{run}", ReplayPolicy(), hazard_end, agent_config=RULE
+            ),
+            "blocked": spec(
+                "blocked", V1, f"blk-{run}", f"fs-as-blk-{run}", ReplayPolicy(by_name={"notify_support": "block"}), end
+            ),
         }
         t1 = time.time()
 
@@ -229,8 +374,14 @@ def world(stack, tmp_path_factory) -> Any:
             # `blocked` fails on every attempt; one restart (not the stack's three) absorbs a transient failure
             # (e.g. tansu timing out the action-state topic creation while four jobs start)
             conf = {"restart-strategy.fixed-delay.attempts": "1"} if name == "blocked" else None
-            return fh.submit_async(fh.REPLAY_JOB, specs[name].to_argv(), savepoint=sp1, allow_non_restored=True,
-                                   pythonpath=[str(paths[name])] if name in paths else None, conf=conf)
+            return fh.submit_async(
+                fh.REPLAY_JOB,
+                specs[name].to_argv(),
+                savepoint=sp1,
+                allow_non_restored=True,
+                pythonpath=[str(paths[name])] if name in paths else None,
+                conf=conf,
+            )
 
         first = ("baseline", "hazard", "hazard_control", "blocked")
         procs = {n: submit(n) for n in first}
@@ -253,17 +404,19 @@ def world(stack, tmp_path_factory) -> Any:
         w["taskmanagers"] = {n: fh.taskmanager_ids(replay_jobs[n]) for n in ("baseline", "candidate")}
         w["blocked_exceptions"] = fh.exception_history(replay_jobs["blocked"])
         w["outputs"] = {n: fh.read_outputs(Path(s.output_dir)) for n, s in specs.items()}
-        w["audits"] = {n: list(read_audit(s.audit_dir)) if Path(s.audit_dir).exists() else [] for n, s in
-                       specs.items()}
+        w["audits"] = {n: list(read_audit(s.audit_dir)) if Path(s.audit_dir).exists() else [] for n, s in specs.items()}
         w["memories_after"] = {ns: _memories(collection, ns) for ns in (prod_ns, f"cand-{run}", f"base-{run}")}
-        print(f"timings: production {w['t_production']:.0f}s, replays {w['t_replays']:.0f}s "
-              f"(of which the candidate after the baseline {w['t_candidate']:.0f}s)")
+        print(
+            f"timings: production {w['t_production']:.0f}s, replays {w['t_replays']:.0f}s "
+            f"(of which the candidate after the baseline {w['t_candidate']:.0f}s)"
+        )
         yield w
     finally:
         for jid in jobs:
             fh.cancel(jid)
-        fh.delete_topics(src, cap, out, prod_as, f"fs-as-cand-{run}", f"fs-as-base-{run}", f"fs-as-hazc-{run}",
-                         f"fs-as-blk-{run}")
+        fh.delete_topics(
+            src, cap, out, prod_as, f"fs-as-cand-{run}", f"fs-as-base-{run}", f"fs-as-hazc-{run}", f"fs-as-blk-{run}"
+        )
         for e in batch_a + batch_b:
             ticket_path(e["id"]).unlink(missing_ok=True)
         delete_collection(collection)
@@ -280,8 +433,10 @@ def _strip(row: dict[str, Any]) -> dict[str, Any]:
 def _window_ids(world: dict[str, Any], end: dict[int, int] | None = None) -> dict[int, list[str]]:
     """Per capture partition, the review ids in [start, end) in offset order."""
     end = end or world["end"]
-    return {p: [json.loads(m.value())["id"] for m in msgs[world["start"][p]: end[p]]]
-            for p, msgs in world["capture"].items()}
+    return {
+        p: [json.loads(m.value())["id"] for m in msgs[world["start"][p] : end[p]]]
+        for p, msgs in world["capture"].items()
+    }
 
 
 def test_production_processes_and_captures(world) -> None:
@@ -337,10 +492,21 @@ def test_replays_built_from_the_manifest_use_productions_event_time_and_watermar
     # the manifest's strategy is production's, as the replays read it (digest verified in the job)
     from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec as Spec
 
-    timing = Spec(variant="x", agent_factory=V1, job_identifier="x", action_state_topic="x", output_dir="x",
-                  audit_dir="x", kafka_bootstrap="x", manifest=world["manifest"]).timing()
+    timing = Spec(
+        variant="x",
+        agent_factory=V1,
+        job_identifier="x",
+        action_state_topic="x",
+        output_dir="x",
+        audit_dir="x",
+        kafka_bootstrap="x",
+        manifest=world["manifest"],
+    ).timing()
     assert (timing.event_time.field, timing.watermark, timing.idleness_ms) == (
-        "$.ts", f"bounded:{OUT_OF_ORDERNESS_MS}", IDLENESS_MS)
+        "$.ts",
+        f"bounded:{OUT_OF_ORDERNESS_MS}",
+        IDLENESS_MS,
+    )
 
 
 def test_baseline_then_candidate_on_one_taskmanager_with_one_package_name(world) -> None:
@@ -374,8 +540,11 @@ def test_production_action_state_topic_returns_recorded_answers(world) -> None:
     """The hazard: a changed prompt pointed at production's action-state topic replays production's answers."""
     hazard = _by_id(world["outputs"]["hazard"])
     control = _by_id(world["outputs"]["hazard_control"])
-    window = {json.loads(m.value())["id"] for p, ms in world["capture"].items()
-              for m in ms[world["start"][p]: world["hazard_end"][p]]}
+    window = {
+        json.loads(m.value())["id"]
+        for p, ms in world["capture"].items()
+        for m in ms[world["start"][p] : world["hazard_end"][p]]
+    }
     assert set(hazard) == set(control) == window
     subset = [e["id"] for e in world["batch_b"] if v2_changes_label(e) and e["id"] in window]
     assert subset, "the hazard window must hold a late-delivery review (generator seed)"

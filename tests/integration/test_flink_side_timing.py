@@ -122,7 +122,10 @@ def built(stack, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("timing")
     proc = subprocess.run(
         [stack.flink_python, "-c", SCRIPT, str(tmp), ",".join(stack.connector_jars)],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -44,9 +44,18 @@ def uidless(stack, tmp_path_factory) -> Any:
     fh.create_topics((src, 1), (cap, 1), (out, 1))
     jobs: list[str] = []
     try:
-        args = production_args(run, uid="", collection=collection, namespace=f"prod-{run}", src=src, out=out,
-                               cap=cap, action_topic=prod_as, name=f"uh-prod-{run}",
-                               extra=["--max-parallelism", str(PROD_MAX_PARALLELISM)])
+        args = production_args(
+            run,
+            uid="",
+            collection=collection,
+            namespace=f"prod-{run}",
+            src=src,
+            out=out,
+            cap=cap,
+            action_topic=prod_as,
+            name=f"uh-prod-{run}",
+            extra=["--max-parallelism", str(PROD_MAX_PARALLELISM)],
+        )
         prod = fh.submit(fh.PRODUCTION_JOB, args)
         jobs.append(prod)
         fh.wait_running_tasks(prod)
@@ -58,11 +67,20 @@ def uidless(stack, tmp_path_factory) -> Any:
 
         def spec(variant: str, **pin: Any) -> ReplayJobSpec:
             return ReplayJobSpec(
-                variant=variant, agent_factory=V1, job_identifier=f"{variant}-{run}",
-                action_state_topic=f"uh-as-{variant}-{run}", output_dir=str(tmp / variant / "out"),
-                audit_dir=str(tmp / variant / "audit"), kafka_bootstrap=fh.BOOTSTRAP, capture_topic=cap,
-                start_offsets={0: 0}, end_offsets=end, mem0_config=_mem0(collection), connector_jars=fh.JARS,
-                job_name=f"uh-{variant}-{run}", **pin,
+                variant=variant,
+                agent_factory=V1,
+                job_identifier=f"{variant}-{run}",
+                action_state_topic=f"uh-as-{variant}-{run}",
+                output_dir=str(tmp / variant / "out"),
+                audit_dir=str(tmp / variant / "audit"),
+                kafka_bootstrap=fh.BOOTSTRAP,
+                capture_topic=cap,
+                start_offsets={0: 0},
+                end_offsets=end,
+                mem0_config=_mem0(collection),
+                connector_jars=fh.JARS,
+                job_name=f"uh-{variant}-{run}",
+                **pin,
             )
 
         specs = {
@@ -70,9 +88,12 @@ def uidless(stack, tmp_path_factory) -> Any:
             "unpinned": spec("unpinned", max_parallelism=PROD_MAX_PARALLELISM),  # no uid (hash) pin
             "no_max_parallelism_pin": spec("no_max_parallelism_pin", agent_uid_hash=vertex),
         }
-        procs = {n: fh.submit_async(fh.REPLAY_JOB, s.to_argv(), savepoint=sp, allow_non_restored=True,
-                                    conf=CLUSTER_MAX_PARALLELISM)
-                 for n, s in specs.items()}
+        procs = {
+            n: fh.submit_async(
+                fh.REPLAY_JOB, s.to_argv(), savepoint=sp, allow_non_restored=True, conf=CLUSTER_MAX_PARALLELISM
+            )
+            for n, s in specs.items()
+        }
         ids, refused = {}, {}
         for n, p in procs.items():
             try:
@@ -83,14 +104,19 @@ def uidless(stack, tmp_path_factory) -> Any:
             jobs.append(ids[n])
         states = {n: fh.wait_state(jid, {"FINISHED"}, timeout=180) for n, jid in ids.items()}
         yield {
-            "events": events, "prod_out": prod_out, "vertex": vertex, "states": states, "refused": refused,
+            "events": events,
+            "prod_out": prod_out,
+            "vertex": vertex,
+            "states": states,
+            "refused": refused,
             "outputs": {n: fh.read_outputs(Path(s.output_dir)) for n, s in specs.items()},
         }
     finally:
         for jid in jobs:
             fh.cancel(jid)
-        fh.delete_topics(src, cap, out, prod_as, *(f"uh-as-{v}-{run}" for v in ("pinned", "unpinned",
-                                                                              "no_max_parallelism_pin")))
+        fh.delete_topics(
+            src, cap, out, prod_as, *(f"uh-as-{v}-{run}" for v in ("pinned", "unpinned", "no_max_parallelism_pin"))
+        )
         for e in events:
             ticket_path(e["id"]).unlink(missing_ok=True)
         delete_collection(collection)
