@@ -252,6 +252,9 @@ def build_replay_dag(
             start_offsets=start_offsets.output,
             kafka_config_id=spec.kafka_conn_id,
             agent_uid=spec.production.agent_uid,
+            # production's event time and watermark strategy: the replay jobs take theirs from the manifest
+            event_time=spec.production.event_time.model_dump(mode="json"),
+            watermark=spec.production.watermark.model_dump(mode="json"),
         )
         isolate: Any = IsolateActionStateOperator(
             task_id="isolate_action_state",

@@ -191,6 +191,15 @@ def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path)
     assert not {"fork_memory_baseline_2", "fork_memory_candidate"} & resume_up
     assert {"fork_memory_baseline_2", "fork_memory_candidate"} <= tasks["capture_window"].upstream_task_ids
     run_topics_template(tasks)
+    # production's event time and watermark strategy reach the manifest (the replays read theirs from it)
+    timed_spec = _spec()
+    timed_spec["production"] = {**timed_spec["production"],
+                                "event_time": {"source": "field", "field": "$.ts", "unit": "ms"},
+                                "watermark": {"max_out_of_orderness_ms": 5000, "idleness_ms": 30000}}
+    manifest_task = build_replay_dag(ReplaySpec.model_validate(timed_spec), dag_id="timed", kind="manual").task_dict[
+        "manifest"]
+    assert manifest_task.event_time == {"source": "field", "field": "$.ts", "unit": "ms"}
+    assert manifest_task.watermark == {"max_out_of_orderness_ms": 5000, "idleness_ms": 30000}
     sensor = tasks["capture_window"]
     assert "duration_seconds" in sensor.template_fields and "min_records" in sensor.template_fields
 
