@@ -310,7 +310,9 @@ class QdrantAdapter(StoreAdapter):
     re-normalisation (:meth:`canonical_vector`): its fixed point or — float32 re-normalisation does not
     always converge, some vectors alternate between 2 or 4 bit patterns — the smallest member of the
     cycle it enters, whichever phase the stored vector is in. A real change of a vector still changes
-    the digest.
+    the digest. Rewriting an existing point is a write: qdrant-client's local mode normalises an updated
+    point in float64 (a new one in float32), so a memory written again with its own vector may land a few
+    ulp off that cycle and be reported as changed.
     """
 
     provider = "qdrant"

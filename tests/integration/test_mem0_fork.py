@@ -185,7 +185,14 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
     assert "2 change(s) to production namespace user_id=prod-job-7 attributed to the replay" in leak.reason
     store.delete_ids([landed.id])  # undo the leak: production's own write is all that is left
     store.insert([victim])
-    assert hook.verify_untouched(target).model_dump(exclude={"reason"}) == report.model_dump(exclude={"reason"})
+    undone = hook.verify_untouched(target)
+    if store.provider == "qdrant":
+        # qdrant-client's local mode normalises an UPDATED point in float64 (a new point in float32): the
+        # restored victim's vector may come back a few ulp off. Then it is a production change, not a leak.
+        assert undone.ok and not undone.replay_leak_ids and set(undone.changed) <= {victim.id}, undone
+        assert undone.added == report.added and not undone.removed
+    else:
+        assert undone.model_dump(exclude={"reason"}) == report.model_dump(exclude={"reason"})
 
     # drop refuses production and foreign namespaces, removes the fork (incl. the replay's write)
     with pytest.raises(NotAForkError):
