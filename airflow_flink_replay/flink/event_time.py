@@ -98,7 +98,7 @@ class EventTimeExtractor:
 
 
 def watermark_strategy_for(timing: Any) -> Any:
-    """PyFlink ``WatermarkStrategy`` for a ``ReplayTiming`` (or anything with the same attributes).
+    """PyFlink ``WatermarkStrategy`` for a :class:`~airflow_flink_replay.core.replay_job_spec.ReplayTiming`.
 
     ``watermark``: ``none`` → no watermarks, ``monotonous``, ``bounded:<ms>``; ``idleness_ms`` → with_idleness;
     ``event_time.source == "field"`` → an :class:`EventTimeExtractor` as timestamp assigner (else the record
@@ -106,14 +106,14 @@ def watermark_strategy_for(timing: Any) -> Any:
     """
     from pyflink.common import Duration, WatermarkStrategy
 
-    spec = timing.watermark
-    if spec == "none":
+    bound = timing.max_out_of_orderness_ms  # None: no watermarks; 0: monotonous
+    if bound is None:
         strategy = WatermarkStrategy.no_watermarks()
-    elif spec == "monotonous":
+    elif bound == 0:
         strategy = WatermarkStrategy.for_monotonous_timestamps()
     else:
-        strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(int(spec.split(":", 1)[1])))
-    if timing.idleness_ms and spec != "none":
+        strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound))
+    if timing.idleness_ms and bound is not None:
         strategy = strategy.with_idleness(Duration.of_millis(int(timing.idleness_ms)))
     if timing.event_time.source == "field":
         strategy = strategy.with_timestamp_assigner(EventTimeExtractor(timing.event_time.field, timing.event_time.unit))

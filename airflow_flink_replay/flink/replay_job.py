@@ -41,14 +41,6 @@ REPLAY_SOURCE_UID = "afr-replay-source"
 REPLAY_WATERMARK_UID = "afr-replay-watermarks"
 
 
-def watermark_strategy(spec: str) -> Any:
-    """PyFlink WatermarkStrategy for ``"none"`` | ``"monotonous"`` | ``"bounded:<ms>"`` (record timestamps)."""
-    from airflow_flink_replay.core.replay_job_spec import ReplayTiming
-    from airflow_flink_replay.flink.event_time import watermark_strategy_for
-
-    return watermark_strategy_for(ReplayTiming(watermark=spec))
-
-
 def replay_source(env: Any, spec: ReplayJobSpec, window: ReplayWindow, timing: ReplayTiming) -> Any:
     """The bounded capture source (uid ``afr-replay-source``) and, when ``timing`` needs one, production's
     event time + watermark strategy as its own operator (uid ``afr-replay-watermarks``)."""
