@@ -15,29 +15,22 @@ without it.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from typing import Any
 
-_TOKEN = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
+from airflow_flink_replay.core.jsonpath import simple_steps
 
 
 def parse_jsonpath(path: str) -> list[str | int]:
     """``"$.event['ts']"`` → ``["event", "ts"]``; raises ValueError naming the path and the supported forms."""
     if not path.startswith("$"):
         raise ValueError(f"event time field {path!r} is not a JSONPath: start it with '$', e.g. $.ts")
-    steps: list[str | int] = []
-    pos = 1
-    while pos < len(path):
-        m = _TOKEN.match(path, pos)
-        if m is None:
-            raise ValueError(
-                f"event time field {path!r}: cannot read {path[pos:]!r}. Fix: use $.a.b, $['a'] or $.a[0] "
-                "(filters and wildcards are not supported for event time)"
-            )
-        name, index, quoted, dquoted = m.groups()
-        steps.append(int(index) if index is not None else (name or quoted or dquoted or ""))
-        pos = m.end()
+    steps, stop = simple_steps(path)
+    if stop < len(path):
+        raise ValueError(
+            f"event time field {path!r}: cannot read {path[stop:]!r}. Fix: use $.a.b, $['a'] or $.a[0] "
+            "(filters and wildcards are not supported for event time)"
+        )
     if not steps:
         raise ValueError(f"event time field {path!r} selects the whole value; name a field, e.g. $.ts")
     return steps

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_flink_replay.core.compare.config import ListMode, is_under, path_pattern
+from airflow_flink_replay.core.jsonpath import simple_steps
 
-_SIMPLE_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: Marker for "no value at this path" (distinct from JSON null).
@@ -34,19 +34,11 @@ def compile_key(path: str) -> Callable[[Any], Any]:
     """
     if not path.startswith("$"):
         raise PathError(f"key {path!r} is not a JSONPath: it must start with '$' (e.g. '$.id')")
-    steps: list[str | int] = []
-    pos = 1
-    while pos < len(path):
-        m = _SIMPLE_STEP.match(path, pos)
-        if not m:
-            steps = []
-            break
-        name = m.group(1) or m.group(3) or m.group(4)
-        steps.append(int(m.group(2)) if m.group(2) is not None else (name or ""))
-        pos = m.end()
-    else:
+    steps, stop = simple_steps(path)
+    if stop == len(path):
         return _simple_getter(tuple(steps))
     return _jsonpath_getter(path)
+
 
 
 def _simple_getter(steps: tuple[str | int, ...]) -> Callable[[Any], Any]:
