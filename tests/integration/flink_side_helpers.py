@@ -49,6 +49,62 @@ def __getattr__(name: str) -> Any:
 
 
 PRODUCTION_JOB = ROOT / "airflow_flink_replay" / "flink" / "production_job.py"
+
+
+def chroma() -> tuple[str, int]:
+    """The stack's Chroma server (host, port)."""
+    return str(_stack().get("chroma_host", "127.0.0.1")), int(_stack()["chroma_port"])
+
+
+def mem0_config(collection: str) -> dict[str, Any]:
+    """The agent's mem0 config: ``collection`` on the stack's Chroma server."""
+    host, port = chroma()
+    return {
+        "vector_store": {"provider": "chroma", "config": {"host": host, "port": port, "collection_name": collection}}
+    }
+
+
+def production_args(
+    run: str,
+    *,
+    uid: str,
+    collection: str,
+    namespace: str,
+    src: str,
+    out: str,
+    cap: str,
+    action_topic: str,
+    name: str,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """Arguments of ``production_job.py`` running the v1 example agent on the stack."""
+    return [
+        "--agent-factory",
+        "examples.review_agent.v1.agent:build_agent",
+        "--bootstrap",
+        _stack()["kafka_bootstrap"],
+        "--source-topic",
+        src,
+        "--sink-topic",
+        out,
+        "--capture-topic",
+        cap,
+        "--action-state-topic",
+        action_topic,
+        "--job-identifier",
+        namespace,
+        "--agent-uid",
+        uid,
+        "--mem0-config",
+        json.dumps(mem0_config(collection)),
+        "--jars",
+        ",".join(_stack()["connector_jars"]),
+        "--group-id",
+        f"grp-{run}",
+        "--job-name",
+        name,
+        *(extra or []),
+    ]
 REPLAY_JOB = ROOT / "airflow_flink_replay" / "flink" / "replay_job.py"
 
 

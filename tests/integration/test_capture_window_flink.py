@@ -55,15 +55,6 @@ env.execute(name)
 """
 
 
-def _mem0(collection: str) -> dict[str, Any]:
-    return {
-        "vector_store": {
-            "provider": "chroma",
-            "config": {"host": "127.0.0.1", "port": 8000, "collection_name": collection},
-        }
-    }
-
-
 def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, airflow_db: Any, tmp_path: Path) -> None:
     from airflow.sdk import DAG, task
 
@@ -79,34 +70,18 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
     m, n = 6, 5
     batch_a = generate_reviews(m, seed=5, customers=3, id_prefix=f"a{run}", customer_prefix=f"c{run}")
     batch_b = generate_reviews(n, seed=6, customers=3, id_prefix=f"b{run}", customer_prefix=f"c{run}", first_index=m)
-    args = [
-        "--agent-factory",
-        "examples.review_agent.v1.agent:build_agent",
-        "--bootstrap",
-        fh.BOOTSTRAP,
-        "--source-topic",
-        src,
-        "--sink-topic",
-        out,
-        "--capture-topic",
-        cap,
-        "--action-state-topic",
-        action_topic,
-        "--job-identifier",
-        f"prod-{run}",
-        "--agent-uid",
-        "afr-agent",
-        "--max-parallelism",
-        "128",
-        "--mem0-config",
-        json.dumps(_mem0(collection)),
-        "--jars",
-        ",".join(fh.JARS),
-        "--group-id",
-        f"grp-{run}",
-        "--job-name",
-        f"cw-prod-{run}",
-    ]
+    args = fh.production_args(
+        run,
+        uid="afr-agent",
+        collection=collection,
+        namespace=f"prod-{run}",
+        src=src,
+        out=out,
+        cap=cap,
+        action_topic=action_topic,
+        name=f"cw-prod-{run}",
+        extra=["--max-parallelism", "128"],
+    )
     manifest_uri = f"file://{tmp_path}/manifest.json"
     fh.create_topics((src, 2), (cap, 2), (out, 1), (replay_out, 1))
     jobs: list[str] = []

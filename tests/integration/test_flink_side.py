@@ -55,22 +55,11 @@ MIN_WATERMARK = -(2**63)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _chroma() -> tuple[str, int]:
-    return str(fh.STACK.get("chroma_host", "127.0.0.1")), int(fh.STACK["chroma_port"])
-
-
-def _mem0(collection: str) -> dict[str, Any]:
-    host, port = _chroma()
-    return {
-        "vector_store": {"provider": "chroma", "config": {"host": host, "port": port, "collection_name": collection}}
-    }
-
-
 def _memories(collection: str, namespace: str) -> list[dict[str, Any]]:
     """Memories of ``namespace`` read straight from the Chroma server (ids + metadata)."""
     import chromadb
 
-    host, port = _chroma()
+    host, port = fh.chroma()
     client = chromadb.HttpClient(host=host, port=port)
     col = client.get_collection(collection)
     got = col.get(where={"user_id": namespace}, include=["metadatas"])
@@ -81,7 +70,7 @@ def delete_collection(collection: str) -> None:
     try:
         import chromadb
 
-        host, port = _chroma()
+        host, port = fh.chroma()
         chromadb.HttpClient(host=host, port=port).delete_collection(collection)
     except Exception:
         pass
@@ -150,48 +139,6 @@ def write_manifest(
     return path.as_uri()
 
 
-def production_args(
-    run: str,
-    *,
-    uid: str,
-    collection: str,
-    namespace: str,
-    src: str,
-    out: str,
-    cap: str,
-    action_topic: str,
-    name: str,
-    extra: list[str] | None = None,
-) -> list[str]:
-    return [
-        "--agent-factory",
-        "examples.review_agent.v1.agent:build_agent",
-        "--bootstrap",
-        fh.BOOTSTRAP,
-        "--source-topic",
-        src,
-        "--sink-topic",
-        out,
-        "--capture-topic",
-        cap,
-        "--action-state-topic",
-        action_topic,
-        "--job-identifier",
-        namespace,
-        "--agent-uid",
-        uid,
-        "--mem0-config",
-        json.dumps(_mem0(collection)),
-        "--jars",
-        ",".join(fh.JARS),
-        "--group-id",
-        f"grp-{run}",
-        "--job-name",
-        name,
-        *(extra or []),
-    ]
-
-
 @pytest.fixture(scope="module")
 def world(stack, tmp_path_factory) -> Any:
     run = uuid.uuid4().hex[:8]
@@ -220,7 +167,7 @@ def world(stack, tmp_path_factory) -> Any:
         "--idleness-ms",
         str(IDLENESS_MS),
     ]
-    args = production_args(
+    args = fh.production_args(
         run,
         uid=AGENT_UID,
         collection=collection,
@@ -317,7 +264,7 @@ def world(stack, tmp_path_factory) -> Any:
                 policy=policy,
                 agent_uid=AGENT_UID,
                 max_parallelism=128,
-                mem0_config=_mem0(collection),
+                mem0_config=fh.mem0_config(collection),
                 connector_jars=fh.JARS,
                 job_name=f"fs-{variant}-{run}",
                 **window,

@@ -26,7 +26,7 @@ from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from examples.review_agent.common.generator import generate_reviews, produce_reviews
 from examples.review_agent.common.tools import ticket_path
 from tests.integration import flink_side_helpers as fh
-from tests.integration.test_flink_side import V1, _mem0, delete_collection, production_args
+from tests.integration.test_flink_side import V1, delete_collection
 
 #: Production's (explicit) max parallelism, and the replay cluster's explicit default (a platform-wide
 #: ``pipeline.max-parallelism``): only the agent pin gives the replay's agent production's key-group count.
@@ -44,7 +44,7 @@ def uidless(stack, tmp_path_factory) -> Any:
     fh.create_topics((src, 1), (cap, 1), (out, 1))
     jobs: list[str] = []
     try:
-        args = production_args(
+        args = fh.production_args(
             run,
             uid="",
             collection=collection,
@@ -77,7 +77,7 @@ def uidless(stack, tmp_path_factory) -> Any:
                 capture_topic=cap,
                 start_offsets={0: 0},
                 end_offsets=end,
-                mem0_config=_mem0(collection),
+                mem0_config=fh.mem0_config(collection),
                 connector_jars=fh.JARS,
                 job_name=f"uh-{variant}-{run}",
                 **pin,
