@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_flink_replay.mem0_offline import ensure_offline_env, hashing_embed
+from airflow_flink_replay.memory.offline import ensure_offline_env, hashing_embed
 
 ensure_offline_env()
 QUIET = ("mem0", "chromadb", "httpx", "airflow_flink_replay")

@@ -4,7 +4,7 @@ The connection's extra holds the mem0 config as JSON (``{"vector_store": …, "h
 optionally under a ``"config"`` key). Extra keys read by this hook besides mem0's own:
 
 * ``offline_embedder``: ``hashing`` (default when the config has no ``embedder``), ``minilm`` or
-  ``config`` (use the config's embedder; default when it has one) — see :mod:`airflow_flink_replay.mem0_offline`;
+  ``config`` (use the config's embedder; default when it has one) — see :mod:`airflow_flink_replay.memory.offline`;
 * ``store_adapter``: ``auto`` (default), ``generic`` or a provider name — see :mod:`.mem0_stores`;
 * ``reembed``: allow the generic adapter to re-embed texts of stores that hide their vectors;
 * ``backend``: ``oss`` (default: a local ``mem0.Memory`` over a vector store) or ``hosted`` (the Mem0
@@ -68,7 +68,7 @@ from airflow_flink_replay.hooks.mem0_stores import (
     adapter_for,
     untouched_report,
 )
-from airflow_flink_replay.mem0_offline import EmbedderChoice
+from airflow_flink_replay.memory.offline import EmbedderChoice
 
 if TYPE_CHECKING:
     from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
@@ -181,7 +181,7 @@ class Mem0Hook(BaseHook):
                 "use get_hosted().client() for the platform's MemoryClient"
             )
         if self._memory is None:
-            from airflow_flink_replay.mem0_offline import build_offline_memory
+            from airflow_flink_replay.memory.offline import build_offline_memory
 
             config = self.get_config()
             extra = self.get_extra()

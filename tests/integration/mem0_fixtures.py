@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_flink_replay.mem0_offline import hashing_embed
+from airflow_flink_replay.memory.offline import hashing_embed
 
 TOPICS = [
     "green tea", "espresso", "window seat", "aisle seat", "vegetarian meals", "peanut allergy",

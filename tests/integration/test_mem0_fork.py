@@ -31,7 +31,7 @@ from airflow_flink_replay.core.memory import (
 )
 from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
 from airflow_flink_replay.hooks.mem0_stores import StoredMemory
-from airflow_flink_replay.mem0_offline import hashing_embed
+from airflow_flink_replay.memory.offline import hashing_embed
 from tests.integration.mem0_fixtures import TOPICS, drop_collection, embedder_forbidden, seed, store_config
 
 PROD = {"user_id": "prod-job-7"}

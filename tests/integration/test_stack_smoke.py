@@ -110,7 +110,7 @@ def test_flink_runs_a_stateful_job_reading_and_writing_tansu(stack) -> None:
 
 
 def test_mem0_memory_on_the_stack_chroma_server(stack, tmp_path: Path) -> None:
-    from airflow_flink_replay.mem0_offline import build_offline_memory
+    from airflow_flink_replay.memory.offline import build_offline_memory
 
     config = stack.mem0_config(collection=f"smoke_{uuid.uuid4().hex[:8]}")
     config["history_db_path"] = str(tmp_path / "history.db")

@@ -23,7 +23,7 @@ from airflow_flink_replay.core.memory import (
     split_chunks,
     strip_provenance,
 )
-from airflow_flink_replay.mem0_offline import hashing_embed
+from airflow_flink_replay.memory.offline import hashing_embed
 
 
 def test_namespace_coercion_and_errors() -> None:

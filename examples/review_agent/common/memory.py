@@ -6,7 +6,7 @@ a ``vector_store`` resource, so the replay's side-effect policy governs it: ``re
 identifier (the agent passes ``ctx.config`` ``job-identifier``, which a replay overrides with its fork
 namespace), ``agent_id`` = the key text (the customer), ``run_id`` = the memory-set name.
 
-The Mem0 ``Memory`` is built offline by :func:`airflow_flink_replay.mem0_offline.build_offline_memory`
+The Mem0 ``Memory`` is built offline by :func:`airflow_flink_replay.memory.offline.build_offline_memory`
 from ``mem0_config`` (default: the local stack's Chroma server, collection ``flink_agents_mem0_ltm``).
 """
 
@@ -38,7 +38,7 @@ RECALL_LIMIT = 100_000
 def _memory_for(config: dict[str, Any]) -> Any:
     import json
 
-    from airflow_flink_replay.mem0_offline import build_offline_memory
+    from airflow_flink_replay.memory.offline import build_offline_memory
 
     key = json.dumps(config, sort_keys=True)
     with _BUILD_LOCK:

@@ -33,7 +33,7 @@ config has an ``llm`` section, an ``openai`` LLM with a dummy key and a loopback
 
 Example (the local stack's Chroma server)::
 
-    from airflow_flink_replay.mem0_offline import build_offline_memory
+    from airflow_flink_replay.memory.offline import build_offline_memory
 
     memory = build_offline_memory(
         {"vector_store": {"provider": "chroma",
