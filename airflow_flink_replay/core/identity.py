@@ -78,8 +78,12 @@ class PlanVertex(BaseModel):
         return self.head.startswith("Source:") and not self.inputs
 
 
-class JobPlan(BaseModel):
-    """A job's plan as vertices, parsed from any of Flink's plan-bearing REST responses."""
+class IdentityPlan(BaseModel):
+    """A job's plan as vertices, parsed from any of Flink's plan-bearing REST responses.
+
+    Not :class:`~airflow_flink_replay.core.flink_models.JobPlan` (the REST model as Flink sends it): this is
+    the view the identity check needs — vertices with their operator chains, inputs and max parallelism.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -88,7 +92,7 @@ class JobPlan(BaseModel):
     vertices: list[PlanVertex]
 
     @classmethod
-    def from_rest(cls, payload: Mapping[str, Any], details: Mapping[str, Any] | None = None) -> JobPlan:
+    def from_rest(cls, payload: Mapping[str, Any], details: Mapping[str, Any] | None = None) -> IdentityPlan:
         """Parse ``GET /jobs/{id}`` details, ``GET /jobs/{id}/plan`` or ``POST /jars/{jar}/plan`` JSON.
 
         ``details`` (job details) may be passed next to a bare plan to add max parallelism per vertex.
@@ -259,8 +263,8 @@ def _clip(text: str, width: int) -> str:
 
 # ------------------------------------------------------------------------------------------- check
 def check_identity(
-    production: JobPlan,
-    replay: JobPlan,
+    production: IdentityPlan,
+    replay: IdentityPlan,
     *,
     pins: ReplayPins | None = None,
     production_agent_uid: str | None = None,
@@ -276,18 +280,33 @@ def check_identity(
     :param allowed_dropped: production vertex ids a person has confirmed hold no state.
     """
     pins = pins or ReplayPins()
-    allowed = set(allowed_dropped)
-    problems: list[IdentityProblem] = []
-    warnings: list[str] = []
-    rows: list[VertexRow] = []
     report = IdentityReport(
         maps=False,
         production_job=f"{production.name} ({production.job_id or 'no id'})",
         replay_job=f"{replay.name} ({replay.job_id or 'not submitted'})",
     )
-
     prod_found = production.find_agent(agent_name)
     replay_found = replay.find_agent(agent_name)
+    problems = _agent_found(prod_found, replay_found, agent_name, production_agent_uid)
+    prod_agent = prod_found[0] if prod_found else None
+    replay_agent = replay_found[0] if replay_found else None
+    problems += _check_agent_id(report, prod_agent, replay_agent, pins, production_agent_uid)
+    problems += _check_max_parallelism(report, prod_agent, replay_agent, pins)
+    allowed = set(allowed_dropped)
+    rows, dropped, warnings = _check_vertices(report, production, replay, prod_agent, replay_agent, allowed)
+    report.rows, report.problems, report.warnings = rows, problems + dropped, warnings
+    report.maps = not report.problems
+    return report
+
+
+def _agent_found(
+    prod_found: tuple[PlanVertex, int] | None,
+    replay_found: tuple[PlanVertex, int] | None,
+    agent_name: str,
+    production_agent_uid: str | None,
+) -> list[IdentityProblem]:
+    """The agent operator is in both plans, and production's is a chain head (or has a known uid)."""
+    problems: list[IdentityProblem] = []
     if prod_found is None:
         problems.append(
             IdentityProblem(
@@ -304,9 +323,6 @@ def check_identity(
                 fix="build the replay job with the same agent (the shared pipeline builder)",
             )
         )
-
-    prod_agent = prod_found[0] if prod_found else None
-    replay_agent = replay_found[0] if replay_found else None
     if prod_found and prod_found[1] != 0 and production_agent_uid is None:
         problems.append(
             IdentityProblem(
@@ -316,148 +332,172 @@ def check_identity(
                 fix="give production's agent a uid (the pipeline builder pins one) and pass it as production_agent_uid",
             )
         )
+    return problems
 
-    # 1. the agent's operator id
+
+def _check_agent_id(
+    report: IdentityReport,
+    prod_agent: PlanVertex | None,
+    replay_agent: PlanVertex | None,
+    pins: ReplayPins,
+    production_agent_uid: str | None,
+) -> list[IdentityProblem]:
+    """Check 1: the replay's agent carries production's operator id (sets ``agent_vertex_id``/``mapped_by``)."""
     prod_agent_id: str | None = None
     if prod_agent is not None:
         prod_agent_id = prod_agent.id
         if production_agent_uid is not None:
             prod_agent_id = uid_to_operator_id(production_agent_uid) or prod_agent.id
     report.agent_vertex_id = prod_agent_id
-    if prod_agent_id and replay_agent is not None:
-        if pins.agent_uid_hash:
-            mapped_by, replay_agent_id = "uid-hash", pins.agent_uid_hash.lower()
-        elif pins.agent_uid:
-            mapped_by = "uid"
-            replay_agent_id = uid_to_operator_id(pins.agent_uid) or (
-                prod_agent_id if pins.agent_uid == production_agent_uid else replay_agent.id
-            )
-        else:
-            mapped_by, replay_agent_id = "vertex-id", replay_agent.id
-        if replay_agent_id == prod_agent_id:
-            report.agent_mapped_by = mapped_by  # type: ignore[assignment]
-        else:
-            how = {
-                "uid-hash": f"pinned with setUidHash({replay_agent_id})",
-                "uid": f"pinned with setUid({pins.agent_uid!r}) = {replay_agent_id}",
-                "vertex-id": f"not pinned; its vertex id is {replay_agent_id}",
-            }[mapped_by]
-            problems.append(
-                IdentityProblem(
-                    code="AGENT_ID_DIFFERS",
-                    message=f"production stores the agent's state under operator id {prod_agent_id}; the replay's "
-                    f"agent is {how}. Flink would not find the agent's state (with allowNonRestoredState it is "
-                    "dropped silently and the replay starts with empty agent memory)",
-                    fix=f"pin the replay's agent: agent_uid_hash={prod_agent_id!r} in the ReplayJobSpec "
-                    "(setUidHash), or the same uid as production",
-                )
-            )
+    if not prod_agent_id or replay_agent is None:
+        return []
+    if pins.agent_uid_hash:
+        mapped_by, replay_agent_id = "uid-hash", pins.agent_uid_hash.lower()
+    elif pins.agent_uid:
+        mapped_by = "uid"
+        replay_agent_id = uid_to_operator_id(pins.agent_uid) or (
+            prod_agent_id if pins.agent_uid == production_agent_uid else replay_agent.id
+        )
+    else:
+        mapped_by, replay_agent_id = "vertex-id", replay_agent.id
+    if replay_agent_id == prod_agent_id:
+        report.agent_mapped_by = mapped_by  # type: ignore[assignment]
+        return []
+    how = {
+        "uid-hash": f"pinned with setUidHash({replay_agent_id})",
+        "uid": f"pinned with setUid({pins.agent_uid!r}) = {replay_agent_id}",
+        "vertex-id": f"not pinned; its vertex id is {replay_agent_id}",
+    }[mapped_by]
+    return [
+        IdentityProblem(
+            code="AGENT_ID_DIFFERS",
+            message=f"production stores the agent's state under operator id {prod_agent_id}; the replay's "
+            f"agent is {how}. Flink would not find the agent's state (with allowNonRestoredState it is "
+            "dropped silently and the replay starts with empty agent memory)",
+            fix=f"pin the replay's agent: agent_uid_hash={prod_agent_id!r} in the ReplayJobSpec "
+            "(setUidHash), or the same uid as production",
+        )
+    ]
 
-    # 2. max parallelism
+
+def _check_max_parallelism(
+    report: IdentityReport, prod_agent: PlanVertex | None, replay_agent: PlanVertex | None, pins: ReplayPins
+) -> list[IdentityProblem]:
+    """Check 2: the agent's max parallelism is known on both sides and the same (key groups depend on it)."""
     prod_mp = prod_agent.max_parallelism if prod_agent else None
     replay_mp = pins.max_parallelism or (replay_agent.max_parallelism if replay_agent else None)
     report.production_max_parallelism, report.replay_max_parallelism = prod_mp, replay_mp
-    if prod_agent is not None and replay_agent is not None:
-        if prod_mp is None:
-            problems.append(
-                IdentityProblem(
-                    code="MAX_PARALLELISM_UNKNOWN",
-                    message="production's plan carries no max parallelism for the agent vertex",
-                    fix="pass production's job details (GET /jobs/{id}): they list maxParallelism per vertex",
-                )
+    if prod_agent is None or replay_agent is None:
+        return []
+    if prod_mp is None:
+        return [
+            IdentityProblem(
+                code="MAX_PARALLELISM_UNKNOWN",
+                message="production's plan carries no max parallelism for the agent vertex",
+                fix="pass production's job details (GET /jobs/{id}): they list maxParallelism per vertex",
             )
-        elif replay_mp is None:
-            problems.append(
-                IdentityProblem(
-                    code="MAX_PARALLELISM_UNKNOWN",
-                    message=f"the replay does not pin the agent's max parallelism (production: {prod_mp}); Flink "
-                    "derives a default from the parallelism that may differ",
-                    fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
-                )
+        ]
+    if replay_mp is None:
+        return [
+            IdentityProblem(
+                code="MAX_PARALLELISM_UNKNOWN",
+                message=f"the replay does not pin the agent's max parallelism (production: {prod_mp}); Flink "
+                "derives a default from the parallelism that may differ",
+                fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
             )
-        elif prod_mp != replay_mp:
-            problems.append(
-                IdentityProblem(
-                    code="MAX_PARALLELISM_DIFFERS",
-                    message=f"agent max parallelism differs: production {prod_mp}, replay {replay_mp}; keyed state is "
-                    "split into max-parallelism key groups, so it cannot be restored",
-                    fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
-                )
+        ]
+    if prod_mp != replay_mp:
+        return [
+            IdentityProblem(
+                code="MAX_PARALLELISM_DIFFERS",
+                message=f"agent max parallelism differs: production {prod_mp}, replay {replay_mp}; keyed state is "
+                "split into max-parallelism key groups, so it cannot be restored",
+                fix=f"set max_parallelism={prod_mp} in the ReplayJobSpec",
             )
+        ]
+    return []
 
-    # 3. vertex by vertex
+
+def _check_vertices(
+    report: IdentityReport,
+    production: IdentityPlan,
+    replay: IdentityPlan,
+    prod_agent: PlanVertex | None,
+    replay_agent: PlanVertex | None,
+    allowed: set[str],
+) -> tuple[list[VertexRow], list[IdentityProblem], list[str]]:
+    """Check 3, vertex by vertex: only the old source's state may be dropped. Returns rows, problems, warnings."""
+    rows: list[VertexRow] = []
+    problems: list[IdentityProblem] = []
+    warnings: list[str] = []
     replay_ids = {v.id for v in replay.vertices}
     for v in production.vertices:
         if prod_agent is not None and v.id == prod_agent.id:
-            mapped = report.agent_mapped_by != "none"
+            rows.append(_agent_row(v, replay_agent, report.agent_mapped_by))
+        elif v.id in replay_ids:
             rows.append(
-                VertexRow(
-                    vertex_id=v.id,
-                    production=v.label,
-                    replay=replay_agent.label if replay_agent else None,
-                    status="agent" if mapped else "AGENT-UNMAPPED",
-                    note=(
-                        f"replay vertex {replay_agent.id}, state mapped by {report.agent_mapped_by}"
-                        if mapped and replay_agent and replay_agent.id != v.id
-                        else ""
-                    ),
-                )
-            )
-            continue
-        if v.id in replay_ids:
-            rows.append(
-                VertexRow(
-                    vertex_id=v.id,
-                    production=v.label,
-                    replay=replay.vertex(v.id).label,  # type: ignore[union-attr]
-                    status="kept",
-                )
-            )
-            continue
-        chained = v.operators[1:]
-        if v.is_source:
-            rows.append(
-                VertexRow(
-                    vertex_id=v.id,
-                    production=v.label,
-                    status="dropped-source",
-                    note="old source: its offsets are replaced by the manifest's window",
-                )
-            )
-            if chained:
-                warnings.append(
-                    f"operators chained behind the old source {v.head!r} ({', '.join(chained)}) keep their state "
-                    "only if the replay gives them the same uid; the plan cannot show their ids"
-                )
-        elif v.id in allowed:
-            rows.append(
-                VertexRow(
-                    vertex_id=v.id,
-                    production=v.label,
-                    status="dropped-allowed",
-                    note="listed in allowed_dropped (confirmed stateless)",
-                )
+                VertexRow(vertex_id=v.id, production=v.label, replay=replay.vertex(v.id).label, status="kept")  # type: ignore[union-attr]
             )
         else:
-            rows.append(
-                VertexRow(
-                    vertex_id=v.id, production=v.label, status="DROPPED", note="not a source: its state would be lost"
-                )
-            )
-            problems.append(
-                IdentityProblem(
-                    code="STATE_DROPPED",
-                    message=f"production vertex {v.id} ({v.label}) has no counterpart in the replay: its state would "
-                    "be dropped (only the old source's state may be)",
-                    fix=f"keep the uid of {v.head!r} unchanged in the replay job; if it holds no state, pass "
-                    f"allowed_dropped=[{v.id!r}]",
-                )
-            )
+            row, problem, warning = _missing_vertex(v, allowed)
+            rows.append(row)
+            problems.extend(problem)
+            warnings.extend(warning)
     prod_ids = {v.id for v in production.vertices}
     for v in replay.vertices:
         if v.id not in prod_ids and not (replay_agent is not None and v.id == replay_agent.id):
             rows.append(VertexRow(vertex_id=v.id, replay=v.label, status="new", note="starts with empty state"))
+    return rows, problems, warnings
 
-    report.rows, report.problems, report.warnings = rows, problems, warnings
-    report.maps = not problems
-    return report
+
+def _agent_row(v: PlanVertex, replay_agent: PlanVertex | None, mapped_by: str) -> VertexRow:
+    mapped = mapped_by != "none"
+    return VertexRow(
+        vertex_id=v.id,
+        production=v.label,
+        replay=replay_agent.label if replay_agent else None,
+        status="agent" if mapped else "AGENT-UNMAPPED",
+        note=(
+            f"replay vertex {replay_agent.id}, state mapped by {mapped_by}"
+            if mapped and replay_agent and replay_agent.id != v.id
+            else ""
+        ),
+    )
+
+
+def _missing_vertex(v: PlanVertex, allowed: set[str]) -> tuple[VertexRow, list[IdentityProblem], list[str]]:
+    """A production vertex the replay lacks: an old source, confirmed stateless, or state that would be lost."""
+    if v.is_source:
+        row = VertexRow(
+            vertex_id=v.id,
+            production=v.label,
+            status="dropped-source",
+            note="old source: its offsets are replaced by the manifest's window",
+        )
+        chained = v.operators[1:]
+        warning = (
+            [
+                f"operators chained behind the old source {v.head!r} ({', '.join(chained)}) keep their state "
+                "only if the replay gives them the same uid; the plan cannot show their ids"
+            ]
+            if chained
+            else []
+        )
+        return row, [], warning
+    if v.id in allowed:
+        row = VertexRow(
+            vertex_id=v.id,
+            production=v.label,
+            status="dropped-allowed",
+            note="listed in allowed_dropped (confirmed stateless)",
+        )
+        return row, [], []
+    row = VertexRow(vertex_id=v.id, production=v.label, status="DROPPED", note="not a source: its state would be lost")
+    problem = IdentityProblem(
+        code="STATE_DROPPED",
+        message=f"production vertex {v.id} ({v.label}) has no counterpart in the replay: its state would "
+        "be dropped (only the old source's state may be)",
+        fix=f"keep the uid of {v.head!r} unchanged in the replay job; if it holds no state, pass "
+        f"allowed_dropped=[{v.id!r}]",
+    )
+    return row, [problem], []

@@ -12,8 +12,7 @@ from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator, conf
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
-from airflow_flink_replay.core.identity import JobPlan as IdentityPlan
-from airflow_flink_replay.core.identity import ReplayPins, check_identity
+from airflow_flink_replay.core.identity import IdentityPlan, ReplayPins, check_identity
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.run_record import file_digest
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook

@@ -364,7 +364,7 @@ def test_production_from_quiesce_result() -> None:
 
 
 def test_production_plan_is_recorded_for_a_later_identity_preflight() -> None:
-    from airflow_flink_replay.core.identity import JobPlan
+    from airflow_flink_replay.core.identity import IdentityPlan
     from airflow_flink_replay.core.manifest import production_from_quiesce_result
     from airflow_flink_replay.operators.replay import _as_rest_details
 
@@ -372,11 +372,11 @@ def test_production_plan_is_recorded_for_a_later_identity_preflight() -> None:
     plan = side.production_plan()
     assert plan is not None and plan["agent_vertex_id"] == AGENT
     assert [v["name"] for v in plan["vertices"]] == ["action-execute-operator -> out", "Source: in"]
-    found = JobPlan.from_rest(_as_rest_details(plan)).find_agent()
+    found = IdentityPlan.from_rest(_as_rest_details(plan)).find_agent()
     assert found is not None and found[0].id == AGENT and found[0].max_parallelism == 128
     # a manifest sealed before plans were recorded still pins the agent: its vertex id and max parallelism
     old = ReplayManifest.parse(_data(), verify=False).production.production_plan()
-    found = JobPlan.from_rest(_as_rest_details(old)).find_agent()
+    found = IdentityPlan.from_rest(_as_rest_details(old)).find_agent()
     assert found is not None and (found[0].id, found[0].max_parallelism) == (AGENT, 128)
     assert [v["id"] for v in old["vertices"]] == [AGENT]
 

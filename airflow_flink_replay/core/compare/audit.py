@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from airflow_flink_replay.core.compare.config import AuditRule, CompareConfig
 from airflow_flink_replay.core.compare.loading import AuditRecord
@@ -57,14 +58,24 @@ def _rule_matches(rule: AuditRule, sig: Signature) -> bool:
     return rule.method is None or fnmatch.fnmatchcase(sig[2], rule.method)
 
 
-def compare_audits(
+@dataclass
+class _Indexed:
+    """The three audits indexed by signature, and the key universe the rates are counted over."""
+
+    a: dict[Signature, Counter[str]]
+    b: dict[Signature, Counter[str]]
+    a2: dict[Signature, Counter[str]] | None
+    b_errors: Counter[Signature]
+    b_blocked: Counter[Signature]
+    n: int
+
+
+def _index_all(
     baseline: list[AuditRecord],
     candidate: list[AuditRecord],
     baseline_2: list[AuditRecord] | None,
     output_keys: Iterable[str],
-    config: CompareConfig,
-) -> tuple[list[ResourceStat], list[Reason]]:
-    """Compare the side effects of the runs; returns per-signature stats (worst first) and reasons."""
+) -> _Indexed:
     a_sig, _, _ = _index(baseline)
     b_sig, b_err, b_blk = _index(candidate)
     a2_sig = _index(baseline_2)[0] if baseline_2 is not None else None
@@ -76,143 +87,169 @@ def compare_audits(
     outputs = set(output_keys)
     same_keys = bool(audit_keys) and len(audit_keys & outputs) >= 0.5 * len(audit_keys)
     universe = audit_keys | outputs if same_keys else audit_keys
-    n = max(len(universe), 1)
+    return _Indexed(a_sig, b_sig, a2_sig, b_err, b_blk, max(len(universe), 1))
+
+
+@dataclass
+class _SigFacts:
+    """One signature's calls per key in A, B (and A'), and its statistics so far."""
+
+    sig: Signature
+    a: Counter[str]
+    b: Counter[str]
+    a2: Counter[str] | None
+    st: ResourceStat
+    new: list[str]
+    dropped: list[str]
+    x1: int
+    noise_new: int
+    label: str
+
+
+def _sig_facts(sig: Signature, ix: _Indexed, z: float) -> _SigFacts:
+    empty: Counter[str] = Counter()
+    a, b = ix.a.get(sig, empty), ix.b.get(sig, empty)
+    a2 = ix.a2.get(sig, empty) if ix.a2 is not None else None
+    x1 = _differing(a, b)
+    new = _new_keys(a, b)
+    dropped = _new_keys(b, a)
+    st = ResourceStat(
+        signature=_signature_text(sig),
+        resource_type=sig[0],
+        resource_name=sig[1],
+        method=sig[2],
+        baseline_calls=sum(a.values()),
+        candidate_calls=sum(b.values()),
+        baseline_keys=len(a),
+        candidate_keys=len(b),
+        candidate_errors=ix.b_errors.get(sig, 0),
+        candidate_blocked=ix.b_blocked.get(sig, 0),
+        new_keys=len(new),
+        dropped_keys=len(dropped),
+        candidate_rate=x1 / ix.n,
+        example_keys=new[:10] or dropped[:10],
+    )
+    noise_new = 0
+    if a2 is not None:
+        x0 = _differing(a, a2)
+        noise_new = len(_new_keys(a, a2))
+        st.baseline_2_calls = sum(a2.values())
+        st.baseline_2_keys = len(a2)
+        st.noise_rate = x0 / ix.n
+        st.lower_bound = newcombe_lower(x1, ix.n, x0, ix.n, z)
+    label = f"{sig[0]} {sig[1]}" + (f" ({sig[2]})" if sig[2] not in ("", "call", "__call__") else "")
+    return _SigFacts(sig, a, b, a2, st, new, dropped, x1, noise_new, label)
+
+
+def _new_resource(f: _SigFacts, config: CompareConfig) -> list[Reason]:
+    """A signature the baseline (both runs) never called."""
+    f.st.status = "new"
+    if not config.fail_on_new_resource:
+        return []
+    return [
+        Reason(
+            code="NEW_RESOURCE_CALL",
+            severity="fail",
+            message=f"candidate now calls {f.label} for {len(f.b)} keys; the baseline never did",
+            fields=[f.st.signature],
+        )
+    ]
+
+
+def _beyond_noise(f: _SigFacts, config: CompareConfig) -> list[Reason]:
+    """Both margins of the noise rule are exceeded: a regression if significant, else inconclusive."""
+    st, p0 = f.st, f.st.noise_rate or 0.0
+    significant = st.lower_bound is None or st.lower_bound > 0
+    if f.a2 is None and st.candidate_rate <= config.exact_max_rate:
+        significant = False
+    if not significant:
+        st.status = "not_significant"
+        message = (
+            f"calls of {f.label} differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%} "
+            f"(+{st.candidate_rate - p0:.1%}, lower bound {_bound(st.lower_bound)}) — above the thresholds "
+            "but not significant with this many keys; replay more records"
+        )
+        return [Reason(code="NOT_SIGNIFICANT", severity="inconclusive", message=message, fields=[st.signature])]
+    st.status = "regression"
+    if f.new or f.dropped:
+        verb = "now calls" if len(f.new) >= len(f.dropped) else "no longer calls"
+        what = f"{verb} {f.label} for {len(f.new) if verb == 'now calls' else len(f.dropped)} keys"
+    else:  # the same keys, other call counts (e.g. an extra chat round after a tool call)
+        what = f"calls {f.label} a different number of times for {f.x1} keys"
+    message = f"candidate {what} (calls differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%})"
+    return [Reason(code="SIDE_EFFECT_REGRESSION", severity="fail", message=message, fields=[st.signature])]
+
+
+def _within_noise(f: _SigFacts, config: CompareConfig, n: int) -> list[Reason]:
+    """Not beyond the noise rule's margins: exact rules, too noisy, or no longer called."""
+    st, p0 = f.st, f.st.noise_rate or 0.0
+    if f.a2 is None and f.x1 > config.exact_max_rate * n:
+        st.status = "regression"
+        message = f"calls of {f.label} differ for {f.x1} keys (exact rules: no baseline-2)"
+        return [Reason(code="SIDE_EFFECT_REGRESSION", severity="fail", message=message, fields=[st.signature])]
+    if f.a2 is not None and p0 > config.max_noise_rate:
+        st.status = "too_noisy"
+        message = (
+            f"calls of {f.label} differ between the baseline runs for {p0:.0%} of keys "
+            f"(> {config.max_noise_rate:.0%}): a side-effect regression there cannot be seen"
+        )
+        return [Reason(code="NOISE_TOO_HIGH", severity="inconclusive", message=message, fields=[st.signature])]
+    if f.a and not f.b:
+        st.status = "gone"
+        message = f"candidate no longer calls {f.label} (baseline: {len(f.a)} keys)"
+        return [Reason(code="RESOURCE_NO_LONGER_CALLED", severity="info", message=message, fields=[st.signature])]
+    return []
+
+
+def _audit_rules(f: _SigFacts, config: CompareConfig) -> list[Reason]:
+    """The configured audit rules that this signature breaks."""
+    reasons = []
+    for rule in config.audit_rules:
+        if _rule_matches(rule, f.sig) and len(f.new) - f.noise_new > rule.max_new_keys:
+            if f.st.status == "ok":
+                f.st.status = "rule"
+            reasons.append(
+                Reason(
+                    code="AUDIT_RULE",
+                    severity="fail",
+                    message=(
+                        f"audit rule on {rule.resource_name}: candidate calls {f.label} for {len(f.new)} new keys "
+                        f"(allowed {rule.max_new_keys} beyond noise {f.noise_new})"
+                    ),
+                    fields=[f.st.signature],
+                )
+            )
+    return reasons
+
+
+def _judge(f: _SigFacts, config: CompareConfig, n: int) -> list[Reason]:
+    """The status of one signature and its reasons (sets ``f.st.status``)."""
+    if f.b and not f.a and not (f.a2 or {}):
+        reasons = _new_resource(f, config)
+    else:
+        p0 = f.st.noise_rate or 0.0
+        delta = f.st.candidate_rate - p0
+        beyond = delta > config.abs_threshold and (p0 == 0 or delta > config.rel_threshold * p0)
+        reasons = _beyond_noise(f, config) if beyond else _within_noise(f, config, n)
+    return reasons + _audit_rules(f, config)
+
+
+def compare_audits(
+    baseline: list[AuditRecord],
+    candidate: list[AuditRecord],
+    baseline_2: list[AuditRecord] | None,
+    output_keys: Iterable[str],
+    config: CompareConfig,
+) -> tuple[list[ResourceStat], list[Reason]]:
+    """Compare the side effects of the runs; returns per-signature stats (worst first) and reasons."""
+    ix = _index_all(baseline, candidate, baseline_2, output_keys)
     z = z_one_sided(config.alpha)
     stats: list[ResourceStat] = []
     reasons: list[Reason] = []
-    empty: Counter[str] = Counter()
-    all_sigs = set(a_sig) | set(b_sig) | set(a2_sig or {})
-    for sig in sorted(all_sigs):
-        a, b = a_sig.get(sig, empty), b_sig.get(sig, empty)
-        a2 = a2_sig.get(sig, empty) if a2_sig is not None else None
-        x1 = _differing(a, b)
-        new = _new_keys(a, b)
-        dropped = _new_keys(b, a)
-        st = ResourceStat(
-            signature=_signature_text(sig),
-            resource_type=sig[0],
-            resource_name=sig[1],
-            method=sig[2],
-            baseline_calls=sum(a.values()),
-            candidate_calls=sum(b.values()),
-            baseline_keys=len(a),
-            candidate_keys=len(b),
-            candidate_errors=b_err.get(sig, 0),
-            candidate_blocked=b_blk.get(sig, 0),
-            new_keys=len(new),
-            dropped_keys=len(dropped),
-            candidate_rate=x1 / n,
-            example_keys=new[:10] or dropped[:10],
-        )
-        noise_new = 0
-        if a2 is not None:
-            x0 = _differing(a, a2)
-            noise_new = len(_new_keys(a, a2))
-            st.baseline_2_calls = sum(a2.values())
-            st.baseline_2_keys = len(a2)
-            st.noise_rate = x0 / n
-            st.lower_bound = newcombe_lower(x1, n, x0, n, z)
-        label = f"{sig[0]} {sig[1]}" + (f" ({sig[2]})" if sig[2] not in ("", "call", "__call__") else "")
-        never_in_baseline = not a and not (a2 or {})
-        if b and never_in_baseline:
-            st.status = "new"
-            if config.fail_on_new_resource:
-                reasons.append(
-                    Reason(
-                        code="NEW_RESOURCE_CALL",
-                        severity="fail",
-                        message=f"candidate now calls {label} for {len(b)} keys; the baseline never did",
-                        fields=[st.signature],
-                    )
-                )
-        else:
-            p0 = st.noise_rate or 0.0
-            delta = st.candidate_rate - p0
-            beyond = delta > config.abs_threshold and (p0 == 0 or delta > config.rel_threshold * p0)
-            if beyond:
-                significant = st.lower_bound is None or st.lower_bound > 0
-                if a2 is None and st.candidate_rate <= config.exact_max_rate:
-                    significant = False
-                if significant:
-                    st.status = "regression"
-                    if new or dropped:
-                        verb = "now calls" if len(new) >= len(dropped) else "no longer calls"
-                        what = f"{verb} {label} for {len(new) if verb == 'now calls' else len(dropped)} keys"
-                    else:  # the same keys, other call counts (e.g. an extra chat round after a tool call)
-                        what = f"calls {label} a different number of times for {x1} keys"
-                    reasons.append(
-                        Reason(
-                            code="SIDE_EFFECT_REGRESSION",
-                            severity="fail",
-                            message=(
-                                f"candidate {what} (calls differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%})"
-                            ),
-                            fields=[st.signature],
-                        )
-                    )
-                else:
-                    st.status = "not_significant"
-                    reasons.append(
-                        Reason(
-                            code="NOT_SIGNIFICANT",
-                            severity="inconclusive",
-                            message=(
-                                f"calls of {label} differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%} "
-                                f"(+{delta:.1%}, lower bound {_bound(st.lower_bound)}) — above the thresholds "
-                                "but not significant with this many keys; replay more records"
-                            ),
-                            fields=[st.signature],
-                        )
-                    )
-            elif a2 is None and x1 > config.exact_max_rate * n:
-                st.status = "regression"
-                reasons.append(
-                    Reason(
-                        code="SIDE_EFFECT_REGRESSION",
-                        severity="fail",
-                        message=f"calls of {label} differ for {x1} keys (exact rules: no baseline-2)",
-                        fields=[st.signature],
-                    )
-                )
-            elif a2 is not None and p0 > config.max_noise_rate:
-                st.status = "too_noisy"
-                reasons.append(
-                    Reason(
-                        code="NOISE_TOO_HIGH",
-                        severity="inconclusive",
-                        message=(
-                            f"calls of {label} differ between the baseline runs for {p0:.0%} of keys "
-                            f"(> {config.max_noise_rate:.0%}): a side-effect regression there cannot be seen"
-                        ),
-                        fields=[st.signature],
-                    )
-                )
-            elif a and not b:
-                st.status = "gone"
-                reasons.append(
-                    Reason(
-                        code="RESOURCE_NO_LONGER_CALLED",
-                        severity="info",
-                        message=f"candidate no longer calls {label} (baseline: {len(a)} keys)",
-                        fields=[st.signature],
-                    )
-                )
-        for rule in config.audit_rules:
-            if _rule_matches(rule, sig) and len(new) - noise_new > rule.max_new_keys:
-                if st.status == "ok":
-                    st.status = "rule"
-                reasons.append(
-                    Reason(
-                        code="AUDIT_RULE",
-                        severity="fail",
-                        message=(
-                            f"audit rule on {rule.resource_name}: candidate calls {label} for {len(new)} new keys "
-                            f"(allowed {rule.max_new_keys} beyond noise {noise_new})"
-                        ),
-                        fields=[st.signature],
-                    )
-                )
-        stats.append(st)
+    for sig in sorted(set(ix.a) | set(ix.b) | set(ix.a2 or {})):
+        facts = _sig_facts(sig, ix, z)
+        reasons.extend(_judge(facts, config, ix.n))
+        stats.append(facts.st)
     rank = {"new": 0, "regression": 0, "rule": 0, "not_significant": 1, "too_noisy": 2, "gone": 3, "ok": 4}
     stats.sort(key=lambda s: (rank[s.status], -(s.candidate_rate - (s.noise_rate or 0.0)), s.signature))
     return stats, reasons

@@ -138,10 +138,6 @@ class CompareConfig(BaseModel):
                 return rule
         return None
 
-    def must_not_change_patterns(self) -> list[str]:
-        """Paths with a must-not-change rule, for the report."""
-        return [r.path for r in self.fields if r.must_not_change]
-
 
 def path_pattern(path: str) -> re.Pattern[str]:
     """Compile a JSONPath pattern (``$.a.b``, ``$.a[*].b``, ``$.a.*``, ``$..b``, ``$['x y']``) to a regex

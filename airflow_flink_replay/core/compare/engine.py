@@ -13,10 +13,10 @@ import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from airflow_flink_replay.core.compare.alignment import Entry, Run, load_run
 from airflow_flink_replay.core.compare.audit import compare_audits
@@ -33,6 +33,7 @@ from airflow_flink_replay.core.compare.result import (
     Reason,
     ResourceStat,
     Unmatched,
+    Verdict,
 )
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
 
@@ -184,26 +185,74 @@ def _compare(
     ignore_all: list[str],
     started: float,
 ) -> ComparisonResult:
+    """Load, align, compute field statistics, decide; then audits, examples and the result."""
     run_a = load_run("baseline", baseline, getter, flattener)
     run_b = load_run("candidate", candidate, getter, flattener)
     run_a2 = load_run("baseline_2", baseline_2, getter, flattener) if baseline_2 is not None else None
 
     resolver = ComparatorResolver(config)
     diff = _Diff(resolver)
-    noise_counts: Counter[str] = Counter()
-    cand_counts: Counter[str] = Counter()
-    cand_only: Counter[str] = Counter()
-    aligned_noise = aligned_cand = 0
-    missing: list[tuple[str, int, Entry]] = []
-    extra: list[tuple[str, int, Entry]] = []
-    missing_a2 = extra_a2 = 0
-    max_ex = config.max_examples
-    heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]] = {}
+    al = _align(run_a, run_b, run_a2, diff, config.max_examples)
+    fields = _field_stats(al, run_a, run_b, run_a2, resolver, diff, config)
+    counts = _counts(al, run_a, run_b, run_a2)
+    reasons = _decide(_Facts(fields, counts, run_a, run_a2 is not None, config, key))
+    resources: list[ResourceStat] = []
+    if audit_sources is not None and audit_sources.given():
+        resources, audit_reasons = _audits(audit_sources, counts, run_a.by_key.keys() | run_b.by_key.keys(), config)
+        reasons.extend(audit_reasons)
+    examples = _examples(fields, al.heaps, run_a, run_a2, run_b, diff, config)
+    verdict = _verdict(reasons)
+    return ComparisonResult(
+        verdict=verdict,
+        mode="noise_calibrated" if run_a2 is not None else "exact",
+        method=describe_method(config, run_a2 is not None),
+        reasons=reasons,
+        fields=fields,
+        resources=resources,
+        counts=counts,
+        key=key,
+        ignore=ignore_all,
+        inputs=_inputs(run_a, run_a2, run_b, audit_sources),
+        examples=examples,
+        missing=[_unmatched(k, i, e) for k, i, e in al.missing[: config.max_listed]],
+        extra=[_unmatched(k, i, e) for k, i, e in al.extra[: config.max_listed]],
+        config=config,
+        duration_s=round(time.monotonic() - started, 3),
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+@dataclass
+class _Alignment:
+    """What aligning A, A' and B by key found: difference counts per path and the unmatched outputs."""
+
+    noise_counts: Counter[str] = field(default_factory=Counter)
+    cand_counts: Counter[str] = field(default_factory=Counter)
+    cand_only: Counter[str] = field(default_factory=Counter)
+    aligned_noise: int = 0
+    aligned_cand: int = 0
+    missing: list[tuple[str, int, Entry]] = field(default_factory=list)
+    extra: list[tuple[str, int, Entry]] = field(default_factory=list)
+    missing_a2: int = 0
+    extra_a2: int = 0
+    #: per path, a min-heap of the most telling examples: ((candidate-only, 1 - similarity, -order), key, index)
+    heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]] = field(default_factory=dict)
+
+    def keep_example(self, path: str, item: tuple[tuple[int, float, int], str, int], max_ex: int) -> None:
+        h = self.heaps.setdefault(path, [])
+        if len(h) < max_ex:
+            heapq.heappush(h, item)
+        elif item[0] > h[0][0]:
+            heapq.heapreplace(h, item)
+
+
+def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: _Diff, max_ex: int) -> _Alignment:
+    """Walk A's keys once: diff each output with its counterpart in A' (noise) and in B (candidate)."""
+    al = _Alignment()
     tie = itertools.count()
     empty: list[Entry] = []
     b_keys = run_b.by_key
     a2_keys = run_a2.by_key if run_a2 is not None else None
-
     for k, la in run_a.by_key.items():
         lb = b_keys.get(k, empty)
         la2 = a2_keys.get(k, empty) if a2_keys is not None else None
@@ -212,135 +261,129 @@ def _compare(
             noise: dict[str, float] | None = None
             if la2 is not None:
                 if i < len(la2):
-                    aligned_noise += 1
+                    al.aligned_noise += 1
                     noise = diff(fa, la2[i][0])
                     if noise:
-                        noise_counts.update(noise.keys())
+                        al.noise_counts.update(noise.keys())
                 else:
-                    missing_a2 += 1
+                    al.missing_a2 += 1
             if i >= len(lb):
-                missing.append((k, i, ea))
+                al.missing.append((k, i, ea))
                 continue
-            aligned_cand += 1
+            al.aligned_cand += 1
             cd = diff(fa, lb[i][0])
             if not cd:
                 continue
-            cand_counts.update(cd.keys())
+            al.cand_counts.update(cd.keys())
             for p, score in cd.items():
                 only = noise is None or p not in noise
                 if only:
-                    cand_only[p] += 1
-                if max_ex:
-                    item = ((1 if only else 0, 1.0 - score, -next(tie)), k, i)  # ties: earliest wins
-                    h = heaps.setdefault(p, [])
-                    if len(h) < max_ex:
-                        heapq.heappush(h, item)
-                    elif item[0] > h[0][0]:
-                        heapq.heapreplace(h, item)
+                    al.cand_only[p] += 1
+                if max_ex:  # ties: the earliest output wins
+                    al.keep_example(p, ((1 if only else 0, 1.0 - score, -next(tie)), k, i), max_ex)
         if len(lb) > len(la):
-            extra.extend((k, j, lb[j]) for j in range(len(la), len(lb)))
+            al.extra.extend((k, j, lb[j]) for j in range(len(la), len(lb)))
         if la2 is not None and len(la2) > len(la):
-            extra_a2 += len(la2) - len(la)
+            al.extra_a2 += len(la2) - len(la)
     for k, lb in b_keys.items():
         if k not in run_a.by_key:
-            extra.extend((k, j, e) for j, e in enumerate(lb))
+            al.extra.extend((k, j, e) for j, e in enumerate(lb))
     if a2_keys is not None:
-        for k, la2 in a2_keys.items():
-            if k not in run_a.by_key:
-                extra_a2 += len(la2)
+        al.extra_a2 += sum(len(la2) for k, la2 in a2_keys.items() if k not in run_a.by_key)
+    return al
 
+
+#: Field statuses, worst first (the report's order of fields).
+_STATUS_RANK = {"changed": 0, "regression": 0, "not_significant": 1, "too_noisy": 2, "ok": 3, "improved": 4}
+
+
+def _field_stats(
+    al: _Alignment,
+    run_a: Run,
+    run_b: Run,
+    run_a2: Run | None,
+    resolver: ComparatorResolver,
+    diff: _Diff,
+    config: CompareConfig,
+) -> list[FieldStat]:
+    """One :class:`FieldStat` per leaf path seen in any run, worst first."""
     has_noise = run_a2 is not None
     z = z_one_sided(config.alpha)
     all_paths = run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set())
-    fields: list[FieldStat] = []
-    for p in sorted(all_paths):
-        fields.append(
-            _field_stat(
-                p,
-                diff.comparator_of.get(p) or resolver.describe(p, _sample(p, run_a, run_b)),
-                noise_counts[p] if has_noise else None,
-                aligned_noise if has_noise else None,
-                cand_counts[p],
-                aligned_cand,
-                cand_only[p],
-                resolver.must_not_change(p),
-                config,
-                z,
-            )
+    fields = [
+        _field_stat(
+            p,
+            diff.comparator_of.get(p) or resolver.describe(p, _sample(p, run_a, run_b)),
+            al.noise_counts[p] if has_noise else None,
+            al.aligned_noise if has_noise else None,
+            al.cand_counts[p],
+            al.aligned_cand,
+            al.cand_only[p],
+            resolver.must_not_change(p),
+            config,
+            z,
         )
-    rank = {"changed": 0, "regression": 0, "not_significant": 1, "too_noisy": 2, "ok": 3, "improved": 4}
-    fields.sort(key=lambda f: (rank[f.status], -max(f.delta, 0.0), -f.candidate_rate, f.path))
+        for p in sorted(all_paths)
+    ]
+    fields.sort(key=lambda f: (_STATUS_RANK[f.status], -max(f.delta, 0.0), -f.candidate_rate, f.path))
+    return fields
 
-    counts = Counts(
+
+def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None) -> Counts:
+    has_noise = run_a2 is not None
+    a2_keys = run_a2.by_key.keys() if run_a2 is not None else set()
+    return Counts(
         baseline=run_a.count,
         baseline_2=run_a2.count if run_a2 else None,
         candidate=run_b.count,
-        keys=len(run_a.by_key.keys() | b_keys.keys() | (a2_keys.keys() if a2_keys else set())),
-        aligned_candidate=aligned_cand,
-        aligned_noise=aligned_noise if has_noise else None,
-        missing_in_candidate=len(missing),
-        extra_in_candidate=len(extra),
-        missing_in_baseline_2=missing_a2 if has_noise else None,
-        extra_in_baseline_2=extra_a2 if has_noise else None,
+        keys=len(run_a.by_key.keys() | run_b.by_key.keys() | a2_keys),
+        aligned_candidate=al.aligned_cand,
+        aligned_noise=al.aligned_noise if has_noise else None,
+        missing_in_candidate=len(al.missing),
+        extra_in_candidate=len(al.extra),
+        missing_in_baseline_2=al.missing_a2 if has_noise else None,
+        extra_in_baseline_2=al.extra_a2 if has_noise else None,
         unkeyed={r.name: r.unkeyed for r in (run_a, run_a2, run_b) if r is not None and r.unkeyed},
     )
-    reasons = _decide(fields, counts, run_a, run_b, run_a2, config, key)
 
-    resources: list[ResourceStat] = []
-    if audit_sources is not None and audit_sources.given():
-        assert audit_sources.baseline is not None and audit_sources.candidate is not None
-        aud_a = read_audit(audit_sources.baseline)
-        aud_b = read_audit(audit_sources.candidate)
-        aud_a2 = read_audit(audit_sources.baseline_2) if audit_sources.baseline_2 is not None else None
-        counts.audit_records = {"baseline": len(aud_a), "candidate": len(aud_b)}
-        if aud_a2 is not None:
-            counts.audit_records["baseline_2"] = len(aud_a2)
-        resources, audit_reasons = compare_audits(aud_a, aud_b, aud_a2, run_a.by_key.keys() | b_keys.keys(), config)
-        reasons.extend(audit_reasons)
 
-    examples = _examples(fields, heaps, run_a, run_a2, run_b, diff, config)
-    verdict = "PASS"
-    if any(r.severity == "fail" for r in reasons):
-        verdict = "FAIL"
-    elif any(r.severity == "inconclusive" for r in reasons):
-        verdict = "INCONCLUSIVE"
+def _audits(
+    sources: AuditSources, counts: Counts, output_keys: Any, config: CompareConfig
+) -> tuple[list[ResourceStat], list[Reason]]:
+    """Read the audits, record their sizes in ``counts`` and compare them."""
+    assert sources.baseline is not None and sources.candidate is not None
+    aud_a = read_audit(sources.baseline)
+    aud_b = read_audit(sources.candidate)
+    aud_a2 = read_audit(sources.baseline_2) if sources.baseline_2 is not None else None
+    counts.audit_records = {"baseline": len(aud_a), "candidate": len(aud_b)}
+    if aud_a2 is not None:
+        counts.audit_records["baseline_2"] = len(aud_a2)
+    return compare_audits(aud_a, aud_b, aud_a2, output_keys, config)
+
+
+def _verdict(reasons: list[Reason]) -> Verdict:
+    """FAIL if any reason fails, else INCONCLUSIVE if any is inconclusive, else PASS; sorts ``reasons``."""
     severity_rank = {"fail": 0, "inconclusive": 1, "info": 2}
     code_rank = {code: i for i, code in enumerate(REASON_ORDER)}
     reasons.sort(key=lambda r: (severity_rank[r.severity], code_rank.get(r.code, len(code_rank))))
-    return ComparisonResult(
-        verdict=verdict,  # type: ignore[arg-type]
-        mode="noise_calibrated" if has_noise else "exact",
-        method=describe_method(config, has_noise),
-        reasons=reasons,
-        fields=fields,
-        resources=resources,
-        counts=counts,
-        key=key,
-        ignore=ignore_all,
-        inputs={
-            "baseline": run_a.source,
-            "baseline_2": run_a2.source if run_a2 else None,
-            "candidate": run_b.source,
-            **(
-                {
-                    "baseline_audit": _names(audit_sources.baseline),
-                    "candidate_audit": _names(audit_sources.candidate),
-                    "baseline_2_audit": _names(audit_sources.baseline_2),
-                }
-                if audit_sources is not None
-                and audit_sources.given()
-                and audit_sources.baseline is not None
-                and audit_sources.candidate is not None
-                else {}
-            ),
-        },
-        examples=examples,
-        missing=[_unmatched(k, i, e) for k, i, e in missing[: config.max_listed]],
-        extra=[_unmatched(k, i, e) for k, i, e in extra[: config.max_listed]],
-        config=config,
-        duration_s=round(time.monotonic() - started, 3),
-        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
+    if any(r.severity == "fail" for r in reasons):
+        return "FAIL"
+    if any(r.severity == "inconclusive" for r in reasons):
+        return "INCONCLUSIVE"
+    return "PASS"
+
+
+def _inputs(run_a: Run, run_a2: Run | None, run_b: Run, audits: AuditSources | None) -> dict[str, str | None]:
+    inputs: dict[str, str | None] = {
+        "baseline": run_a.source,
+        "baseline_2": run_a2.source if run_a2 else None,
+        "candidate": run_b.source,
+    }
+    if audits is not None and audits.given() and audits.baseline is not None and audits.candidate is not None:
+        inputs["baseline_audit"] = _names(audits.baseline)
+        inputs["candidate_audit"] = _names(audits.candidate)
+        inputs["baseline_2_audit"] = _names(audits.baseline_2)
+    return inputs
 
 
 def _names(source: Source | list[Source] | None) -> str | None:
@@ -429,127 +472,156 @@ def _field_stat(
     return st
 
 
-def _decide(
-    fields: list[FieldStat],
-    counts: Counts,
-    run_a: Run,
-    run_b: Run,
-    run_a2: Run | None,
-    config: CompareConfig,
-    key: str,
-) -> list[Reason]:
-    reasons: list[Reason] = []
-    has_noise = run_a2 is not None
-    if not has_noise:
-        reasons.append(
-            Reason(
-                code="NO_NOISE_BASELINE",
-                severity="info",
-                message="no baseline-2: noise not measured, exact rules applied (every difference counts)",
-            )
+@dataclass(frozen=True)
+class _Facts:
+    """What the decision rules look at."""
+
+    fields: list[FieldStat]
+    counts: Counts
+    run_a: Run
+    has_noise: bool
+    config: CompareConfig
+    key: str
+
+
+def _no_noise_baseline(f: _Facts) -> list[Reason]:
+    if f.has_noise:
+        return []
+    return [
+        Reason(
+            code="NO_NOISE_BASELINE",
+            severity="info",
+            message="no baseline-2: noise not measured, exact rules applied (every difference counts)",
         )
-    for name, n in counts.unkeyed.items():
-        reasons.append(
-            Reason(
-                code="UNKEYED_OUTPUTS",
-                severity="info",
-                message=f"{n} {name} outputs have no value at {key} and were not aligned",
-            )
+    ]
+
+
+def _unkeyed_outputs(f: _Facts) -> list[Reason]:
+    return [
+        Reason(
+            code="UNKEYED_OUTPUTS",
+            severity="info",
+            message=f"{n} {name} outputs have no value at {f.key} and were not aligned",
         )
-    low = counts.aligned_candidate < config.min_aligned or (
-        has_noise and (counts.aligned_noise or 0) < config.min_aligned
+        for name, n in f.counts.unkeyed.items()
+    ]
+
+
+def _too_few_aligned(f: _Facts) -> list[Reason]:
+    c, need = f.counts, f.config.min_aligned
+    if c.aligned_candidate >= need and not (f.has_noise and (c.aligned_noise or 0) < need):
+        return []
+    hint = ""
+    if c.unkeyed:
+        hint = f"; {sum(c.unkeyed.values())} outputs lack the key {f.key} — is the key path right?"
+    noise = f" and {c.aligned_noise} noise" if f.has_noise else ""
+    return [
+        Reason(
+            code="TOO_FEW_ALIGNED",
+            severity="inconclusive",
+            message=f"only {c.aligned_candidate} candidate{noise} outputs aligned; at least {need} needed{hint}",
+        )
+    ]
+
+
+def _base(f: _Facts) -> int:
+    return max(f.run_a.count - f.run_a.unkeyed, 1)
+
+
+def _missing_outputs(f: _Facts) -> list[Reason]:
+    c, base = f.counts, _base(f)
+    noise, cand = (c.missing_in_baseline_2 or 0) / base, c.missing_in_candidate / base
+    if not c.missing_in_candidate or cand - noise <= f.config.missing_abs_threshold:
+        return []
+    return [
+        Reason(
+            code="MISSING_OUTPUTS",
+            severity="fail",
+            message=f"candidate is missing {c.missing_in_candidate} of {base} baseline outputs "
+            f"({cand:.1%}; noise {noise:.1%})",
+        )
+    ]
+
+
+def _extra_outputs(f: _Facts) -> list[Reason]:
+    c, base = f.counts, _base(f)
+    noise, cand = (c.extra_in_baseline_2 or 0) / base, c.extra_in_candidate / base
+    if not c.extra_in_candidate or cand - noise <= f.config.extra_abs_threshold:
+        return []
+    return [
+        Reason(
+            code="EXTRA_OUTPUTS",
+            severity="fail",
+            message=f"candidate has {c.extra_in_candidate} outputs the baseline does not "
+            f"({cand:.1%}; noise {noise:.1%})",
+        )
+    ]
+
+
+def _changed_msg(fields: list[FieldStat], config: CompareConfig) -> str:
+    return "; ".join(f"{s.path} changed for {s.candidate_only_diffs} outputs but must not change" for s in fields)
+
+
+def _regressed_msg(fields: list[FieldStat], config: CompareConfig) -> str:
+    more = f"; and {len(fields) - 5} more" if len(fields) > 5 else ""
+    return "; ".join(_field_msg(s) for s in fields[:5]) + more
+
+
+def _unsure_msg(fields: list[FieldStat], config: CompareConfig) -> str:
+    return (
+        "; ".join(_field_msg(s) for s in fields[:5])
+        + " — above the thresholds but not significant with this many outputs; replay more records"
     )
-    if low:
-        hint = ""
-        if counts.unkeyed:
-            hint = f"; {sum(counts.unkeyed.values())} outputs lack the key {key} — is the key path right?"
-        reasons.append(
+
+
+def _noisy_msg(fields: list[FieldStat], config: CompareConfig) -> str:
+    return (
+        "; ".join(f"{s.path} differs between the baseline runs in {s.noise_rate or 0:.0%}" for s in fields[:5])
+        + f" (> {config.max_noise_rate:.0%}): a regression there cannot be seen; compare it as text "
+        "(fields: comparator 'text') or ignore it"
+    )
+
+
+@dataclass(frozen=True)
+class _StatusRule:
+    """Fields with this status give one reason with this code and severity."""
+
+    status: str
+    code: str
+    severity: Literal["fail", "inconclusive"]
+    message: Callable[[list[FieldStat], CompareConfig], str]
+
+    def __call__(self, f: _Facts) -> list[Reason]:
+        hits = [s for s in f.fields if s.status == self.status]
+        if not hits:
+            return []
+        return [
             Reason(
-                code="TOO_FEW_ALIGNED",
-                severity="inconclusive",
-                message=(
-                    f"only {counts.aligned_candidate} candidate"
-                    + (f" and {counts.aligned_noise} noise" if has_noise else "")
-                    + f" outputs aligned; at least {config.min_aligned} needed{hint}"
-                ),
+                code=self.code,
+                severity=self.severity,
+                message=self.message(hits, f.config),
+                fields=[s.path for s in hits],
             )
-        )
-    base = max(run_a.count - run_a.unkeyed, 1)
-    miss_noise = (counts.missing_in_baseline_2 or 0) / base
-    miss_cand = counts.missing_in_candidate / base
-    if counts.missing_in_candidate and miss_cand - miss_noise > config.missing_abs_threshold:
-        reasons.append(
-            Reason(
-                code="MISSING_OUTPUTS",
-                severity="fail",
-                message=(
-                    f"candidate is missing {counts.missing_in_candidate} of {base} baseline outputs "
-                    f"({miss_cand:.1%}; noise {miss_noise:.1%})"
-                ),
-            )
-        )
-    extra_noise = (counts.extra_in_baseline_2 or 0) / base
-    extra_cand = counts.extra_in_candidate / base
-    if counts.extra_in_candidate and extra_cand - extra_noise > config.extra_abs_threshold:
-        reasons.append(
-            Reason(
-                code="EXTRA_OUTPUTS",
-                severity="fail",
-                message=(
-                    f"candidate has {counts.extra_in_candidate} outputs the baseline does not "
-                    f"({extra_cand:.1%}; noise {extra_noise:.1%})"
-                ),
-            )
-        )
-    changed = [f for f in fields if f.status == "changed"]
-    if changed:
-        reasons.append(
-            Reason(
-                code="MUST_NOT_CHANGE",
-                severity="fail",
-                message="; ".join(
-                    f"{f.path} changed for {f.candidate_only_diffs} outputs but must not change" for f in changed
-                ),
-                fields=[f.path for f in changed],
-            )
-        )
-    regressed = [f for f in fields if f.status == "regression"]
-    if regressed:
-        reasons.append(
-            Reason(
-                code="FIELD_REGRESSION",
-                severity="fail",
-                message="; ".join(_field_msg(f) for f in regressed[:5])
-                + (f"; and {len(regressed) - 5} more" if len(regressed) > 5 else ""),
-                fields=[f.path for f in regressed],
-            )
-        )
-    unsure = [f for f in fields if f.status == "not_significant"]
-    if unsure:
-        reasons.append(
-            Reason(
-                code="NOT_SIGNIFICANT",
-                severity="inconclusive",
-                message="; ".join(_field_msg(f) for f in unsure[:5])
-                + " — above the thresholds but not significant with this many outputs; replay more records",
-                fields=[f.path for f in unsure],
-            )
-        )
-    noisy = [f for f in fields if f.status == "too_noisy"]
-    if noisy:
-        reasons.append(
-            Reason(
-                code="NOISE_TOO_HIGH",
-                severity="inconclusive",
-                message="; ".join(
-                    f"{f.path} differs between the baseline runs in {f.noise_rate or 0:.0%}" for f in noisy[:5]
-                )
-                + f" (> {config.max_noise_rate:.0%}): a regression there cannot be seen; compare it as text "
-                "(fields: comparator 'text') or ignore it",
-                fields=[f.path for f in noisy],
-            )
-        )
-    return reasons
+        ]
+
+
+#: The decision: each rule looks at the facts and gives zero or more reasons, in this order.
+DECISION_RULES: tuple[Callable[[_Facts], list[Reason]], ...] = (
+    _no_noise_baseline,
+    _unkeyed_outputs,
+    _too_few_aligned,
+    _missing_outputs,
+    _extra_outputs,
+    _StatusRule("changed", "MUST_NOT_CHANGE", "fail", _changed_msg),
+    _StatusRule("regression", "FIELD_REGRESSION", "fail", _regressed_msg),
+    _StatusRule("not_significant", "NOT_SIGNIFICANT", "inconclusive", _unsure_msg),
+    _StatusRule("too_noisy", "NOISE_TOO_HIGH", "inconclusive", _noisy_msg),
+)
+
+
+def _decide(facts: _Facts) -> list[Reason]:
+    """The reasons of the output comparison: every rule of :data:`DECISION_RULES` in turn."""
+    return [reason for rule in DECISION_RULES for reason in rule(facts)]
 
 
 def _field_msg(f: FieldStat) -> str:

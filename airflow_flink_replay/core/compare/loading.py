@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -101,9 +100,3 @@ def read_audit(source: Source | list[Source]) -> list[AuditRecord]:
             ) from None
     return records
 
-
-def as_stream(text: str, name: str = "<text>") -> IO[str]:
-    """A named text stream (handy for tests and in-memory inputs)."""
-    stream = io.StringIO(text)
-    stream.name = name  # type: ignore[misc]
-    return stream

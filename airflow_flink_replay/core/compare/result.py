@@ -61,10 +61,6 @@ class FieldStat(BaseModel):
     must_not_change: bool = False
     status: FieldStatus = "ok"
 
-    @property
-    def is_problem(self) -> bool:
-        return self.status in ("regression", "changed")
-
 
 class ResourceStat(BaseModel):
     """Side-effect calls of one (resource_type, resource_name, method), per variant and per key."""

@@ -13,13 +13,13 @@ import pytest
 
 from airflow_flink_replay.core.identity import (
     IdentityMismatchError,
-    JobPlan,
+    IdentityPlan,
     ReplayPins,
     check_identity,
     uid_to_operator_id,
 )
 
-PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+PLANS = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
 PROD_AGENT = "4aab10bf863e9ada48b1abaa99285148"
 PROD_SOURCE = "13ac5fc714a257b6cff827eb3ec52113"
 PROD_DEDUPE = "3ffe0641429cb397d997ecc9f27dd803"
@@ -30,15 +30,15 @@ def _load(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def production() -> JobPlan:
-    return JobPlan.from_rest(_load("prod_job_details.json"))
+def production() -> IdentityPlan:
+    return IdentityPlan.from_rest(_load("prod_job_details.json"))
 
 
-def replay(variant: str) -> JobPlan:
-    return JobPlan.from_rest(_load(f"jar_plan_{variant}.json"))
+def replay(variant: str) -> IdentityPlan:
+    return IdentityPlan.from_rest(_load(f"jar_plan_{variant}.json"))
 
 
-def test_parses_job_details_plan_and_max_parallelism(production: JobPlan) -> None:
+def test_parses_job_details_plan_and_max_parallelism(production: IdentityPlan) -> None:
     assert {v.id for v in production.vertices} == {PROD_AGENT, PROD_SOURCE, PROD_DEDUPE}
     agent, pos = production.find_agent()
     assert (agent.id, pos) == (PROD_AGENT, 0)
@@ -49,11 +49,11 @@ def test_parses_job_details_plan_and_max_parallelism(production: JobPlan) -> Non
     av = production.agent_vertex()
     assert (av.vertex_id, av.parallelism, av.max_parallelism) == (PROD_AGENT, 1, 128)
     # a bare /jobs/{id}/plan plus the details gives the same
-    again = JobPlan.from_rest(_load("prod_job_plan.json"), details=_load("prod_job_details.json"))
+    again = IdentityPlan.from_rest(_load("prod_job_plan.json"), details=_load("prod_job_details.json"))
     assert again.vertex(PROD_AGENT).max_parallelism == 128
 
 
-def test_pinned_replay_maps_dropping_only_the_old_source(production: JobPlan) -> None:
+def test_pinned_replay_maps_dropping_only_the_old_source(production: IdentityPlan) -> None:
     report = check_identity(
         production, replay("replay-pinned"), pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128)
     )
@@ -68,7 +68,7 @@ def test_pinned_replay_maps_dropping_only_the_old_source(production: JobPlan) ->
     assert report.raise_if_refused() is report
 
 
-def test_agent_id_differs_is_refused(production: JobPlan) -> None:
+def test_agent_id_differs_is_refused(production: IdentityPlan) -> None:
     report = check_identity(production, replay("replay-unpinned-upstream"), pins=ReplayPins(max_parallelism=128))
     assert not report.maps
     assert [p.code for p in report.problems] == ["AGENT_ID_DIFFERS"]
@@ -80,7 +80,7 @@ def test_agent_id_differs_is_refused(production: JobPlan) -> None:
         report.raise_if_refused()
 
 
-def test_max_parallelism_differs_is_refused(production: JobPlan) -> None:
+def test_max_parallelism_differs_is_refused(production: IdentityPlan) -> None:
     report = check_identity(
         production, replay("replay-maxpar"), pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=256)
     )
@@ -89,12 +89,12 @@ def test_max_parallelism_differs_is_refused(production: JobPlan) -> None:
     assert report.problems[0].fix == "set max_parallelism=128 in the ReplayJobSpec"
 
 
-def test_unpinned_max_parallelism_is_refused(production: JobPlan) -> None:
+def test_unpinned_max_parallelism_is_refused(production: IdentityPlan) -> None:
     report = check_identity(production, replay("replay-pinned"), pins=ReplayPins(agent_uid_hash=PROD_AGENT))
     assert [p.code for p in report.problems] == ["MAX_PARALLELISM_UNKNOWN"]
 
 
-def test_non_source_state_dropped_is_refused(production: JobPlan) -> None:
+def test_non_source_state_dropped_is_refused(production: IdentityPlan) -> None:
     plan = replay("replay-dedupe-renamed")
     report = check_identity(production, plan, pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128))
     assert not report.maps
@@ -114,7 +114,7 @@ def test_non_source_state_dropped_is_refused(production: JobPlan) -> None:
     assert ok.maps and {r.vertex_id: r.status for r in ok.rows}[PROD_DEDUPE] == "dropped-allowed"
 
 
-def test_wrong_pin_is_refused(production: JobPlan) -> None:
+def test_wrong_pin_is_refused(production: IdentityPlan) -> None:
     report = check_identity(
         production, replay("replay-pinned"), pins=ReplayPins(agent_uid_hash="0" * 32, max_parallelism=128)
     )
@@ -122,8 +122,8 @@ def test_wrong_pin_is_refused(production: JobPlan) -> None:
     assert "setUidHash(00000000000000000000000000000000)" in report.problems[0].message
 
 
-def test_missing_agent_is_refused(production: JobPlan) -> None:
-    no_agent = JobPlan.from_rest(
+def test_missing_agent_is_refused(production: IdentityPlan) -> None:
+    no_agent = IdentityPlan.from_rest(
         {
             "plan": {
                 "jid": "x",
@@ -143,7 +143,7 @@ def test_uid_operator_id_is_murmur3() -> None:
 
 def test_not_a_plan() -> None:
     with pytest.raises(ValueError, match="not a Flink plan"):
-        JobPlan.from_rest({"jobs": []})
+        IdentityPlan.from_rest({"jobs": []})
 
 
 def test_plan_without_edges_still_refuses_non_source_drops() -> None:
@@ -158,7 +158,7 @@ def test_plan_without_edges_still_refuses_non_source_drops() -> None:
             "nodes": [{"id": v["id"], "description": v["name"], "parallelism": 1} for v in vertices],
         },
     }
-    production = JobPlan.from_rest(rebuilt)
+    production = IdentityPlan.from_rest(rebuilt)
     assert [v.id for v in production.vertices if v.is_source] == [PROD_SOURCE]
     report = check_identity(
         production, replay("replay-dedupe-renamed"), pins=ReplayPins(agent_uid_hash=PROD_AGENT, max_parallelism=128)
@@ -177,8 +177,8 @@ AGENT_NO_UID_ID = "ddec933e5c0622c0c7cd4f29b6ee2b39"
 
 
 def test_real_agent_job_with_uid_maps_onto_its_replay() -> None:
-    prod = JobPlan.from_rest(_load("agent_prod_job_details.json"))
-    replay_plan = JobPlan.from_rest(_load("agent_replay_baseline_job_details.json"))
+    prod = IdentityPlan.from_rest(_load("agent_prod_job_details.json"))
+    replay_plan = IdentityPlan.from_rest(_load("agent_replay_baseline_job_details.json"))
     assert prod.find_agent()[0].id == AGENT_UID_ID
     if uid_to_operator_id("afr-agent") is not None:
         assert uid_to_operator_id("afr-agent") == AGENT_UID_ID
@@ -190,8 +190,8 @@ def test_real_agent_job_with_uid_maps_onto_its_replay() -> None:
 
 
 def test_real_agent_job_without_uid_needs_the_uid_hash_pin() -> None:
-    prod = JobPlan.from_rest(_load("agent_prod_no_uid_job_details.json"))
-    replay_plan = JobPlan.from_rest(_load("agent_replay_baseline_job_details.json"))
+    prod = IdentityPlan.from_rest(_load("agent_prod_no_uid_job_details.json"))
+    replay_plan = IdentityPlan.from_rest(_load("agent_replay_baseline_job_details.json"))
     assert prod.find_agent()[0].id == AGENT_NO_UID_ID
     wrong = check_identity(prod, replay_plan, pins=ReplayPins(agent_uid="afr-agent", max_parallelism=128))
     assert [p.code for p in wrong.problems] == ["AGENT_ID_DIFFERS"]
