@@ -34,6 +34,10 @@ def _is_uri(value: str) -> bool:
     return bool(_SCHEME.match(value))
 
 
+#: XCom key of the comparison summary, pushed before a gate FAIL fails the task (the run record reads it).
+XCOM_COMPARISON_KEY = "comparison"
+
+
 class CompareReplayOutputsOperator(BaseOperator):
     """Compare replay outputs against the noise and gate the release.
 
@@ -186,7 +190,7 @@ class CompareReplayOutputsOperator(BaseOperator):
             "summary_uri": _uri(written["summary"]),
             "junit_uri": _uri(written["junit"]),
         }
-        context["ti"].xcom_push(key="comparison", value=summary)
+        context["ti"].xcom_push(key=XCOM_COMPARISON_KEY, value=summary)
         self._log_result(result, report)
         if self.gate and result.verdict == "FAIL":
             raise AirflowFailException(f"replay gate: FAIL — {_decisive(result)} (report: {url})")

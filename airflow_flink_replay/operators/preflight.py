@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -10,6 +11,11 @@ from airflow.sdk import BaseOperator
 from airflow_flink_replay.core.preflight import PreflightFindings, check_names, check_production
 from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
+
+#: XCom key of production's Flink job id (``None`` when preflight did not run: ``multiple_outputs``).
+XCOM_JOB_ID_KEY = "job_id"
+#: XCom key of production's job details JSON (``GET /jobs/{id}``), the replays' identity preflight input.
+XCOM_PRODUCTION_DETAILS_KEY = "production_details"
 
 
 def run_tag(context: Any) -> str:
@@ -26,7 +32,9 @@ class ReplayPreflightOperator(BaseOperator):
     Refuses (fails the task, listing every problem with its fix) when: no single RUNNING job has
     production's name; its plan has no agent vertex; ``drain`` meets event-time windows; a production
     topic is missing; a replay topic or memory namespace would be production's. Returns production's job
-    id, the run tag and the warnings.
+    id (``XCOM_JOB_ID_KEY``), its job details (``XCOM_PRODUCTION_DETAILS_KEY``), the run tag and the
+    warnings, each also under its own XCom key (``multiple_outputs``): ``preflight.output[XCOM_JOB_ID_KEY]``
+    resolves to ``None``, not an error, in a task that runs although preflight did not (``all_done``).
 
     :param spec: the replay spec (a :class:`ReplaySpec` or its dict), already with the run's overrides.
     """
@@ -35,8 +43,14 @@ class ReplayPreflightOperator(BaseOperator):
     ui_color = "#fef7e0"
 
     def __init__(self, *, spec: ReplaySpec | dict[str, Any], **kwargs: Any) -> None:
+        kwargs.setdefault("multiple_outputs", True)
         super().__init__(**kwargs)
         self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplaySpec) else spec
+
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook of the spec's (rendered) ``flink_conn_id``."""
+        return FlinkRestHook(ReplaySpec.model_validate(self.spec).flink_conn_id)
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Gather the facts and judge them (``core.preflight``)."""
@@ -46,7 +60,7 @@ class ReplayPreflightOperator(BaseOperator):
         names = check_names(spec, tag)
         findings.problems += names.problems
 
-        hook = FlinkRestHook(spec.flink_conn_id)
+        hook = self.hook
         running = [(j.jid, j.name) for j in hook.list_jobs().jobs if j.state == "RUNNING"]
         job_id = next((jid for jid, name in running if name == spec.production.job_name), None)
         vertex_names = [v.name for v in hook.get_job(job_id).vertices] if job_id else None
@@ -59,10 +73,13 @@ class ReplayPreflightOperator(BaseOperator):
         findings.raise_if_any()
         self.log.info("preflight passed: production %s (%s), run tag %s", spec.production.job_name, job_id, tag)
         details = hook._request("GET", f"/jobs/{job_id}", operation="production job details") if job_id else None
-        ti = context["ti"]
-        ti.xcom_push(key="job_id", value=job_id)
-        ti.xcom_push(key="production_details", value=details)
-        return {"job_id": job_id, "job_name": spec.production.job_name, "run_tag": tag, "warnings": findings.warnings}
+        return {
+            XCOM_JOB_ID_KEY: job_id,
+            XCOM_PRODUCTION_DETAILS_KEY: details,
+            "job_name": spec.production.job_name,
+            "run_tag": tag,
+            "warnings": findings.warnings,
+        }
 
     def _topics(self, spec: ReplaySpec) -> set[str]:
         from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook

@@ -1,0 +1,57 @@
+"""Step 9 (cleanup), replay jobs: cancel every replay job of this DAG run that still runs.
+
+The replay tasks cancel their own job when killed (``on_kill`` in the worker, the trigger's ``on_kill`` when
+deferred); this task, ``all_done`` after them, catches whatever those paths missed (a worker lost with its
+task, a trigger that timed out), so no replay keeps running after its run ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
+
+#: Flink states after which a job needs no cancelling.
+_ENDED = frozenset({"FINISHED", "FAILED", "CANCELED"})
+
+
+def replay_job_name_prefix(dag_id: str, run_id: str) -> str:
+    """``afr-replay-<dag_id>-<run_id>-``: the name every replay job of one DAG run starts with (the variant
+    follows; see ``SubmitReplayJobOperator``)."""
+    return f"afr-replay-{dag_id}-{run_id}-"
+
+
+class CancelLeftoverReplaysOperator(BaseOperator):
+    """Cancel the replay jobs of this DAG run that have not ended; returns the cancelled job ids.
+
+    :param flink_conn_id: the Flink REST connection of the cluster that runs the replays.
+    """
+
+    template_fields: Sequence[str] = ("flink_conn_id",)
+    ui_color = "#fce8e6"
+
+    def __init__(self, *, flink_conn_id: str = FlinkRestHook.default_conn_name, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "all_done")
+        super().__init__(**kwargs)
+        self.flink_conn_id = flink_conn_id
+
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook."""
+        return FlinkRestHook(self.flink_conn_id)
+
+    def execute(self, context: Any) -> list[str]:
+        """List the cluster's jobs, cancel this run's replays that still run."""
+        ti = context["ti"]
+        prefix = replay_job_name_prefix(ti.dag_id, ti.run_id)
+        cancelled = []
+        for job in self.hook.list_jobs().jobs:
+            if job.name.startswith(prefix) and job.state not in _ENDED:
+                self.log.warning("Cancelling leftover replay job %s (%s, %s)", job.jid, job.name, job.state)
+                self.hook.cancel_job(job.jid)
+                cancelled.append(job.jid)
+        return cancelled

@@ -1,0 +1,149 @@
+"""Step 9's last task: write the replay run's :class:`RunRecord` from the DAG run's XComs, then fail the run
+if any step failed (cleanup tasks that succeed would otherwise let it pass).
+
+Here, beside the other operators, because it is one: it reads the replay DAG's task ids
+(:mod:`airflow_flink_replay.replay_dag.ids`) and runs as that DAG's last task (``all_done``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_flink_replay.core.run_record import RunRecord, VariantRecord, file_digest
+from airflow_flink_replay.replay_dag import ids
+
+
+class RunRecordOperator(BaseOperator):
+    """Write ``run_record.json`` (every task's result chained with digests) into the run's directory.
+
+    Pushes the summary (``run_record``, ``digest``, ``verdict``, ``downtime_s``, ``failed_tasks``) as
+    return value and under one XCom key each, then fails when a task of the run failed.
+
+    :param spec_name: the replay spec's name, recorded in the run record.
+    """
+
+    template_fields = ("spec_name",)
+    ui_color = "#f1f3f4"
+
+    def __init__(self, *, spec_name: str, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "all_done")
+        kwargs.setdefault("multiple_outputs", True)
+        super().__init__(**kwargs)
+        self.spec_name = spec_name
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Write the record; fail the run if any step failed."""
+        summary = write_run_record(context, self.spec_name)
+        if summary["failed_tasks"]:
+            for key, value in summary.items():  # the task fails: its return value is not pushed
+                context["ti"].xcom_push(key=key, value=value)
+            raise AirflowFailException(
+                f"replay run failed at {', '.join(summary['failed_tasks'])} (verdict: {summary['verdict']}); "
+                f"run record: {summary['run_record']}"
+            )
+        return summary
+
+
+def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
+    """Gather what every task returned, chain it with digests, write ``run_record.json``; return a summary."""
+    ti = context["ti"]
+
+    def pull(task_id: str, key: str = "return_value") -> Any:
+        try:
+            return ti.xcom_pull(task_ids=task_id, key=key)
+        except Exception:
+            return None
+
+    def resolved(key: str) -> Any:
+        return pull(ids.TASK_RESOLVE, key)
+
+    run_dir = Path(resolved(ids.XCOM_RUN_DIR_KEY))
+    manifest_uri = resolved(ids.XCOM_MANIFEST_URI_KEY)
+    manifest_path = manifest_uri.removeprefix("file://") if manifest_uri else None
+    resumed = pull(ids.TASK_RESUME_PRODUCTION) or {}
+    compare = pull(ids.TASK_COMPARE) or pull(ids.TASK_COMPARE, ids.XCOM_COMPARISON_KEY) or {}
+    states = _task_states(ti)
+    record = RunRecord(
+        spec_name=spec_name,
+        dag_id=ti.dag_id,
+        run_id=ti.run_id,
+        created_at=datetime.now(UTC),
+        manifest=manifest_uri,
+        manifest_digest=file_digest(manifest_path) if manifest_path else None,
+        savepoint=pull(ids.TASK_QUIESCE) or pull(ids.TASK_REUSE_MANIFEST),
+        production_resumed=resumed or None,
+        downtime_s=resumed.get("downtime_seconds") if isinstance(resumed, dict) else None,
+        memory_forks=[pull(ids.fork_task(v)) or {} for v in ids.VARIANTS],
+        production_memory_check=pull(ids.TASK_VERIFY_PRODUCTION_MEMORY),
+        action_state={
+            "isolation": pull(ids.TASK_ISOLATE_ACTION_STATE),
+            "cleanup": pull(ids.TASK_DELETE_REPLAY_TOPICS),
+        },
+        variants=[_variant(v, pull) for v in ids.VARIANTS],
+        report_dir=str(Path(str(compare["report_uri"]).removeprefix("file://")).parent)
+        if compare.get("report_uri")
+        else None,
+        report_digests={
+            name: file_digest(str(compare[f"{name}_uri"]).removeprefix("file://"))
+            for name in ("report", "summary", "junit")
+            if compare.get(f"{name}_uri")
+        },
+        verdict=compare.get("verdict"),
+        reasons=list(compare.get("reasons") or []),
+        task_states=states,
+        cleanup={
+            "cancelled_jobs": pull(ids.TASK_CANCEL_LEFTOVER_REPLAYS),
+            "forks_dropped": {v: pull(ids.drop_fork_task(v)) for v in ids.VARIANTS},
+        },
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "run_record.json"
+    path.write_text(record.model_dump_json(indent=2))
+    return {
+        "run_record": str(path),
+        "digest": record.digest(),
+        "verdict": record.verdict,
+        "downtime_s": record.downtime_s,
+        "failed_tasks": failed_tasks(states, ti.task_id),
+    }
+
+
+def _variant(variant: str, pull: Any) -> VariantRecord:
+    task_id = ids.replay_task(variant)
+    result = pull(task_id) or {}
+    return VariantRecord(
+        variant=variant,
+        agent_factory=(pull(ids.TASK_RESOLVE, ids.job_spec_key(variant)) or {}).get("agent_factory", "?"),
+        job_id=result.get("job_id") or pull(task_id, ids.XCOM_FLINK_JOB_ID_KEY),
+        state=result.get("state"),
+        fork_namespace=pull(ids.TASK_RESOLVE, ids.fork_key(variant)),
+        action_state_topic=(pull(ids.TASK_RESOLVE, ids.XCOM_TOPICS_KEY) or {}).get(variant),
+        output=result.get("output"),
+        output_digest=result.get("output_digest"),
+        output_records=result.get("output_records"),
+        audit=result.get("audit"),
+        audit_digest=result.get("audit_digest"),
+        duration_s=result.get("duration_s"),
+    )
+
+
+def _task_states(ti: Any) -> dict[str, str | None]:
+    try:
+        found = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id])
+        return dict(found.get(ti.run_id) or {})
+    except Exception as err:  # the record still chains the artefacts, but the run must not pass unseen
+        return {"(task states)": f"failed: could not read them ({type(err).__name__}: {err})"}
+
+
+def failed_tasks(record_states: dict[str, str | None], own_task_id: str) -> list[str]:
+    """Tasks of the run that failed (or could not run because something upstream failed)."""
+    return sorted(
+        t
+        for t, st in record_states.items()
+        if t != own_task_id and (st in ("failed", "upstream_failed") or str(st).startswith("failed: "))
+    )

@@ -1,0 +1,100 @@
+"""Task ids and XCom keys of the replay DAG: one name per task, used by the builders, the run record and tests.
+
+Users and dashboards rely on these ids (task states, ``xcom_pull(task_ids=...)``): changing one is a
+breaking change. XCom keys an operator pushes are defined next to that operator and re-exported here.
+"""
+
+from __future__ import annotations
+
+from airflow_flink_replay.core.replay_spec import VARIANTS
+from airflow_flink_replay.operators.compare import XCOM_COMPARISON_KEY
+from airflow_flink_replay.operators.preflight import XCOM_JOB_ID_KEY, XCOM_PRODUCTION_DETAILS_KEY
+
+__all__ = [
+    "VARIANTS",
+    "XCOM_COMPARISON_KEY",
+    "XCOM_JOB_ID_KEY",
+    "XCOM_PRODUCTION_DETAILS_KEY",
+]
+
+# --- stage: capture (preflight, savepoint or reuse, resume, window, manifest)
+TASK_RESOLVE = "resolve"
+TASK_PREFLIGHT = "preflight"
+TASK_CHOOSE_START = "choose_start"
+TASK_OFFSETS_BEFORE_QUIESCE = "offsets_before_quiesce"
+TASK_QUIESCE = "quiesce"
+TASK_START_OFFSETS = "start_offsets"
+TASK_REUSE_MANIFEST = "reuse_manifest"
+TASK_RESUME_PRODUCTION = "resume_production"
+TASK_CAPTURE_WINDOW = "capture_window"
+TASK_MANIFEST = "manifest"
+# --- stage: replay
+TASK_ISOLATE_ACTION_STATE = "isolate_action_state"
+TASK_REPLAY_FROM = "replay_from"
+# --- stage: compare
+TASK_COMPARE = "compare"
+TASK_APPROVE = "approve"
+# --- stage: cleanup
+TASK_VERIFY_PRODUCTION_MEMORY = "verify_production_memory"
+TASK_CANCEL_LEFTOVER_REPLAYS = "cancel_leftover_replays"
+TASK_DELETE_REPLAY_TOPICS = "delete_replay_topics"
+TASK_RUN_RECORD = "run_record"
+
+
+def fork_task(variant: str) -> str:
+    """Stage memory: the task that forks ``variant``'s Mem0 namespace."""
+    return f"fork_memory_{variant}"
+
+
+def replay_task(variant: str) -> str:
+    """Stage replay: the task that replays ``variant``."""
+    return f"replay_{variant}"
+
+
+def drop_fork_task(variant: str) -> str:
+    """Stage cleanup: the task that drops ``variant``'s memory fork."""
+    return f"drop_fork_{variant}"
+
+
+# --- XCom keys of the resolve task (``multiple_outputs``: one key per value of the resolved run)
+XCOM_SPEC_KEY = "spec"
+XCOM_RUN_TAG_KEY = "run_tag"
+XCOM_RUN_DIR_KEY = "run_dir"
+XCOM_MANIFEST_URI_KEY = "manifest_uri"
+XCOM_QUIESCE_MODE_KEY = "quiesce_mode"
+XCOM_EXISTING_MANIFEST_KEY = "existing_manifest"
+XCOM_EXISTING_SAVEPOINT_KEY = "existing_savepoint"
+XCOM_MEMORY_SOURCE_KEY = "memory_source"
+XCOM_WINDOW_RECORDS_KEY = "window_records"
+XCOM_WINDOW_SECONDS_KEY = "window_seconds"
+XCOM_KEEP_FORK_KEY = "keep_fork"
+XCOM_COMPARE_CONFIG_KEY = "compare_config"
+XCOM_TOPICS_KEY = "topics"
+XCOM_TOPIC_LIST_KEY = "topic_list"
+
+
+def fork_key(variant: str) -> str:
+    """Resolve's key: ``variant``'s fork namespace."""
+    return f"fork_{variant}"
+
+
+def output_key(variant: str) -> str:
+    """Resolve's key: where ``variant``'s outputs are collected."""
+    return f"output_{variant}"
+
+
+def audit_key(variant: str) -> str:
+    """Resolve's key: where ``variant``'s audit is collected."""
+    return f"audit_{variant}"
+
+
+def job_spec_key(variant: str) -> str:
+    """Resolve's key: ``variant``'s :class:`ReplayJobSpec`."""
+    return f"job_spec_{variant}"
+
+
+# --- XCom keys of replay_from (``multiple_outputs``)
+XCOM_SAVEPOINT_PATH_KEY = "savepoint_path"
+XCOM_PRODUCTION_PLAN_KEY = "production_plan"
+#: pushed by each replay task as soon as its Flink job is known (the run record reads it when the task failed)
+XCOM_FLINK_JOB_ID_KEY = "flink_job_id"

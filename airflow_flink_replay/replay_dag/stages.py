@@ -1,0 +1,317 @@
+"""One builder per stage of the replay chain (DESIGN.md §3); each creates its tasks, wires the edges inside
+the stage and returns them. :func:`wire` adds the edges between stages.
+
+Values travel one way: as XComArgs (``run[ids.XCOM_..._KEY]`` of the resolve task, ``task.output`` or
+``task.output[key]`` of an upstream task), resolved when the consuming task runs. An XComArg argument
+also makes its task upstream; the one place that must read a task it does not depend on,
+``replay_from``, pulls inside its body (a skipped branch must not skip the replays).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.sdk import get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
+from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
+from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
+from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+from airflow_flink_replay.operators.manifest import (
+    CreateReplayManifestOperator,
+    RecordStartOffsetsOperator,
+    ReuseManifestOperator,
+)
+from airflow_flink_replay.operators.mem0 import (
+    DropMem0ForkOperator,
+    ForkMem0NamespaceOperator,
+    VerifyMem0UntouchedOperator,
+)
+from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
+from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
+from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
+from airflow_flink_replay.operators.run_record import RunRecordOperator
+from airflow_flink_replay.replay_dag import ids
+from airflow_flink_replay.replay_dag.run import approved_asset
+from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
+
+#: The tasks of a stage: operators or XComArgs of decorated tasks (both take ``>>``).
+Task = Any
+
+
+@task.branch(task_id=ids.TASK_CHOOSE_START)
+def choose_start(mode: str) -> str:
+    """``existing`` reuses an earlier savepoint and window; every other mode takes a new savepoint."""
+    return ids.TASK_REUSE_MANIFEST if mode == "existing" else ids.TASK_OFFSETS_BEFORE_QUIESCE
+
+
+@task(task_id=ids.TASK_REPLAY_FROM, multiple_outputs=True)
+def replay_from() -> dict[str, Any]:
+    """The savepoint and production plan the replays start from: this run's quiesce, or the reused
+    manifest's (read here, not as arguments, so a skipped branch does not skip the replays)."""
+    ti = get_current_context()["ti"]
+    reused = ti.xcom_pull(task_ids=ids.TASK_REUSE_MANIFEST)
+    if reused:
+        return {
+            ids.XCOM_SAVEPOINT_PATH_KEY: reused["savepoint_path"],
+            ids.XCOM_PRODUCTION_PLAN_KEY: reused["production_plan"],
+        }
+    quiesced = ti.xcom_pull(task_ids=ids.TASK_QUIESCE)
+    if not quiesced or not ti.xcom_pull(task_ids=ids.TASK_MANIFEST):
+        raise AirflowFailException(
+            "no savepoint and manifest to replay: neither quiesce+manifest nor reuse_manifest produced one "
+            "(see their task logs)"
+        )
+    return {
+        ids.XCOM_SAVEPOINT_PATH_KEY: quiesced["savepoint_path"],
+        ids.XCOM_PRODUCTION_PLAN_KEY: ti.xcom_pull(task_ids=ids.TASK_PREFLIGHT, key=ids.XCOM_PRODUCTION_DETAILS_KEY),
+    }
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Preflight, the savepoint (new: quiesce; or reused: reuse_manifest), resume, window, manifest."""
+
+    preflight: Task
+    start: Task
+    offsets_before: Task
+    quiesce: Task
+    start_offsets: Task
+    reuse: Task
+    resume: Task
+    window: Task
+    manifest: Task
+
+
+def capture(spec: ReplaySpec, run: Any) -> Capture:
+    """Stage capture. ``resume`` runs ``all_done`` (production comes back whatever failed); the memory
+    stage's baseline fork goes between ``start_offsets`` and ``resume`` (see :func:`wire`)."""
+    prod = spec.production
+    preflight: Any = ReplayPreflightOperator(task_id=ids.TASK_PREFLIGHT, spec=run[ids.XCOM_SPEC_KEY])
+    job_id = preflight.output[ids.XCOM_JOB_ID_KEY]  # None in a task that runs although preflight did not
+    start = choose_start(run[ids.XCOM_QUIESCE_MODE_KEY])
+    offsets_before: Any = RecordStartOffsetsOperator(
+        task_id=ids.TASK_OFFSETS_BEFORE_QUIESCE, topic=prod.capture_topic, kafka_config_id=spec.kafka_conn_id
+    )
+    quiesce: Any = QuiesceAndSavepointOperator(
+        task_id=ids.TASK_QUIESCE,
+        job_id=job_id,
+        mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        target_directory=spec.savepoint_dir,
+        flink_conn_id=spec.flink_conn_id,
+    )
+    start_offsets: Any = RecordStartOffsetsOperator(
+        task_id=ids.TASK_START_OFFSETS,
+        topic=prod.capture_topic,
+        quiesce_result=quiesce.output,
+        offsets_before=offsets_before.output,
+        kafka_config_id=spec.kafka_conn_id,
+    )
+    reuse: Any = ReuseManifestOperator(
+        task_id=ids.TASK_REUSE_MANIFEST,
+        existing_manifest=run[ids.XCOM_EXISTING_MANIFEST_KEY],
+        existing_savepoint=run[ids.XCOM_EXISTING_SAVEPOINT_KEY],
+        manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        expected_topic=prod.capture_topic,
+        expected_job_name=prod.job_name,
+        kafka_config_id=spec.kafka_conn_id,
+    )
+    resume = ResumeJobOperator(
+        task_id=ids.TASK_RESUME_PRODUCTION,
+        program=prod.program,
+        quiesce_result=quiesce.output,
+        production_job_id=job_id,
+        job_name=prod.job_name,
+        flink_conn_id=spec.flink_conn_id,
+        quiesce_mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        trigger_rule="all_done",
+    )
+    window: Any = CaptureWindowSensor(
+        task_id=ids.TASK_CAPTURE_WINDOW,
+        start_offsets=start_offsets.output,
+        min_records=run[ids.XCOM_WINDOW_RECORDS_KEY],
+        duration_seconds=run[ids.XCOM_WINDOW_SECONDS_KEY],
+        kafka_config_id=spec.kafka_conn_id,
+        poll_interval=1.0,
+        window_timeout=spec.window.timeout_minutes * 60,
+    )
+    manifest: Any = CreateReplayManifestOperator(
+        task_id=ids.TASK_MANIFEST,
+        manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        window=window.output,
+        production=quiesce.output,
+        start_offsets=start_offsets.output,
+        kafka_config_id=spec.kafka_conn_id,
+        agent_uid=prod.agent_uid,
+        # production's event time and watermark strategy: the replay jobs take theirs from the manifest
+        event_time=prod.event_time.model_dump(mode="json"),
+        watermark=prod.watermark.model_dump(mode="json"),
+    )
+    run >> preflight >> start >> [offsets_before, reuse]
+    offsets_before >> quiesce >> start_offsets
+    resume >> window >> manifest
+    return Capture(preflight, start, offsets_before, quiesce, start_offsets, reuse, resume, window, manifest)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The memory forks, one per variant, in :data:`VARIANTS` order (the baseline's first)."""
+
+    forks: list[Task]
+
+
+def memory(spec: ReplaySpec, run: Any) -> Memory:
+    """Stage memory. The baseline forks the source; baseline-2 and the candidate copy that fork, so all
+    three start from the same memories even when production keeps writing (savepoint, existing modes)."""
+    forks = [
+        ForkMem0NamespaceOperator(
+            task_id=ids.fork_task(variant),
+            source=run[ids.XCOM_MEMORY_SOURCE_KEY] if variant == "baseline" else run[ids.fork_key("baseline")],
+            target=run[ids.fork_key(variant)],
+            mem0_conn_id=spec.mem0_conn_id,
+            trigger_rule="none_failed_min_one_success",  # after start_offsets or reuse_manifest
+        )
+        for variant in VARIANTS
+    ]
+    forks[0] >> forks[1:]
+    return Memory(forks)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The isolated action-state topics, the replays' origin (savepoint + plan), one replay per variant."""
+
+    isolate: Task
+    origin: Task
+    replays: list[Task]
+
+
+def replay(spec: ReplaySpec, run: Any) -> Replay:
+    """Stage replay: isolate action state, pick the origin, replay every variant."""
+    prod = spec.production
+    isolate: Any = IsolateActionStateOperator(
+        task_id=ids.TASK_ISOLATE_ACTION_STATE,
+        production_topic=prod.action_state_topic,
+        variants=list(VARIANTS),
+        topics=run[ids.XCOM_TOPICS_KEY],
+        partitions=prod.action_state_partitions,
+        manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        kafka_config_id=spec.kafka_conn_id,
+        trigger_rule="none_failed_min_one_success",  # after manifest or reuse_manifest
+    )
+    origin: Any = replay_from()
+    replays = [
+        SubmitReplayJobOperator(
+            task_id=ids.replay_task(variant),
+            spec=run[ids.job_spec_key(variant)],
+            savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
+            production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
+            production_agent_uid=prod.agent_uid,
+            flink_conn_id=spec.replay_flink_conn_id or spec.flink_conn_id,
+            timeout=spec.replay_timeout_minutes * 60,
+        )
+        for variant in VARIANTS
+    ]
+    isolate >> origin >> replays
+    return Replay(isolate, origin, replays)
+
+
+@dataclass(frozen=True)
+class Compare:
+    """The comparison (the gate's verdict) and, in the gate, the approval that emits the Asset."""
+
+    compare: Task
+    approve: Task | None
+
+
+def compare(spec: ReplaySpec, run: Any, *, gate: bool) -> Compare:
+    """Stage compare. A gate fails on FAIL and INCONCLUSIVE; PASS runs ``approve`` (outlet: the Asset)."""
+    comparison = CompareReplayOutputsOperator(
+        task_id=ids.TASK_COMPARE,
+        baseline=run[ids.output_key("baseline")],
+        baseline_2=run[ids.output_key("baseline_2")],
+        candidate=run[ids.output_key("candidate")],
+        baseline_audit=run[ids.audit_key("baseline")],
+        baseline_2_audit=run[ids.audit_key("baseline_2")],
+        candidate_audit=run[ids.audit_key("candidate")],
+        key=spec.compare_key,
+        config=run[ids.XCOM_COMPARE_CONFIG_KEY],
+        manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        gate=gate,
+        fail_on_inconclusive=gate,
+    )
+    if not gate:
+        return Compare(comparison, None)
+
+    @task(task_id=ids.TASK_APPROVE, outlets=[approved_asset(spec)])
+    def approve() -> str:
+        return f"{spec.name}: candidate approved"
+
+    approval = approve()
+    comparison >> approval
+    return Compare(comparison, approval)
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """Everything that runs ``all_done`` after the replays, the run record last."""
+
+    verify: Task
+    cancel: Task
+    delete_topics: Task
+    drops: list[Task]
+    record: Task
+
+
+def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any) -> Cleanup:
+    """Stage cleanup: verify production's memory, cancel leftover replays, delete the replay topics, drop the
+    forks (unless kept), write the run record (which fails the run if any step failed)."""
+    verify = VerifyMem0UntouchedOperator(
+        task_id=ids.TASK_VERIFY_PRODUCTION_MEMORY,
+        target=run[ids.fork_key("baseline")],
+        mem0_conn_id=spec.mem0_conn_id,
+        trigger_rule="all_done",
+    )
+    cancel = CancelLeftoverReplaysOperator(
+        task_id=ids.TASK_CANCEL_LEFTOVER_REPLAYS,
+        flink_conn_id=spec.replay_flink_conn_id or spec.flink_conn_id,
+        trigger_rule="all_done",
+    )
+    delete_topics = DeleteReplayTopicsOperator(
+        task_id=ids.TASK_DELETE_REPLAY_TOPICS,
+        isolation=isolate.output,
+        topics=run[ids.XCOM_TOPIC_LIST_KEY],  # also when isolate failed after creating some of them
+        production_topic=spec.production.action_state_topic,
+        kafka_config_id=spec.kafka_conn_id,
+    )
+    drops = [
+        DropMem0ForkOperator(
+            task_id=ids.drop_fork_task(variant),
+            namespace=run[ids.fork_key(variant)],
+            keep=run[ids.XCOM_KEEP_FORK_KEY],
+            mem0_conn_id=spec.mem0_conn_id,
+        )
+        for variant in VARIANTS
+    ]
+    record = RunRecordOperator(task_id=ids.TASK_RUN_RECORD, spec_name=spec.name, trigger_rule="all_done")
+    cancel >> delete_topics >> drops
+    drops >> record  # type: ignore[operator]
+    return Cleanup(verify, cancel, delete_topics, drops, record)
+
+
+def wire(cap: Capture, mem: Memory, rep: Replay, cmp: Compare, cln: Cleanup) -> None:
+    """The edges between stages."""
+    # only the baseline's fork reads production's namespace: production resumes right after it, and the
+    # two copies of that fork run while production is already back.
+    cap.start_offsets >> mem.forks[0] >> cap.resume
+    cap.reuse >> mem.forks
+    # resume runs whatever happened (all_done); the replay chain goes on only if every fork succeeded.
+    mem.forks >> cap.window  # type: ignore[operator]
+    cap.manifest >> rep.isolate
+    [cap.reuse, *mem.forks] >> rep.isolate  # type: ignore[operator]
+    rep.replays >> cmp.compare  # type: ignore[operator]
+    rep.replays >> cln.verify  # type: ignore[operator]
+    rep.replays >> cln.cancel  # type: ignore[operator]
+    [cmp.compare, cln.verify] >> cln.cancel  # type: ignore[operator]
