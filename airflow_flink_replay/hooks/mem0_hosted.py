@@ -49,15 +49,13 @@ from airflow_flink_replay.core.memory import (
     ForkManifest,
     ForkResult,
     Mem0Namespace,
-    MemoryFingerprint,
-    UntouchedReport,
-    check_fork_pair,
     combine_digests,
     has_provenance,
     memory_digest,
     rewrite_payload,
 )
-from airflow_flink_replay.hooks.mem0_stores import ForkConflictError, NotAForkError, StoredMemory, untouched_report
+from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
+from airflow_flink_replay.hooks.mem0_stores import ForkConflictError, StoredMemory
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +208,8 @@ def hosted_fork_states(payloads: Mapping[str, Mapping[str, Any]]) -> dict[str, H
 
 # ------------------------------------------------------------------------------------------ backend
 class HostedMem0Backend:
-    """Namespace operations of :class:`~.mem0.Mem0Hook` on hosted Mem0 (see the module docstring).
+    """Namespace operations on hosted Mem0 (the :class:`~.mem0_backend.Mem0Backend` protocol; see the
+    module docstring).
 
     :param api_key: platform API key (``None``: ``MemoryClient`` reads ``MEM0_API_KEY``).
     :param host: API base URL (default ``https://api.mem0.ai``).
@@ -252,6 +251,11 @@ class HostedMem0Backend:
             self._client = MemoryClient(**{k: v for k, v in self.client_kwargs.items() if v is not None})
         return self._client
 
+    def check(self) -> str:
+        """Build the ``MemoryClient`` (it pings the platform in its constructor)."""
+        self.client()
+        return f"Mem0 platform {self.host} reachable"
+
     # ------------------------------------------------------------------------------------- reads
     def export(self, filters: Mapping[str, str]) -> Iterator[dict[str, Any]]:
         """Yield every memory of a namespace from the platform (paged ``get_all``)."""
@@ -276,23 +280,14 @@ class HostedMem0Backend:
         """Number of memories in a namespace."""
         return len(self.payloads(namespace))
 
-    def list_memories(self, namespace: Mem0Namespace) -> list[StoredMemory]:
-        """Every memory of a namespace (no vectors: the platform does not return them)."""
+    def list_memories(self, namespace: Mem0Namespace, *, with_vectors: bool = False) -> list[StoredMemory]:
+        """Every memory of a namespace (never with vectors: the platform does not return them)."""
         return [StoredMemory(id=i, payload=p) for i, p in self.payloads(namespace).items()]
 
-    def _digests(self, namespace: Mem0Namespace) -> tuple[dict[str, bytes], dict[str, dict[str, Any]]]:
+    def digests(self, namespace: Mem0Namespace) -> tuple[dict[str, bytes], dict[str, dict[str, Any]]]:
+        """Per-memory digests over id, hash and ``updated_at`` (:func:`hosted_digest`), and the payloads."""
         payloads = self.payloads(namespace)
         return {i: hosted_digest(i, p) for i, p in payloads.items()}, payloads
-
-    def fingerprint(self, namespace: Mem0Namespace) -> MemoryFingerprint:
-        """Order-independent digest over id, hash and ``updated_at`` of every memory."""
-        digests, _ = self._digests(namespace)
-        return MemoryFingerprint(
-            namespace=namespace,
-            count=len(digests),
-            digest=combine_digests(digests.values()),
-            computed_at=datetime.now(UTC),
-        )
 
     def _manifest(self, target: Mem0Namespace, state: HostedForkState) -> ForkManifest:
         return ForkManifest(
@@ -348,34 +343,19 @@ class HostedMem0Backend:
         no-op, a target holding anything else is refused, leftovers of this ``fork_id`` are removed first,
         and on error the copies visible on the platform are deleted before re-raising.
         """
-        check_fork_pair(source, target)
         started = time.monotonic()
         existing = self.payloads(target)
         state = self._complete_state(existing)
         if state is not None:
-            if state.fork_id == fork_id and state.source == source:
-                return ForkResult(
-                    **self._manifest(target, state).model_dump(exclude={"snapshot_parts"}),
-                    duration_s=time.monotonic() - started,
-                    noop=True,
-                )
-            raise ForkConflictError(
-                f"target {target} already holds fork {state.fork_id!r} of {state.source}: "
-                "drop it first (DropMem0ForkOperator) or choose another target namespace"
-            )
-        foreign = [i for i, p in existing.items() if p.get(FORK_ID_FIELD) != fork_id]
-        if foreign:
-            raise ForkConflictError(
-                f"target {target} already holds {len(foreign)} memories that are not from fork {fork_id!r} "
-                f"(e.g. {foreign[0]}): refusing to write into a namespace in use; choose another target"
-            )
+            return completed_fork(self._manifest(target, state), source, target, fork_id, time.monotonic() - started)
+        refuse_foreign(target, fork_id, existing)
         if existing:
             log.warning("removing %d leftovers of an interrupted fork %s in %s", len(existing), fork_id, target)
             self._delete(list(existing))
 
         timings = {"check": time.monotonic() - started}
         mark = time.monotonic()
-        digests, payloads = self._digests(source)
+        digests, payloads = self.digests(source)
         fingerprint = combine_digests(digests.values())
         forked_at = datetime.now(UTC).isoformat()
         timings["read"] = time.monotonic() - mark
@@ -425,24 +405,21 @@ class HostedMem0Backend:
     def drop(self, namespace: Mem0Namespace, *, keep: bool = False) -> DropResult:
         """Delete a fork namespace on the platform, by id; refuses a namespace that is not a fork."""
         payloads = self.payloads(namespace)
-        if not payloads:
-            return DropResult(namespace=namespace, fork_id=None, dropped=0, history_rows=0, existed=False)
         state = self._complete_state(payloads)
-        if state is None:
-            untagged = [i for i, p in payloads.items() if not has_provenance(p)]
-            if untagged:
-                raise NotAForkError(
-                    f"namespace {namespace} is not a fork made by airflow-flink-replay ({len(untagged)} memories "
-                    "without fork provenance, no complete fork): refusing to drop it"
-                )
-        fork_id = state.fork_id if state else str(next(iter(payloads.values())).get(FORK_ID_FIELD))
+        fork_id = fork_id_to_drop(namespace, state.fork_id if state else None, payloads)
+        if fork_id is None:
+            return DropResult(namespace=namespace, fork_id=None, dropped=0, history_rows=0, existed=False)
         if keep:
             return DropResult(namespace=namespace, fork_id=fork_id, dropped=0, history_rows=0, kept=True, existed=True)
         self._delete(list(payloads))
         return DropResult(namespace=namespace, fork_id=fork_id, dropped=len(payloads), history_rows=0, existed=True)
 
-    def verify_untouched(self, target: Mem0Namespace, *, production_writes_expected: bool = True) -> UntouchedReport:
-        """Re-export the fork's source and compare it with what the fork's copies recorded."""
+    def fork_baseline(self, target: Mem0Namespace) -> ForkBaseline:
+        """What the fork's copies in ``target`` recorded about the source (digests, fingerprint, count).
+
+        Copies the replay deleted leave a partial record: the source memories they stood for then show
+        as added, and the baseline's note says so.
+        """
         states = hosted_fork_states(self.payloads(target))
         complete = [s for s in states.values() if s.complete]
         if len(complete) == 1:
@@ -455,21 +432,14 @@ class HostedMem0Backend:
                 "the hosted backend an empty fork leaves no record naming its source, so there is nothing to "
                 "verify against; the fork task's XCom shows count=0)"
             )
-        now, payloads = self._digests(state.source)
-        note = (
-            ""
-            if state.complete
-            else f"{state.count - state.present} fork copies missing from {target}: their sources may show as added"
-        )
-        return untouched_report(
+        return ForkBaseline(
             fork_id=state.fork_id,
             source=state.source,
             target=target,
-            fingerprint_at_fork=state.source_fingerprint,
-            count_at_fork=state.count,
-            before=state.snapshot,
-            now=now,
-            payloads=payloads,
-            production_writes_expected=production_writes_expected,
-            note=note,
+            count=state.count,
+            fingerprint=state.source_fingerprint,
+            snapshot=state.snapshot,
+            note=""
+            if state.complete
+            else f"{state.count - state.present} fork copies missing from {target}: their sources may show as added",
         )

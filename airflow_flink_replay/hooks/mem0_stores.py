@@ -14,8 +14,9 @@ works one level down, on the client objects mem0 itself built (``memory.vector_s
   the result says so).
 
 Hosted Mem0 (``MemoryClient``, the platform) is a different backend, not a vector store: see
-:mod:`.mem0_hosted` (export with ``get_all`` + re-add with ``add(infer=False)``). The errors and the
-verify-untouched classification below are shared by both backends.
+:mod:`.mem0_hosted` (export with ``get_all`` + re-add with ``add(infer=False)``). The fork itself (markers,
+history, cleanup) is :class:`~.mem0_oss.OssMem0Backend` over these adapters; the errors below are raised by
+both backends.
 """
 
 from __future__ import annotations
@@ -26,14 +27,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-
-from airflow_flink_replay.core.memory import (
-    Mem0Namespace,
-    UntouchedReport,
-    combine_digests,
-    diff_snapshots,
-    has_provenance,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -46,74 +39,6 @@ class ForkConflictError(RuntimeError):
 
 class NotAForkError(RuntimeError):
     """A namespace without this project's fork provenance was asked to be dropped."""
-
-
-def untouched_report(
-    *,
-    fork_id: str,
-    source: Mem0Namespace,
-    target: Mem0Namespace,
-    fingerprint_at_fork: str,
-    count_at_fork: int,
-    before: Mapping[str, str],
-    now: Mapping[str, bytes],
-    payloads: Mapping[str, Mapping[str, Any]],
-    production_writes_expected: bool,
-    note: str = "",
-) -> UntouchedReport:
-    """Classify the changes of the source namespace since the fork (both backends).
-
-    ``before`` is the fork-time snapshot ``{source id: truncated digest hex}``, ``now`` the current
-    ``{id: digest}`` and ``payloads`` the current payloads. Equal fingerprints mean unchanged. Otherwise
-    every added/removed/changed id is listed; added or changed memories carrying fork provenance are a
-    **replay leak**, and with ``production_writes_expected=False`` every change is; the rest are
-    production's own changes (reported, ``ok`` stays true).
-    """
-    fingerprint_now = combine_digests(now.values())
-    if fingerprint_now == fingerprint_at_fork:
-        added: list[str] = []
-        removed: list[str] = []
-        changed: list[str] = []
-    else:
-        added, removed, changed = diff_snapshots(before, now)
-    touched = added + removed + changed
-    if production_writes_expected:
-        leak = sorted(i for i in added + changed if has_provenance(payloads.get(i) or {}))
-    else:
-        leak = sorted(touched)
-    production = sorted(set(touched) - set(leak))
-    if leak:
-        reason = f"{len(leak)} change(s) to production namespace {source} attributed to the replay" + (
-            "" if production_writes_expected else " (production declared stopped)"
-        )
-        if production:
-            reason += f"; {len(production)} other change(s) by production itself"
-    elif touched:
-        reason = f"{len(touched)} change(s) by production itself since the fork; none from the replay"
-    elif fingerprint_now != fingerprint_at_fork:
-        reason = f"production namespace {source} changed since the fork (fingerprint differs)"
-    else:
-        reason = "production namespace unchanged since the fork"
-    if note:
-        reason += f" ({note})"
-    return UntouchedReport(
-        fork_id=fork_id,
-        source=source,
-        target=target,
-        fingerprint_at_fork=fingerprint_at_fork,
-        fingerprint_now=fingerprint_now,
-        count_at_fork=count_at_fork,
-        count_now=len(now),
-        unchanged=fingerprint_now == fingerprint_at_fork,
-        added=added,
-        removed=removed,
-        changed=changed,
-        replay_leak_ids=leak,
-        production_change_ids=production,
-        production_writes_expected=production_writes_expected,
-        ok=not leak and (production_writes_expected or fingerprint_now == fingerprint_at_fork),
-        reason=reason,
-    )
 
 
 @dataclass

@@ -245,15 +245,16 @@ def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypat
     def failing_marker(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("injected: marker write failed")
 
-    monkeypatch.setattr(hook, "_write_markers", failing_marker)
+    backend = hook.get_backend()  # the vector-store backend writes the markers and cleans up
+    monkeypatch.setattr(backend, "_write_markers", failing_marker)
     with pytest.raises(RuntimeError, match="marker"):
         hook.fork(PROD, target, fork_id="run-2")
     monkeypatch.undo()
     assert hook.count(target) == 0 and hook.read_manifest(target) is None
 
     # a crash that could not clean up (process killed): the retry removes the leftovers and forks
-    monkeypatch.setattr(hook, "_remove", lambda *a, **k: 0)
-    monkeypatch.setattr(hook, "_write_markers", failing_marker)
+    monkeypatch.setattr(backend, "_remove", lambda *a, **k: 0)
+    monkeypatch.setattr(backend, "_write_markers", failing_marker)
     with pytest.raises(RuntimeError):
         hook.fork(PROD, target, fork_id="run-2")
     monkeypatch.undo()
@@ -294,7 +295,7 @@ def test_generic_fallback_through_mem0_interface(tmp_path: Path, stack: Any) -> 
     assert strict.count("replay-generic") == 0
 
     hook = Mem0Hook(config={**config, "store_adapter": "generic", "reembed": True})
-    hook._memory = memory  # one embedded Qdrant client per path
+    hook.get_backend().memory = memory  # one embedded Qdrant client per path
     assert not hook.get_store().exact_vectors
     result = hook.fork(PROD, "replay-generic", fork_id="g1")
     assert result.count == 200 and result.history_rows == 20
@@ -306,7 +307,7 @@ def test_generic_fallback_through_mem0_interface(tmp_path: Path, stack: Any) -> 
     assert hook.verify_untouched("replay-generic").unchanged
     # reembed=True is what the name says: the copies hold the embedder's vectors, not the stored ones
     exact = Mem0Hook(config=config)
-    exact._memory = memory
+    exact.get_backend().memory = memory
     assert embedder_made(exact.list_memories(PROD, with_vectors=True)) == 20
     assert embedder_made(exact.list_memories("replay-generic", with_vectors=True)) == 200
     with pytest.raises(NotAForkError):

@@ -1,5 +1,5 @@
-"""Pure parts of the Mem0 fork backends: hosted-Mem0 payload mapping, the verify-untouched classification,
-Qdrant's canonical vector, and the hook's backend selection.
+"""Hosted Mem0 backend (``hooks/mem0_hosted.py``): record → payload mapping, the ``add`` request of a fork
+copy, and the fork state read back from the copies' metadata.
 
 The Mem0 platform itself cannot be reached here (``MemoryClient`` pings the API when it is built), so no
 test talks to it or fakes it: these tests cover what the hosted backend computes from the records it
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 
-import numpy as np
 import pytest
 
 from airflow_flink_replay.core.memory import (
@@ -19,8 +18,6 @@ from airflow_flink_replay.core.memory import (
     FORK_SOURCE_NAMESPACE_FIELD,
     FORKED_AT_FIELD,
     Mem0Namespace,
-    combine_digests,
-    memory_digest,
 )
 from airflow_flink_replay.hooks.mem0_hosted import (
     FORK_COUNT_FIELD,
@@ -34,7 +31,6 @@ from airflow_flink_replay.hooks.mem0_hosted import (
     hosted_fork_states,
     hosted_payload,
 )
-from airflow_flink_replay.hooks.mem0_stores import QdrantAdapter, untouched_report
 
 PROD = Mem0Namespace(user_id="prod-job")
 REPLAY = Mem0Namespace(user_id="replay-1")
@@ -140,78 +136,3 @@ def test_hosted_fork_state_from_the_copies_metadata() -> None:
     partial = hosted_fork_states(_copies(2, count=3))["run-9"]  # one copy not (yet) visible
     assert not partial.complete and partial.present == 2
     assert set(hosted_fork_states({**_copies(1), **_copies(1, fork_id="other")})) == {"run-9", "other"}
-
-
-def test_untouched_report_classifies_replay_leaks_and_production_changes() -> None:
-    before_payloads = {f"p{i}": {"hash": f"h{i}", "updated_at": "t"} for i in range(4)}
-    before = {k: memory_digest(k, p, None) for k, p in before_payloads.items()}
-    snapshot = {k: d[:8].hex() for k, d in before.items()}
-    fingerprint = combine_digests(before.values())
-    common = {"fork_id": "run-9", "source": PROD, "target": REPLAY, "fingerprint_at_fork": fingerprint,
-              "count_at_fork": 4, "before": snapshot}  # fmt: skip
-
-    same = untouched_report(**common, now=before, payloads=before_payloads, production_writes_expected=True)
-    assert same.ok and same.unchanged and not (same.added or same.removed or same.changed)
-
-    payloads = dict(before_payloads)
-    payloads["p1"] = {"hash": "h1-new", "updated_at": "t2"}  # production updated a memory
-    payloads["leak"] = {"hash": "x", "updated_at": "t2", FORK_ID_FIELD: "run-9"}  # a fork copy in production
-    payloads["prod-new"] = {"hash": "y", "updated_at": "t2"}  # production added one
-    del payloads["p3"]  # production deleted one
-    now = {k: memory_digest(k, p, None) for k, p in payloads.items()}
-    report = untouched_report(**common, now=now, payloads=payloads, production_writes_expected=True)
-    assert not report.ok and not report.unchanged
-    assert (report.added, report.removed, report.changed) == (["leak", "prod-new"], ["p3"], ["p1"])
-    assert report.replay_leak_ids == ["leak"] and report.production_change_ids == ["p1", "p3", "prod-new"]
-    assert report.reason.startswith("1 change(s) to production namespace user_id=prod-job attributed to the replay")
-    assert "3 other change(s) by production itself" in report.reason
-
-    del payloads["leak"], now["leak"]
-    own = untouched_report(**common, now=now, payloads=payloads, production_writes_expected=True)
-    assert own.ok and own.production_change_ids == ["p1", "p3", "prod-new"] and not own.replay_leak_ids
-    assert own.reason == "3 change(s) by production itself since the fork; none from the replay"
-    strict = untouched_report(**common, now=now, payloads=payloads, production_writes_expected=False)
-    assert not strict.ok and strict.replay_leak_ids == ["p1", "p3", "prod-new"] and not strict.production_change_ids
-    assert "(production declared stopped)" in strict.reason
-
-
-def _renormalise(vec: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(vec, axis=-1)[:, np.newaxis]
-    return (vec / np.where(norm != 0.0, norm, np.float32(1e-12))).astype(np.float32, copy=False)
-
-
-def test_qdrant_canonical_vector_is_phase_independent_on_renormalisation_cycles() -> None:
-    """float32 re-normalisation does not always converge: the canonical vector must not depend on the phase
-    the stored vector is in (qdrant-client's local mode re-normalises stored vectors when it searches)."""
-    adapter = object.__new__(QdrantAdapter)
-    adapter._is_cosine = True
-    rng = np.random.default_rng(7)
-    cycling = 0
-    for _ in range(400):
-        vec = _renormalise(rng.standard_normal((1, 64)).astype(np.float32))
-        nxt = _renormalise(vec)
-        if np.array_equal(nxt, vec):
-            continue
-        cycling += 1
-        phases = [vec, nxt, _renormalise(nxt), _renormalise(_renormalise(nxt))]
-        canon = {tuple(adapter.canonical_vector([float(v) for v in p[0]])) for p in phases}
-        assert len(canon) == 1
-    assert cycling > 0  # the sample holds vectors that do not converge in one step
-    other = adapter.canonical_vector([0.6, 0.8] + [0.0] * 62)
-    assert adapter.canonical_vector([0.8, 0.6] + [0.0] * 62) != other  # a real change still shows
-
-
-def test_hook_selects_the_backend_from_the_extra() -> None:
-    from airflow_flink_replay.hooks.mem0 import Mem0Hook
-    from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
-
-    hosted = Mem0Hook(config={"backend": "hosted", "host": "https://mem0.example", "page_size": 50})
-    backend = hosted.get_hosted()  # built without contacting the platform
-    assert isinstance(backend, HostedMem0Backend) and (backend.host, backend.page_size) == ("https://mem0.example", 50)
-    with pytest.raises(ValueError, match=r"hosted backend: there is no local mem0\.Memory"):
-        hosted.get_memory()
-    assert Mem0Hook(config={"vector_store": {"provider": "chroma"}}).backend() == "oss"
-    with pytest.raises(ValueError, match=r"extra\.backend is 'cloud'; use 'oss'"):
-        Mem0Hook(config={"backend": "cloud"}).count("job-1")
-    with pytest.raises(ValueError, match=r'set extra\.backend to "hosted"'):
-        Mem0Hook(config={}).get_hosted()
