@@ -18,6 +18,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -134,11 +135,16 @@ class IsolateActionStateOperator(BaseOperator):
             raise AirflowException(f"two variants share one action-state topic: {names}. Fix: one topic each")
         return names
 
+    @cached_property
+    def hook(self) -> KafkaOffsetsHook:
+        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
+        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Check, create, and return :class:`ActionStateIsolation` as JSON."""
         run_key = self.run_key or str(context.get("run_id") or "manual")
         names = self.plan_topics(run_key)
-        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        hook = self.hook
         created: list[str] = []
         try:
             prod_exists = hook.topic_exists(self.production_topic)
@@ -264,6 +270,11 @@ class DeleteReplayTopicsOperator(BaseOperator):
         self.production_topic = production_topic
         self.kafka_config_id = kafka_config_id
 
+    @cached_property
+    def hook(self) -> KafkaOffsetsHook:
+        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
+        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Delete and return :class:`ActionStateCleanup` as JSON."""
         iso = dict(self.isolation or {})
@@ -274,7 +285,7 @@ class DeleteReplayTopicsOperator(BaseOperator):
                 f"refusing to delete {production!r}: it is production's action-state topic. Fix: pass only the "
                 "replay topics"
             )
-        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        hook = self.hook
         try:
             held = {t: hook.end_offsets(t) for t in topics if hook.topic_exists(t)}
             after = hook.end_offsets(production) if production and hook.topic_exists(production) else None

@@ -20,7 +20,8 @@ import re
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from functools import cached_property
+from typing import Any, TypedDict
 
 from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
@@ -50,8 +51,24 @@ _LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "R
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _default_deferrable() -> bool:
-    return conf.getboolean("operators", "default_deferrable", fallback=False)
+class QuiesceCarry(TypedDict):
+    """What ``QuiesceAndSavepointOperator.execute`` hands to ``execute_complete`` through the trigger's ``carry``."""
+
+    trigger_id: str
+    plan: dict[str, Any]  # ProductionPlan, JSON
+    requested_at: str  # ISO timestamp
+    reused: bool
+
+
+class ResumeCarry(TypedDict):
+    """What ``ResumeJobOperator`` hands to ``execute_complete`` through the trigger's ``carry``."""
+
+    job_id: str
+    job_name: str
+    savepoint: str | None
+    submitted_at: str  # ISO timestamp
+    stopped_at: str | None  # ISO timestamp
+    reattached: bool
 
 
 def operation_trigger_id(
@@ -134,7 +151,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
         poll_interval: float = 0.5,
         agent_operator_name: str = AGENT_OPERATOR_NAME,
         wait_for_finished: bool = True,
-        deferrable: bool | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -147,11 +164,11 @@ class QuiesceAndSavepointOperator(BaseOperator):
         self.poll_interval = float(poll_interval)
         self.agent_operator_name = agent_operator_name
         self.wait_for_finished = wait_for_finished
-        self.deferrable = _default_deferrable() if deferrable is None else deferrable
+        self.deferrable = deferrable
         if self.format_type not in ("CANONICAL", "NATIVE"):
             raise ValueError(f"format_type must be CANONICAL or NATIVE, got {format_type!r}")
 
-    @property
+    @cached_property
     def hook(self) -> FlinkRestHook:
         """The Flink REST hook."""
         return FlinkRestHook(self.flink_conn_id)
@@ -269,7 +286,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
         requested_at: datetime,
         reused: bool,
     ) -> Any:
-        kwargs = {
+        carry: QuiesceCarry = {
             "trigger_id": trigger_id,
             "plan": plan.model_dump(mode="json"),
             "requested_at": requested_at.isoformat(),
@@ -284,7 +301,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
                     flink_conn_id=self.flink_conn_id,
                     timeout=self.timeout,
                     poll_interval=self.poll_interval,
-                    carry=kwargs,
+                    carry=dict(carry),
                 ),
                 method_name="execute_complete",
             )
@@ -437,7 +454,7 @@ class ResumeJobOperator(BaseOperator):
         cancel_on_kill: bool = False,
         production_job_id: str | None = None,
         quiesce_mode: str | None = None,
-        deferrable: bool | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
@@ -457,10 +474,10 @@ class ResumeJobOperator(BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self.production_job_id = production_job_id
         self.quiesce_mode = quiesce_mode
-        self.deferrable = _default_deferrable() if deferrable is None else deferrable
+        self.deferrable = deferrable
         self._submitted_job_id: str | None = None
 
-    @property
+    @cached_property
     def hook(self) -> FlinkRestHook:
         """The Flink REST hook."""
         return FlinkRestHook(self.flink_conn_id)
@@ -469,8 +486,6 @@ class ResumeJobOperator(BaseOperator):
         """Submit (or reattach), then wait until RUNNING."""
         if self.quiesce_mode == "existing":
             raise AirflowSkipException("quiesce_mode=existing: this run never stopped production, nothing to resume")
-        if self.production_job_id in ("", "None"):
-            self.production_job_id = None
         if not (self.quiesce_result or self.production_job_id or self.savepoint_path):
             raise AirflowSkipException(
                 "nothing to resume: no quiesce result, no production job id and no savepoint_path (the run failed "
@@ -591,7 +606,7 @@ class ResumeJobOperator(BaseOperator):
         reattached: bool,
     ) -> Any:
         FlinkJobLink.persist(context, hook.job_ui_url(job_id))
-        kwargs = {
+        carry: ResumeCarry = {
             "job_id": job_id,
             "job_name": name,
             "savepoint": savepoint,
@@ -608,7 +623,9 @@ class ResumeJobOperator(BaseOperator):
                     timeout=self.timeout,
                     poll_interval=self.poll_interval,
                     all_tasks_running=self.all_tasks_running,
-                    carry=kwargs,
+                    # a killed deferred task cancels the job only if it submitted it and was asked to
+                    cancel_on_kill=self.cancel_on_kill and not reattached,
+                    carry=dict(carry),
                 ),
                 method_name="execute_complete",
             )

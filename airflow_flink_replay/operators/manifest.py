@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -132,9 +133,14 @@ class RecordStartOffsetsOperator(BaseOperator):
         self.offsets_before = offsets_before
         self.kafka_config_id = kafka_config_id
 
+    @cached_property
+    def hook(self) -> KafkaOffsetsHook:
+        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
+        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Read and return the start offsets."""
-        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        hook = self.hook
         try:
             start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before)
         except ValueError as err:
@@ -274,10 +280,15 @@ class CreateReplayManifestOperator(BaseOperator):
             production = production.model_copy(update={"savepoint": savepoint})
         return ReplayManifest(run_id=run_id, production=production, capture=capture)
 
+    @cached_property
+    def hook(self) -> KafkaOffsetsHook:
+        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
+        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Read the window, write the sealed manifest, return its URI and digest."""
         run_id = self.run_id or str(context.get("run_id") or "manual")
-        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        hook = self.hook
         try:
             manifest = self.build_manifest(hook, run_id)
         except (ManifestError, ValueError) as err:
@@ -349,6 +360,11 @@ class ReuseManifestOperator(BaseOperator):
         self.check_savepoint = check_savepoint
         self.run_id = run_id
 
+    @cached_property
+    def hook(self) -> KafkaOffsetsHook:
+        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
+        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id or "kafka_default")
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Load, check, re-issue the manifest for this run."""
 
@@ -398,7 +414,7 @@ class ReuseManifestOperator(BaseOperator):
         """The window's records must still be on the broker (only the low watermark is checked: tansu's
         high watermark is not reliable for batched writes)."""
         topic = manifest.capture.topic
-        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id or "kafka_default")
+        hook = self.hook
         try:
             if not hook.topic_exists(topic):
                 return [f"capture.topic {topic!r} no longer exists. Fix: take a new savepoint (drain or stop)"]

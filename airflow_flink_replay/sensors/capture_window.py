@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, conf
@@ -102,10 +103,15 @@ class CaptureWindowSensor(BaseSensorOperator):
         except ValueError as err:
             raise AirflowException(f"invalid capture window: {err}") from err
 
+    @cached_property
+    def hook(self) -> KafkaOffsetsHook:
+        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
+        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+
     def poke(self, context: Any) -> Any:
         """One look at the topic (non-deferrable mode)."""
         spec = self._spec()
-        hook = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        hook = self.hook
         try:
             result = check_capture_window(hook, spec)
         finally:

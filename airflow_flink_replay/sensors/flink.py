@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, conf
@@ -48,9 +49,14 @@ class FlinkJobSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.poll_interval_rest = poll_interval
 
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook."""
+        return FlinkRestHook(self.flink_conn_id)
+
     def poke(self, context: Any) -> bool:
         """One ``GET /jobs/{id}``."""
-        hook = FlinkRestHook(self.flink_conn_id)
+        hook = self.hook
         job = hook.get_job(self.job_id)
         self.log.info("Flink job %s is %s (waiting for %s)", self.job_id, job.state, self.target_states)
         if job.state in self.target_states or job.state in _FINAL:
@@ -58,7 +64,7 @@ class FlinkJobSensor(BaseSensorOperator):
         if job.state in self.target_states:
             return job.state != "RUNNING" or not self.all_tasks_running or job.all_vertices_running
         if job.state in _FINAL:
-            cause = FlinkRestHook(self.flink_conn_id).job_failure_cause(self.job_id)
+            cause = hook.job_failure_cause(self.job_id)
             raise AirflowException(
                 f"Flink job {self.job_id} ended {job.state} while waiting for {self.target_states}: "
                 f"{cause or 'no exception recorded'}"
@@ -67,7 +73,7 @@ class FlinkJobSensor(BaseSensorOperator):
 
     def execute(self, context: Any) -> Any:
         """Poke once; if not there yet and deferrable, defer to :class:`FlinkJobStateTrigger`."""
-        hook = FlinkRestHook(self.flink_conn_id)
+        hook = self.hook
         FlinkJobLink.persist(context, hook.job_ui_url(self.job_id))
         if not self.deferrable:
             return super().execute(context)
@@ -88,7 +94,7 @@ class FlinkJobSensor(BaseSensorOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         """Return the reached state, or fail with the trigger's message."""
         if event.get("state"):
-            hook = FlinkRestHook(self.flink_conn_id)
+            hook = self.hook
             FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, str(event["state"])))
         if event.get("status") != "success":
             raise AirflowException(event.get("message") or f"Flink job wait failed: {event}")

@@ -3,6 +3,22 @@
 Both triggers poll the REST API with ``aiohttp`` (through :class:`FlinkRestHook`'s async twin), never block
 the triggerer's loop, ``serialize()`` to their class path and kwargs, and are bounded by an absolute
 deadline (kept across serialization, so a triggerer restart does not extend the wait).
+
+**The ``carry`` contract.** Each trigger takes a ``carry`` dict and echoes it, unchanged, under
+``event["carry"]`` in every event it fires (success, error and timeout alike). It is how a deferring
+operator hands what ``execute`` knew to ``execute_complete``: the keys belong to that operator (its
+``*Carry`` TypedDict, e.g. ``operators.flink.ResumeCarry``), the trigger never reads them, and the values
+must be JSON-able (they are serialized with the trigger). Deferral ``kwargs`` are not used for this because
+``dag.test()`` in Airflow 3.3 drops them when it runs a trigger inline.
+
+**Cleanup on kill.** When a user kills a deferred task (mark failed/success, clear), the triggerer of
+Airflow 3.3 cancels the trigger with a user-action message and awaits its ``on_kill()``; it does not call
+``on_kill()`` when the triggerer merely restarts or hands the trigger to another triggerer, nor on the
+trigger's timeout — the job must survive those, since the task resumes waiting on it.
+:class:`FlinkJobStateTrigger` cancels the job it waits on there when built with ``cancel_on_kill=True``
+(the replay operator does; production's resume does not). :class:`FlinkAsyncOperationTrigger` has nothing
+to clean up: Flink cannot abort a savepoint or undo a stop over REST, and the deterministic trigger id
+lets a retry reattach to it.
 """
 
 from __future__ import annotations
@@ -134,7 +150,9 @@ class FlinkJobStateTrigger(BaseTrigger):
     :param job_id: the Flink job.
     :param target_states: e.g. ``["RUNNING"]`` or ``["FINISHED"]``.
     :param all_tasks_running: for RUNNING, also wait until every vertex is RUNNING (records flow again).
-    :param carry: JSON-able data echoed in every event (``event["carry"]``).
+    :param cancel_on_kill: cancel the job when a user kills the deferred task (``on_kill``). Only for a job
+        the deferring task owns (a replay): off by default, because production must stay up.
+    :param carry: JSON-able data echoed in every event (``event["carry"]``; see the module doc).
     """
 
     def __init__(
@@ -146,11 +164,14 @@ class FlinkJobStateTrigger(BaseTrigger):
         deadline: float | None = None,
         poll_interval: float = 0.5,
         all_tasks_running: bool = False,
+        cancel_on_kill: bool = False,
         carry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.carry = dict(carry or {})
         self.job_id = job_id
+        self.cancel_on_kill = bool(cancel_on_kill)
+        self._fired = False
         self.target_states = [str(s).upper() for s in target_states]
         self.flink_conn_id = flink_conn_id
         self.timeout = float(timeout)
@@ -170,6 +191,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
                 "all_tasks_running": self.all_tasks_running,
+                "cancel_on_kill": self.cancel_on_kill,
                 "carry": self.carry,
             },
         )
@@ -187,6 +209,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                         state != "RUNNING" or not self.all_tasks_running or job.all_vertices_running
                     )
                     if reached:
+                        self._fired = True
                         yield TriggerEvent(
                             {
                                 "status": "success",
@@ -200,6 +223,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                         return
                     if state in _FINAL:
                         cause = await hook.ajob_failure_cause(session, self.job_id)
+                        self._fired = True
                         yield TriggerEvent(
                             {
                                 "status": "error",
@@ -212,6 +236,7 @@ class FlinkJobStateTrigger(BaseTrigger):
                         )
                         return
                     if time.time() >= self.deadline:
+                        self._fired = True
                         yield TriggerEvent(
                             {
                                 "status": "timeout",
@@ -225,6 +250,28 @@ class FlinkJobStateTrigger(BaseTrigger):
                         return
                     await asyncio.sleep(min(self.poll_interval, max(self.deadline - time.time(), 0.01)))
         except FlinkRestError as err:
+            self._fired = True
             yield TriggerEvent(
                 {"status": "error", "job_id": self.job_id, "carry": self.carry, "state": state, "message": str(err)}
             )
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: with ``cancel_on_kill``, cancel the job (``PATCH /jobs/{id}``).
+
+        Called by Airflow 3.3's triggerer for user actions only (see the module doc). Nothing is cancelled
+        after this trigger fired its event (the task owns the job again) or without ``cancel_on_kill``.
+        The cancel is the hook's ``cancel_job`` (idempotent, so retried) in a thread: the triggerer's loop
+        never waits on it. A job that already ended is left alone. Errors are logged, never raised: the
+        run's ``cancel_leftover_replays`` task cancels whatever is left.
+        """
+        if not self.cancel_on_kill or self._fired:
+            return
+        self.log.warning("Deferred task killed: cancelling Flink job %s it was waiting on", self.job_id)
+        hook = FlinkRestHook(self.flink_conn_id)
+        try:
+            await hook.asettings()  # the connection, looked up the triggerer's async way
+            await asyncio.to_thread(hook.cancel_job, self.job_id)
+        except Exception:
+            self.log.exception("Could not cancel Flink job %s; it may still run", self.job_id)
+        else:
+            self.log.info("Cancelled Flink job %s", self.job_id)
