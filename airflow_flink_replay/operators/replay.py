@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator, conf
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan, ReplayPins, check_identity
@@ -93,7 +94,7 @@ class SubmitReplayJobOperator(BaseOperator):
         replay_program: str = REPLAY_JOB_MODULE,
         timeout: float = 1200.0,
         poll_interval: float = 1.0,
-        deferrable: bool | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,10 +107,13 @@ class SubmitReplayJobOperator(BaseOperator):
         self.submitter = submitter
         self.timeout = float(timeout)
         self.poll_interval = float(poll_interval)
-        if deferrable is None:
-            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
         self._job_id: str | None = None
+
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook of the replay cluster."""
+        return FlinkRestHook(self.flink_conn_id)
 
     # ------------------------------------------------------------------------------------------ steps
     def _spec(self, context: Any) -> ReplayJobSpec:
@@ -172,7 +176,7 @@ class SubmitReplayJobOperator(BaseOperator):
     def execute(self, context: Any) -> Any:
         """Reattach or preflight + submit, then wait until the replay FINISHES."""
         spec = self._spec(context)
-        hook = FlinkRestHook(self.flink_conn_id)
+        hook = self.hook
         started = time.time()
         existing = self._existing(hook, spec.job_name or "")
         preflight = "reattached"
@@ -204,6 +208,7 @@ class SubmitReplayJobOperator(BaseOperator):
                     flink_conn_id=self.flink_conn_id,
                     timeout=self.timeout,
                     poll_interval=self.poll_interval,
+                    cancel_on_kill=True,  # a killed deferred replay cancels its job (the triggerer's on_kill)
                     carry=carry,
                 ),
                 method_name="execute_complete",
@@ -217,7 +222,7 @@ class SubmitReplayJobOperator(BaseOperator):
 
     def _link_ended(self, context: Any, job_id: str, state: str) -> None:
         """Point the task's Flink link at the ended job's page (the web UI moves it under "completed")."""
-        FlinkJobLink.persist(context, FlinkRestHook(self.flink_conn_id).job_ui_url(job_id, state))
+        FlinkJobLink.persist(context, self.hook.job_ui_url(job_id, state))
 
     def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
         """After the trigger: fail with the Flink cause, or collect the outputs."""
@@ -258,7 +263,7 @@ class SubmitReplayJobOperator(BaseOperator):
         """Cancel the replay job this task started or reattached to."""
         if self._job_id:
             try:
-                FlinkRestHook(self.flink_conn_id).cancel_job(self._job_id)
+                self.hook.cancel_job(self._job_id)
             except Exception:  # best effort: the cleanup task cancels leftovers too
                 self.log.exception("could not cancel replay job %s", self._job_id)
 
