@@ -11,6 +11,7 @@ a pydantic result (``model_dump(mode="json")``) to XCom:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -76,11 +77,16 @@ class ForkMem0NamespaceOperator(BaseOperator):
         self.mem0_conn_id = mem0_conn_id
         self.batch_size = batch_size
 
+    @cached_property
+    def hook(self) -> Mem0Hook:
+        """The Mem0 hook."""
+        return Mem0Hook(mem0_conn_id=self.mem0_conn_id, batch_size=self.batch_size)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Fork and return the :class:`ForkResult` as JSON-ready dict."""
         source = _namespace(self.source, "source")
         target = _namespace(self.target, "target")
-        hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id, batch_size=self.batch_size)
+        hook = self.hook
         try:
             result = hook.fork(source, target, fork_id=str(self.fork_id))
         except (ForkConflictError, ValueError) as exc:
@@ -123,9 +129,14 @@ class VerifyMem0UntouchedOperator(BaseOperator):
         self.production_writes_expected = production_writes_expected
         self.mem0_conn_id = mem0_conn_id
 
+    @cached_property
+    def hook(self) -> Mem0Hook:
+        """The Mem0 hook."""
+        return Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Verify and return the :class:`UntouchedReport` (fails on a replay leak)."""
-        hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+        hook = self.hook
         try:
             report = hook.verify_untouched(
                 _namespace(self.target, "target"),
@@ -176,9 +187,14 @@ class DropMem0ForkOperator(BaseOperator):
         self.keep = keep
         self.mem0_conn_id = mem0_conn_id
 
+    @cached_property
+    def hook(self) -> Mem0Hook:
+        """The Mem0 hook."""
+        return Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Drop (or keep) the fork and return the :class:`DropResult`."""
-        hook = Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+        hook = self.hook
         try:
             result = hook.drop(_namespace(self.namespace, "namespace"), keep=_flag(self.keep, "keep"))
         except NotAForkError as exc:
