@@ -1,4 +1,4 @@
-"""Per-field comparators: exact, numeric with tolerance, text by similarity, set.
+"""Per-field comparators: exact, numeric with tolerance, text by similarity, set, multiset.
 
 A comparator takes two leaf values (either may be :data:`MISSING`) and returns a similarity in [0, 1];
 the field "differs" when the similarity is below 1 for exact/numeric/set, or below the text threshold.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,18 @@ def _set(a: Any, b: Any) -> tuple[bool, float]:
     return True, len(sa & sb) / len(union) if union else 1.0
 
 
+def _multiset(a: Any, b: Any) -> tuple[bool, float]:
+    """Unordered lists that keep duplicates (tool calls, citations): equal when each element occurs as often."""
+    if not isinstance(a, list) or not isinstance(b, list):
+        return _exact(a, b)
+    ca = Counter(_canon(v) for v in a)
+    cb = Counter(_canon(v) for v in b)
+    if ca == cb:
+        return False, 1.0
+    union = sum((ca | cb).values())
+    return True, sum((ca & cb).values()) / union if union else 1.0
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
@@ -98,6 +111,9 @@ class ComparatorResolver:
         self._numeric_default = Comparator("numeric", _numeric(config.rel_tol, config.abs_tol))
         self._text_default = Comparator("text", _text(config.text_threshold))
         self._set_default = Comparator("set", _set)
+        self._list_default = (
+            Comparator("multiset", _multiset) if config.list_mode == "multiset" else self._set_default
+        )
         self._names: dict[str, str] = {}
 
     def rule_comparator(self, path: str) -> Comparator | None:
@@ -119,6 +135,8 @@ class ComparatorResolver:
                 comp = Comparator(f"text(>={th:g})", _text(th), mnc)
             elif rule.comparator == "set":
                 comp = Comparator("set", _set, mnc)
+            elif rule.comparator == "multiset":
+                comp = Comparator("multiset", _multiset, mnc)
             elif rule.comparator == "ignore":
                 comp = Comparator("ignore", _ignore, mnc)
             else:  # auto, maybe with tolerances/threshold (0 is a setting too) or must_not_change
@@ -133,6 +151,7 @@ class ComparatorResolver:
         num = _numeric(self._config.rel_tol if rel is None else rel, self._config.abs_tol if ab is None else ab)
         text = _text(self._config.text_threshold if th is None else th)
         min_len = self._config.text_min_length
+        lists = self._list_default.fn
 
         def cmp(a: Any, b: Any) -> tuple[bool, float]:
             if _is_number(a) and _is_number(b):
@@ -140,7 +159,7 @@ class ComparatorResolver:
             if isinstance(a, str) and isinstance(b, str) and (_is_text(a, min_len) or _is_text(b, min_len)):
                 return text(a, b)
             if isinstance(a, list) and isinstance(b, list):
-                return _set(a, b)
+                return lists(a, b)
             return _exact(a, b)
 
         return Comparator("auto", cmp, mnc)
@@ -164,8 +183,8 @@ class ComparatorResolver:
                 return differs, score, "text"
             return True, 0.0, "exact"
         if isinstance(a, list) and isinstance(b, list):
-            differs, score = _set(a, b)
-            return differs, score, "set"
+            differs, score = self._list_default.fn(a, b)
+            return differs, score, self._list_default.name
         differs, score = _exact(a, b)
         return differs, score, "exact"
 
@@ -181,7 +200,7 @@ class ComparatorResolver:
         if isinstance(sample, str):
             return "text" if _is_text(sample, self._config.text_min_length) else "exact"
         if isinstance(sample, list):
-            return "set"
+            return self._list_default.name
         return "exact"
 
     def must_not_change(self, path: str) -> bool:

@@ -6,15 +6,16 @@ Defaults are chosen for agent outputs of a few hundred to a few hundred thousand
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: Comparator names. ``auto`` picks one by the value's type (see :func:`CompareConfig.default_comparator`).
-ComparatorName = Literal["auto", "exact", "numeric", "text", "set", "ignore"]
-ListMode = Literal["auto", "index", "set"]
+ComparatorName = Literal["auto", "exact", "numeric", "text", "set", "multiset", "ignore"]
+ListMode = Literal["auto", "index", "set", "multiset"]
 
 #: Always ignored: the replay job's bookkeeping field on every output line.
 RESERVED_IGNORE = ("$._replay",)
@@ -24,7 +25,9 @@ class FieldRule(BaseModel):
     """How one field (or a family of fields) is compared.
 
     ``path`` is a JSONPath as produced by flattening, e.g. ``$.label``, ``$.items[*].sku`` or ``$.meta.*``:
-    ``[*]`` matches any list index, ``*`` any single name, ``..`` any depth. The first matching rule wins.
+    ``[*]`` matches any list index, ``*`` any single name, ``..`` any depth; a rule on an object covers
+    every field below it. Any quoting reads the same (``$['priorité']`` is ``$.priorité``); the path is kept
+    in the canonical form (:func:`canonical_path`). The first matching rule wins.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -45,9 +48,7 @@ class FieldRule(BaseModel):
     @field_validator("path")
     @classmethod
     def _path_is_jsonpath(cls, value: str) -> str:
-        if not value.startswith("$"):
-            raise ValueError(f"field rule path {value!r} must be a JSONPath starting with '$' (e.g. '$.label')")
-        return value
+        return canonical_path(value, "field rule path")
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -77,10 +78,22 @@ class CompareConfig(BaseModel):
     ignore: list[str] = Field(default_factory=list, description="JSONPaths to leave out ($._replay always is).")
     list_mode: ListMode = Field(
         default="auto",
-        description="lists: 'index' compares element by element, 'set' as unordered sets, "
-        "'auto' = sets for lists of scalars, by index otherwise",
+        description="lists: 'index' compares element by element, 'set' as unordered sets, 'multiset' as "
+        "unordered lists that keep duplicates (tool calls, citations), 'auto' = sets for lists of scalars, by "
+        "index otherwise",
     )
     fields: list[FieldRule] = Field(default_factory=list, description="per-path comparators and rules")
+    map_paths: list[str] = Field(
+        default_factory=list,
+        description="objects keyed by ids (e.g. '$.decision_by_sku'): their names collapse to '*' and a "
+        "change under any of them counts once per output; found automatically too (map_min_keys)",
+    )
+    map_min_keys: int = Field(
+        default=16,
+        ge=0,
+        description="an object with at least this many distinct names over all outputs, each output holding "
+        "on average at most a quarter of them, is a map keyed by ids (0 = no automatic detection)",
+    )
 
     # --- comparator defaults
     rel_tol: float = Field(default=1e-6, ge=0, description="numeric relative tolerance")
@@ -112,6 +125,18 @@ class CompareConfig(BaseModel):
     exact_max_rate: float = Field(
         default=0.0, ge=0, le=1, description="without baseline-2: a field differing in more outputs than this FAILs"
     )
+    numeric_noise_band: bool = Field(
+        default=True,
+        description="numbers: learn from baseline vs baseline-2 how far each field moves (absolute and relative "
+        "band); a candidate difference within both bands is noise and not counted",
+    )
+    numeric_noise_quantile: float = Field(
+        default=0.99,
+        gt=0,
+        le=1,
+        description="the band is this quantile of |baseline - baseline-2| over all aligned outputs (outputs "
+        "where the number did not move count as 0)",
+    )
 
     # --- missing / extra outputs
     missing_abs_threshold: float = Field(
@@ -131,33 +156,113 @@ class CompareConfig(BaseModel):
     max_examples: int = Field(default=5, ge=0, description="side-by-side examples per field in the report")
     max_listed: int = Field(default=50, ge=0, description="missing/extra outputs listed by key in the report")
 
+    @field_validator("ignore", "map_paths")
+    @classmethod
+    def _paths_are_jsonpaths(cls, value: list[str]) -> list[str]:
+        return [canonical_path(p, "path") for p in value]
+
     def rule_for(self, path: str) -> FieldRule | None:
-        """The first field rule whose pattern matches the flattened ``path``."""
+        """The first field rule whose pattern matches the flattened ``path`` or an object above it."""
         for rule in self.fields:
-            if rule.regex.fullmatch(path):
+            if is_under(rule.regex, path):
                 return rule
         return None
+
+
+class PathError(ValueError):
+    """A JSONPath that cannot be parsed (or a rule that is not a JSONPath)."""
+
+
+#: One step of a path or rule: ("name", str), ("index", int), ("any_index", None), ("any_name", None) for
+#: ``.*``, ("descend", None) for ``..``.
+Step = tuple[str, Any]
+
+_NAME = re.compile(r"[^.\[]+")
+_INDEX = re.compile(r"\[(\d+)\]")
+_SQUOTED = re.compile(r"\['((?:[^'\\]|\\.)*)'\]")
+_DQUOTED = re.compile(r'\[("(?:[^"\\]|\\.)*")\]')
+_SQ_ESCAPE = re.compile(r"\\(.)")
+
+#: One segment of a flattened path, in the canonical form that :func:`segment` writes.
+SEGMENT = r"(?:\.[^.\[]+|\[\d+\]|\['(?:[^'\\]|\\.)*'\])"
+
+
+def segment(name: str) -> str:
+    """One name in the canonical path form: ``.name`` for identifiers (any script: ``.priorité``), else
+    ``['a b']`` with ``\\`` and ``\'`` escaped. Reports, rules and flattened paths all use this form."""
+    if name.isidentifier():
+        return "." + name
+    return "['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+
+
+def parse_path(path: str, what: str = "path") -> list[Step]:
+    """The steps of a JSONPath rule or flattened path; any quoting (``$['a']``, ``$["caf\\u00e9"]``) reads
+    as the same name. Raises :class:`PathError` naming the path and the position."""
+    if not path.startswith("$"):
+        raise PathError(f"{what} {path!r} is not a JSONPath: it must start with '$' (e.g. '$.label')")
+    steps: list[Step] = []
+    i = 1
+    while i < len(path):
+        if path.startswith("..", i):
+            steps.append(("descend", None))
+            i += 2 if path.startswith("..[", i) else 1
+            continue
+        if path.startswith(".*", i) and (i + 2 == len(path) or path[i + 2] in ".["):
+            steps.append(("any_name", None))
+            i += 2
+        elif path[i] == ".":
+            m = _NAME.match(path, i + 1)
+            if m is None:
+                raise PathError(f"{what} {path!r}: a name is missing after '.' at position {i}")
+            steps.append(("name", m.group()))
+            i = m.end()
+        elif path.startswith("[*]", i):
+            steps.append(("any_index", None))
+            i += 3
+        elif (m := _INDEX.match(path, i)) is not None:
+            steps.append(("index", int(m.group(1))))
+            i = m.end()
+        elif (m := _SQUOTED.match(path, i)) is not None:
+            steps.append(("name", _SQ_ESCAPE.sub(r"\1", m.group(1))))
+            i = m.end()
+        elif (m := _DQUOTED.match(path, i)) is not None:
+            steps.append(("name", json.loads(m.group(1))))
+            i = m.end()
+        else:
+            raise PathError(f"{what} {path!r}: cannot read {path[i:i + 12]!r} at position {i}")
+    return steps
+
+
+def canonical_path(path: str, what: str = "path") -> str:
+    """The one written form of a path or rule (see :func:`segment`); raises :class:`PathError`."""
+    out = ["$"]
+    for kind, value in parse_path(path, what):
+        if kind == "name":
+            seg = segment(value)
+            out.append(seg[1:] if out[-1] == ".." and seg.startswith(".") else seg)
+        elif kind == "index":
+            out.append(f"[{value}]")
+        else:
+            out.append({"any_index": "[*]", "any_name": ".*", "descend": ".."}[kind])
+    return "".join(out)
 
 
 def path_pattern(path: str) -> re.Pattern[str]:
     """Compile a JSONPath pattern (``$.a.b``, ``$.a[*].b``, ``$.a.*``, ``$..b``, ``$['x y']``) to a regex
     over flattened paths. A pattern also matches everything below it when used with :func:`is_under`."""
     out = []
-    i = 0
-    while i < len(path):
-        if path.startswith("..", i):
-            out.append(r"(?:\.[^.\[]+|\[[^\]]+\])*\.")
-            i += 2
-        elif path.startswith("[*]", i):
+    for kind, value in parse_path(path):
+        if kind == "name":
+            out.append(re.escape(segment(value)))
+        elif kind == "index":
+            out.append(re.escape(f"[{value}]"))
+        elif kind == "any_index":
             out.append(r"\[\d+\]")
-            i += 3
-        elif path.startswith(".*", i):
-            out.append(r"(?:\.[^.\[]+|\[[^\]]+\])")
-            i += 2
-        else:
-            out.append(re.escape(path[i]))
-            i += 1
-    return re.compile("".join(out))
+        elif kind == "any_name":
+            out.append(SEGMENT)
+        else:  # descend: any number of segments, then the next step
+            out.append(SEGMENT + "*")
+    return re.compile(re.escape("$") + "".join(out))
 
 
 def is_under(pattern: re.Pattern[str], path: str) -> bool:

@@ -21,9 +21,10 @@ from typing import Any, Literal
 from airflow_flink_replay.core.compare.alignment import Entry, Run, load_run
 from airflow_flink_replay.core.compare.audit import compare_audits
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
-from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig
+from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, PathError, canonical_path, is_under
+from airflow_flink_replay.core.compare.differ import Differ, NumericBand
 from airflow_flink_replay.core.compare.loading import CompareInputError, Source, read_audit, source_name
-from airflow_flink_replay.core.compare.paths import MISSING, Flattener, PathError, compile_key, unflatten
+from airflow_flink_replay.core.compare.paths import MISSING, Flattener, Group, compile_key, unflatten
 from airflow_flink_replay.core.compare.result import (
     ComparisonResult,
     Counts,
@@ -41,6 +42,7 @@ from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower
 REASON_ORDER = (
     "MUST_NOT_CHANGE",
     "FIELD_REGRESSION",
+    "OUTPUT_REGRESSION",
     "NEW_RESOURCE_CALL",
     "SIDE_EFFECT_REGRESSION",
     "AUDIT_RULE",
@@ -75,36 +77,6 @@ class AuditSources:
 
     def given(self) -> bool:
         return any(v is not None for v in (self.baseline, self.candidate, self.baseline_2))
-
-
-class _Diff:
-    """Per-pair field differ with cached comparator choice."""
-
-    def __init__(self, resolver: ComparatorResolver) -> None:
-        self.resolver = resolver
-        self.comparator_of: dict[str, str] = {}
-
-    def __call__(self, fa: dict[str, Any], fb: dict[str, Any]) -> dict[str, float]:
-        if fa == fb:
-            return {}
-        out: dict[str, float] = {}
-        compare = self.resolver.compare
-        names = self.comparator_of
-        for p, va in fa.items():
-            vb = fb.get(p, MISSING)
-            if va == vb and type(va) is type(vb):
-                continue
-            differs, score, name = compare(p, va, vb)
-            names[p] = name
-            if differs:
-                out[p] = score
-        for p, vb in fb.items():
-            if p not in fa:
-                differs, score, name = compare(p, MISSING, vb)
-                names.setdefault(p, name)
-                if differs:
-                    out[p] = score
-        return out
 
 
 def _preview(flat: dict[str, Any], limit: int = 160) -> str:
@@ -142,6 +114,10 @@ def compare_runs(
     """
     started = time.monotonic()
     config = config or CompareConfig()
+    try:
+        ignore = [canonical_path(p, "--ignore path") for p in ignore or []]
+    except PathError as err:
+        raise CompareInputError("--ignore", str(err)) from None
     ignore_all = list(dict.fromkeys([*RESERVED_IGNORE, *config.ignore, *(ignore or [])]))
     if ignore:
         config = config.model_copy(update={"ignore": list(dict.fromkeys([*config.ignore, *ignore]))})
@@ -158,16 +134,16 @@ def compare_runs(
         getter = compile_key(key)
     except PathError as err:
         raise CompareInputError("--key", str(err)) from None
-    set_paths = [r.path for r in config.fields if r.comparator == "set"]
-    flattener = Flattener(ignore_all, config.list_mode, set_paths=set_paths)
+    set_paths = [r.path for r in config.fields if r.comparator in ("set", "multiset")]
+    flattener = Flattener(
+        ignore_all, config.list_mode, set_paths=set_paths, map_paths=config.map_paths, map_min_keys=config.map_min_keys
+    )
 
     # Loading builds millions of small objects and no cycles: the cyclic GC would only rescan them.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compare(
-            baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener, ignore_all, started
-        )
+        return _compare(baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener, started)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -182,20 +158,23 @@ def _compare(
     audit_sources: AuditSources | None,
     getter: Any,
     flattener: Flattener,
-    ignore_all: list[str],
     started: float,
 ) -> ComparisonResult:
     """Load, align, compute field statistics, decide; then audits, examples and the result."""
     run_a = load_run("baseline", baseline, getter, flattener)
     run_b = load_run("candidate", candidate, getter, flattener)
     run_a2 = load_run("baseline_2", baseline_2, getter, flattener) if baseline_2 is not None else None
+    _collapse_maps([r for r in (run_a, run_b, run_a2) if r is not None], flattener.collapse_maps())
 
     resolver = ComparatorResolver(config)
-    diff = _Diff(resolver)
+    band = _learn_band(run_a, run_a2, config) if run_a2 is not None and config.numeric_noise_band else None
+    diff = Differ(resolver, band)
     al = _align(run_a, run_b, run_a2, diff, config.max_examples)
     fields = _field_stats(al, run_a, run_b, run_a2, resolver, diff, config)
+    outputs = _outputs_stat(al, run_a2 is not None, config)
     counts = _counts(al, run_a, run_b, run_a2)
-    reasons = _decide(_Facts(fields, counts, run_a, run_a2 is not None, config, key))
+    reasons = _decide(_Facts(fields, outputs, counts, run_a, run_a2 is not None, config, key))
+    reasons.extend(_unmatched_rules(config, flattener, run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set())))
     resources: list[ResourceStat] = []
     if audit_sources is not None and audit_sources.given():
         resources, audit_reasons = _audits(audit_sources, counts, run_a.by_key.keys() | run_b.by_key.keys(), config)
@@ -208,10 +187,11 @@ def _compare(
         method=describe_method(config, run_a2 is not None),
         reasons=reasons,
         fields=fields,
+        outputs=outputs,
         resources=resources,
         counts=counts,
         key=key,
-        ignore=ignore_all,
+        ignore=flattener.ignore,
         inputs=_inputs(run_a, run_a2, run_b, audit_sources),
         examples=examples,
         missing=[_unmatched(k, i, e) for k, i, e in al.missing[: config.max_listed]],
@@ -235,6 +215,10 @@ class _Alignment:
     extra: list[tuple[str, int, Entry]] = field(default_factory=list)
     missing_a2: int = 0
     extra_a2: int = 0
+    #: outputs with a difference in any field: noise pairs, candidate pairs, candidate pairs where A = A'
+    noise_any: int = 0
+    cand_any: int = 0
+    cand_any_only: int = 0
     #: per path, a min-heap of the most telling examples: ((candidate-only, 1 - similarity, -order), key, index)
     heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]] = field(default_factory=dict)
 
@@ -246,7 +230,7 @@ class _Alignment:
             heapq.heapreplace(h, item)
 
 
-def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: _Diff, max_ex: int) -> _Alignment:
+def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int) -> _Alignment:
     """Walk A's keys once: diff each output with its counterpart in A' (noise) and in B (candidate)."""
     al = _Alignment()
     tie = itertools.count()
@@ -265,6 +249,7 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: _Diff, max_ex: int)
                     noise = diff(fa, la2[i][0])
                     if noise:
                         al.noise_counts.update(noise.keys())
+                        al.noise_any += 1
                 else:
                     al.missing_a2 += 1
             if i >= len(lb):
@@ -274,6 +259,8 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: _Diff, max_ex: int)
             cd = diff(fa, lb[i][0])
             if not cd:
                 continue
+            al.cand_any += 1
+            al.cand_any_only += not noise
             al.cand_counts.update(cd.keys())
             for p, score in cd.items():
                 only = noise is None or p not in noise
@@ -293,6 +280,89 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: _Diff, max_ex: int)
     return al
 
 
+def _collapse_maps(runs: list[Run], changed: dict[str, str]) -> None:
+    """Re-key every output's leaves below a map keyed by ids to the collapsed path (one :class:`Group` per
+    collapsed path and output), so a change anywhere below counts once per output."""
+    if not changed:
+        return
+    for run in runs:
+        for entries in run.by_key.values():
+            for idx, (flat, line, order) in enumerate(entries):
+                if not any(p in changed for p in flat):
+                    continue
+                new: dict[str, Any] = {}
+                for p, v in flat.items():
+                    c = changed.get(p)
+                    if c is None:
+                        new[p] = v
+                    else:
+                        group = new.get(c)
+                        if group is None:
+                            group = new[c] = Group()
+                        group[p] = v
+                entries[idx] = (new, line, order)
+        run.paths = {changed.get(p, p) for p in run.paths}
+
+
+def _learn_band(run_a: Run, run_a2: Run, config: CompareConfig) -> NumericBand:
+    """How far each numeric field moves between baseline and baseline-2 (before the candidate is judged)."""
+    band = NumericBand(config.numeric_noise_quantile)
+    pairs = 0
+    a2_keys = run_a2.by_key
+    for k, la in run_a.by_key.items():
+        la2 = a2_keys.get(k)
+        if la2 is None:
+            continue
+        for ea, ea2 in zip(la, la2, strict=False):
+            pairs += 1
+            if ea[0] != ea2[0]:
+                band.learn_pair(ea[0], ea2[0])
+    band.finish(pairs)
+    return band
+
+
+def _outputs_stat(al: _Alignment, has_noise: bool, config: CompareConfig) -> FieldStat:
+    """The output-level rate: outputs with a difference in any field, judged against the noise like a field.
+    It never makes the comparison INCONCLUSIVE for noise (the fields say which of them is too noisy)."""
+    stat = _field_stat(
+        "$",
+        "any field",
+        al.noise_any if has_noise else None,
+        al.aligned_noise if has_noise else None,
+        al.cand_any,
+        al.aligned_cand,
+        al.cand_any_only,
+        False,
+        config,
+        z_one_sided(config.alpha),
+    )
+    if stat.status == "too_noisy":
+        stat.status = "ok"
+    return stat
+
+
+def _unmatched_rules(config: CompareConfig, flattener: Flattener, paths: set[str]) -> list[Reason]:
+    """A rule that matches no field of any input is reported, never silently ignored."""
+    sample = ", ".join(sorted(paths)[:4]) or "none"
+    reasons = []
+    unmatched = [
+        ("--ignore", p)
+        for i, p in enumerate(flattener.ignore)
+        if i not in flattener.ignore_hits and p not in RESERVED_IGNORE
+    ]
+    unmatched += [("field rule", r.path) for r in config.fields if not any(is_under(r.regex, q) for q in paths)]
+    for what, path in unmatched:
+        reasons.append(
+            Reason(
+                code="RULE_MATCHES_NOTHING",
+                severity="info",
+                message=f"{what} {path} matches no field in any input (fields look like: {sample}); check its spelling",
+                fields=[path],
+            )
+        )
+    return reasons
+
+
 #: Field statuses, worst first (the report's order of fields).
 _STATUS_RANK = {"changed": 0, "regression": 0, "not_significant": 1, "too_noisy": 2, "ok": 3, "improved": 4}
 
@@ -303,7 +373,7 @@ def _field_stats(
     run_b: Run,
     run_a2: Run | None,
     resolver: ComparatorResolver,
-    diff: _Diff,
+    diff: Differ,
     config: CompareConfig,
 ) -> list[FieldStat]:
     """One :class:`FieldStat` per leaf path seen in any run, worst first."""
@@ -311,22 +381,31 @@ def _field_stats(
     z = z_one_sided(config.alpha)
     all_paths = run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set())
     fields = [
-        _field_stat(
-            p,
-            diff.comparator_of.get(p) or resolver.describe(p, _sample(p, run_a, run_b)),
-            al.noise_counts[p] if has_noise else None,
-            al.aligned_noise if has_noise else None,
-            al.cand_counts[p],
-            al.aligned_cand,
-            al.cand_only[p],
-            resolver.must_not_change(p),
-            config,
-            z,
+        _with_band(
+            _field_stat(
+                p,
+                diff.comparator_of.get(p) or resolver.describe(p, _sample(p, run_a, run_b)),
+                al.noise_counts[p] if has_noise else None,
+                al.aligned_noise if has_noise else None,
+                al.cand_counts[p],
+                al.aligned_cand,
+                al.cand_only[p],
+                resolver.must_not_change(p),
+                config,
+                z,
+            ),
+            diff.band,
         )
         for p in sorted(all_paths)
     ]
     fields.sort(key=lambda f: (_STATUS_RANK[f.status], -max(f.delta, 0.0), -f.candidate_rate, f.path))
     return fields
+
+
+def _with_band(stat: FieldStat, band: NumericBand | None) -> FieldStat:
+    if band is not None and stat.path in band.bands:
+        stat.noise_band_abs, stat.noise_band_rel = band.bands[stat.path]
+    return stat
 
 
 def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None) -> Counts:
@@ -477,6 +556,7 @@ class _Facts:
     """What the decision rules look at."""
 
     fields: list[FieldStat]
+    outputs: FieldStat
     counts: Counts
     run_a: Run
     has_noise: bool
@@ -582,6 +662,29 @@ def _noisy_msg(fields: list[FieldStat], config: CompareConfig) -> str:
     )
 
 
+def _outputs_changed(f: _Facts) -> list[Reason]:
+    """The output-level rate decides only what no field decides: a change spread thinly over many fields."""
+    o = f.outputs
+    if o.status == "regression" and not any(s.status in ("regression", "changed") for s in f.fields):
+        changed = sum(1 for s in f.fields if s.candidate_diffs)
+        message = (
+            f"{_field_msg(o).replace('$ differs in', 'outputs with any change:', 1)}; no single field shows it: "
+            f"the change is spread over {changed} fields"
+        )
+        return [Reason(code="OUTPUT_REGRESSION", severity="fail", message=message, fields=["$"])]
+    if o.status == "not_significant" and all(s.status == "ok" for s in f.fields):
+        return [
+            Reason(
+                code="NOT_SIGNIFICANT",
+                severity="inconclusive",
+                message=_field_msg(o).replace("$ differs in", "outputs with any change:", 1)
+                + " — above the thresholds but not significant with this many outputs; replay more records",
+                fields=["$"],
+            )
+        ]
+    return []
+
+
 @dataclass(frozen=True)
 class _StatusRule:
     """Fields with this status give one reason with this code and severity."""
@@ -616,6 +719,7 @@ DECISION_RULES: tuple[Callable[[_Facts], list[Reason]], ...] = (
     _StatusRule("regression", "FIELD_REGRESSION", "fail", _regressed_msg),
     _StatusRule("not_significant", "NOT_SIGNIFICANT", "inconclusive", _unsure_msg),
     _StatusRule("too_noisy", "NOISE_TOO_HIGH", "inconclusive", _noisy_msg),
+    _outputs_changed,
 )
 
 
@@ -639,7 +743,7 @@ def _examples(
     run_a: Run,
     run_a2: Run | None,
     run_b: Run,
-    diff: _Diff,
+    diff: Differ,
     config: CompareConfig,
 ) -> list[Example]:
     from deepdiff import DeepDiff

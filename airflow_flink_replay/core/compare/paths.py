@@ -11,20 +11,16 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from airflow_flink_replay.core.compare.config import ListMode, is_under, path_pattern
+from airflow_flink_replay.core.compare.config import ListMode, PathError, is_under, path_pattern, segment
 from airflow_flink_replay.core.jsonpath import simple_steps
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+__all__ = ["MISSING", "Flattener", "Group", "PathError", "child_path", "compile_key", "key_text", "unflatten"]
 
 #: Marker for "no value at this path" (distinct from JSON null).
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>", "__bool__": lambda self: False})()
 
 
 _UNDECIDED: Any = object()
-
-
-class PathError(ValueError):
-    """A JSONPath that cannot be parsed."""
 
 
 def compile_key(path: str) -> Callable[[Any], Any]:
@@ -93,18 +89,24 @@ def key_text(value: Any) -> str:
 
 
 def child_path(parent: str, name: str) -> str:
-    """``$.a`` + ``b`` -> ``$.a.b`` (bracket notation for names that are not identifiers)."""
-    if _IDENT.match(name):
-        return f"{parent}.{name}"
-    return f"{parent}[{json.dumps(name)}]"
+    """``$.a`` + ``b`` -> ``$.a.b``; ``$.a`` + ``x y`` -> ``$.a['x y']`` (the canonical form, no JSON escapes)."""
+    return parent + segment(name)
+
+
+class Group(dict[str, Any]):
+    """The value of a collapsed map path (``$.decision_by_sku.*``) in one output: ``{leaf path: value}`` for
+    every leaf below the varying names. Two groups differ when any member differs."""
+
+    __slots__ = ()
 
 
 class Flattener:
     """Turns an output object into ``{leaf_path: value}``, leaving out ignored paths.
 
-    Lists are leaves (compared as sets) or expanded by index, by ``list_mode`` and per-path set rules.
-    Path strings and ignore decisions are cached, so flattening the n-th object costs little more than
-    walking it.
+    Lists are leaves (compared as sets or multisets) or expanded by index, by ``list_mode`` and per-path
+    rules. Path strings and ignore decisions are cached, so flattening the n-th object costs little more
+    than walking it. It also counts, per object path, how often an object was there and how many names it
+    held: after all runs are flattened, :meth:`collapse_maps` uses that to find maps keyed by ids.
     """
 
     def __init__(
@@ -113,17 +115,30 @@ class Flattener:
         list_mode: ListMode = "auto",
         set_paths: list[str] | None = None,
         index_paths: list[str] | None = None,
+        map_paths: list[str] | None = None,
+        map_min_keys: int = 0,
     ) -> None:
+        self.ignore = list(ignore)
         self._ignore = [path_pattern(p) for p in ignore]
         self._set = [path_pattern(p) for p in (set_paths or [])]
         self._index = [path_pattern(p) for p in (index_paths or [])]
+        self._maps = [path_pattern(p) for p in (map_paths or [])]
+        self._map_min_keys = map_min_keys
         self._list_mode = list_mode
         self._child: dict[str, dict[str, str | None]] = {}
         self._item: dict[str, list[str | None]] = {}
         self._as_set: dict[str, bool | None] = {}
+        #: object path -> [objects seen there, names they held in total]
+        self._objects: dict[str, list[int]] = {}
+        #: the ignore patterns that matched a path (by index in ``ignore``)
+        self.ignore_hits: set[int] = set()
 
     def _keep(self, path: str) -> bool:
-        return not any(is_under(p, path) for p in self._ignore)
+        for i, p in enumerate(self._ignore):
+            if is_under(p, path):
+                self.ignore_hits.add(i)
+                return False
+        return True
 
     def _list_as_set(self, path: str, value: list[Any]) -> bool:
         decided = self._as_set.get(path, _UNDECIDED)
@@ -135,7 +150,7 @@ class Flattener:
             elif self._list_mode == "auto":
                 decided = None  # decided per value below (scalars only -> set)
             else:
-                decided = self._list_mode == "set"
+                decided = self._list_mode in ("set", "multiset")
             self._as_set[path] = decided
         if decided is None:
             for v in value:
@@ -155,6 +170,10 @@ class Flattener:
         names = self._child.get(prefix)
         if names is None:
             names = self._child[prefix] = {}
+            self._objects[prefix] = [0, 0]
+        seen = self._objects[prefix]
+        seen[0] += 1
+        seen[1] += len(obj)
         for name, value in obj.items():
             path = names.get(name, "")
             if path == "":
@@ -173,6 +192,49 @@ class Flattener:
                 self._walk_list(path, value, out)
             else:
                 out[path] = value
+
+    def _is_map(self, collapsed: str, objects: int, names_total: int, distinct: int) -> bool:
+        if any(p.fullmatch(collapsed) for p in self._maps):
+            return True
+        if not self._map_min_keys or distinct < self._map_min_keys or not objects:
+            return False
+        return names_total / objects <= distinct / 4
+
+    def collapse_maps(self) -> dict[str, str]:
+        """Find the objects keyed by varying ids and return ``{path: collapsed path}`` for every path below
+        them (``$.decision_by_sku.SKU00042`` -> ``$.decision_by_sku.*``); empty when there are none.
+
+        Level by level from the root, so a map inside a map (``$.by_user.*.by_sku.*``) is judged over all
+        its collapsed occurrences together.
+        """
+        collapsed: dict[str, str] = {"$": "$"}
+        changed: dict[str, str] = {}
+        level = ["$"]
+        while level:
+            groups: dict[str, list[Any]] = {}
+            for raw in level:
+                seen = self._objects.get(raw)
+                if seen is not None:
+                    g = groups.setdefault(collapsed[raw], [0, 0, set()])
+                    g[0] += seen[0]
+                    g[1] += seen[1]
+                    g[2].update(self._child[raw])
+            maps = {c for c, g in groups.items() if self._is_map(c, g[0], g[1], len(g[2]))}
+            nxt: list[str] = []
+            for raw in level:
+                parent = collapsed[raw]
+                children = [c for c in self._child.get(raw, {}).values() if c is not None]
+                for child in children:
+                    collapsed[child] = parent + ".*" if parent in maps else parent + child[len(raw) :]
+                items = [c for c in self._item.get(raw, []) if c is not None]
+                for child in items:
+                    collapsed[child] = parent + child[len(raw) :]
+                for child in (*children, *items):
+                    if collapsed[child] != child:
+                        changed[child] = collapsed[child]
+                    nxt.append(child)
+            level = nxt
+        return changed
 
     def _walk_list(self, path: str, value: list[Any], out: dict[str, Any]) -> None:
         if not value or self._list_as_set(path, value):
@@ -203,7 +265,7 @@ class Flattener:
 def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
     """Best-effort inverse of :meth:`Flattener.flatten`, for rendering examples (indices become keys)."""
     root: dict[str, Any] = {}
-    for path, value in flat.items():
+    for path, value in _expand_groups(flat):
         parts = _split(path)
         node = root
         for part in parts[:-1]:
@@ -213,15 +275,29 @@ def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
     return _lists(root)
 
 
+def _expand_groups(flat: dict[str, Any]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for path, value in flat.items():
+        if type(value) is Group:
+            out.extend(value.items())
+        else:
+            out.append((path, value))
+    return out
+
+
+_SPLIT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]")
+_UNESCAPE = re.compile(r"\\(.)")
+
+
 def _split(path: str) -> list[str]:
     parts: list[str] = []
-    for m in re.finditer(r"\.([^.\[]+)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.)*\")\]", path[1:]):
+    for m in _SPLIT.finditer(path, 1):
         if m.group(1) is not None:
             parts.append(m.group(1))
         elif m.group(2) is not None:
             parts.append(f"[{m.group(2)}]")
         else:
-            parts.append(json.loads(m.group(3)))
+            parts.append(_UNESCAPE.sub(r"\1", m.group(3)))
     return parts
 
 

@@ -15,6 +15,7 @@ FieldStatus = Literal["ok", "regression", "changed", "too_noisy", "not_significa
 #: Reason codes. FAIL codes decide FAIL, INCONCLUSIVE codes decide INCONCLUSIVE unless something FAILs.
 FAIL_CODES = (
     "FIELD_REGRESSION",
+    "OUTPUT_REGRESSION",
     "MUST_NOT_CHANGE",
     "MISSING_OUTPUTS",
     "EXTRA_OUTPUTS",
@@ -28,6 +29,8 @@ INCONCLUSIVE_CODES = (
     "NOT_SIGNIFICANT",
     "UNKEYED_OUTPUTS",
 )
+#: Info codes shown as warnings in the summary: something the user asked for had no effect.
+WARNING_CODES = ("RULE_MATCHES_NOTHING",)
 
 
 class Reason(BaseModel):
@@ -60,6 +63,10 @@ class FieldStat(BaseModel):
     )
     must_not_change: bool = False
     status: FieldStatus = "ok"
+    noise_band_abs: float | None = Field(
+        default=None, description="numbers: how far the field moves between the baselines (absolute band)"
+    )
+    noise_band_rel: float | None = Field(default=None, description="numbers: the same as a relative band")
 
 
 class ResourceStat(BaseModel):
@@ -145,6 +152,9 @@ class ComparisonResult(BaseModel):
     method: str = Field(description="the rule and statistic used, in words")
     reasons: list[Reason]
     fields: list[FieldStat] = Field(description="per-field rates, worst first")
+    outputs: FieldStat | None = Field(
+        default=None, description="the output-level rate: outputs with a difference in any field ('$')"
+    )
     resources: list[ResourceStat] = Field(default_factory=list, description="side-effect calls, worst first")
     counts: Counts
     key: str
@@ -163,6 +173,11 @@ class ComparisonResult(BaseModel):
         return self.fields[0] if self.fields else None
 
     @property
+    def warnings(self) -> list[str]:
+        """Messages of the findings that say a setting had no effect (e.g. a rule matching no field)."""
+        return [r.message for r in self.reasons if r.code in WARNING_CODES]
+
+    @property
     def passed(self) -> bool:
         return self.verdict == "PASS"
 
@@ -172,6 +187,7 @@ class ComparisonResult(BaseModel):
             "verdict": self.verdict,
             "mode": self.mode,
             "reasons": [r.model_dump() for r in self.reasons if r.severity != "info"],
+            "warnings": self.warnings,
             "worst_fields": [
                 {
                     "path": f.path,

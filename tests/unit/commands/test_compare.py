@@ -266,3 +266,50 @@ def test_repeated_ignore_flags_all_apply(files: dict[str, Path], tmp_path: Path)
     suite = ET.parse(out / "junit.xml").getroot()
     assert not {"$.label", "$.tools"} & {tc.get("name") for tc in suite.iter("testcase")}
     assert "<code>$.label</code>, <code>$.tools</code>" in (out / "report.html").read_text()
+
+
+def _accented(tmp_path: Path) -> list[str]:
+    def outs(change: bool) -> list[dict]:
+        return [
+            {"id": f"r-{i}", "priorité": "haute" if change else "basse", "a b": i if change else 0} for i in range(60)
+        ]
+
+    a = write_jsonl(tmp_path / "a.jsonl", outs(False))
+    a2 = write_jsonl(tmp_path / "a2.jsonl", outs(False))
+    b = write_jsonl(tmp_path / "b.jsonl", outs(True))
+    return [
+        "compare",
+        "--baseline",
+        str(a),
+        "--baseline-2",
+        str(a2),
+        "--candidate",
+        str(b),
+        "--key",
+        "$.id",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+
+
+def test_rules_on_non_ascii_and_quoted_names_match(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--must-not-change '$.priorité'` and `--ignore "$['a b']"` used to match nothing (JSON-escaped paths)."""
+    args = _accented(tmp_path)
+    assert main([*args, "--must-not-change", "$.priorité", "--ignore", "$['a b']"]) == 1
+    out = capsys.readouterr().out
+    assert "MUST_NOT_CHANGE" in out and "$.priorité" in out and "\\u00e9" not in out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert {f["path"] for f in summary["fields"]} == {"$.id", "$.priorité"}
+
+
+def test_ignore_without_dollar_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([*_accented(tmp_path), "--ignore", "label"]) == 3
+    err = capsys.readouterr().err
+    assert "--ignore" in err and "must start with '$'" in err
+
+
+def test_rule_matching_nothing_is_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    args = _accented(tmp_path)
+    main([*args, "--ignore", "$.priority", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert any("$.priority matches no field" in w for w in summary["warnings"]), summary
