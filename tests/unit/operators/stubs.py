@@ -1,0 +1,106 @@
+"""A stubbed Flink REST hook and task-instance context for operator unit tests: the hook answers from
+real pydantic models of Flink's JSON and records every call; no network, no Airflow database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_flink_replay.core.flink_models import (
+    AsyncOperationStatus,
+    CheckpointStats,
+    JobDetails,
+    JobsOverview,
+    SubmittedJob,
+)
+
+AGENT = "action-execute-operator"
+
+
+def job(jid: str, name: str, state: str = "RUNNING", *, vertices: bool = True) -> JobDetails:
+    """Job details as ``GET /jobs/{id}`` returns them (a source and the agent vertex, all RUNNING)."""
+    verts = [
+        {"id": "src", "name": "Source: reviews", "parallelism": 1, "status": state},
+        {"id": "agent", "name": AGENT, "parallelism": 1, "maxParallelism": 128, "status": state},
+    ]
+    return JobDetails.model_validate(
+        {"jid": jid, "name": name, "state": state, "start-time": 1, "vertices": verts if vertices else []}
+    )
+
+
+class StubFlinkHook:
+    """The methods of ``FlinkRestHook`` the Flink operators call, answered from ``jobs`` and ``savepoints``."""
+
+    def __init__(self, jobs: list[JobDetails] | None = None) -> None:
+        self.jobs = {j.jid: j for j in jobs or []}
+        self.savepoints: dict[str, AsyncOperationStatus] = {}  # trigger id -> status
+        self.calls: list[tuple[str, Any]] = []
+
+    def job_ui_url(self, job_id: str, state: str | None = None) -> str:
+        return f"http://flink.test/#/job/{job_id}"
+
+    def get_job(self, job_id: str) -> JobDetails:
+        self.calls.append(("get_job", job_id))
+        return self.jobs[job_id]
+
+    def list_jobs(self) -> JobsOverview:
+        self.calls.append(("list_jobs", None))
+        return JobsOverview.model_validate(
+            {"jobs": [{"jid": j.jid, "name": j.name, "state": j.state, "start-time": j.start_time}
+                      for j in self.jobs.values()]}
+        )
+
+    def get_savepoint_status(self, job_id: str, trigger_id: str) -> AsyncOperationStatus:
+        from airflow_flink_replay.hooks.flink_rest import FlinkRestError
+
+        self.calls.append(("get_savepoint_status", trigger_id))
+        if trigger_id not in self.savepoints:
+            raise FlinkRestError("unknown trigger", operation="savepoint status", status_code=404)
+        return self.savepoints[trigger_id]
+
+    def get_checkpoints(self, job_id: str) -> CheckpointStats:
+        self.calls.append(("get_checkpoints", job_id))
+        return CheckpointStats.model_validate({"counts": {}, "history": []})
+
+    def stop_with_savepoint(self, job_id: str, target: str, **kwargs: Any) -> str:
+        self.calls.append(("stop_with_savepoint", kwargs["trigger_id"]))
+        self.savepoints[kwargs["trigger_id"]] = AsyncOperationStatus.model_validate({"status": {"id": "IN_PROGRESS"}})
+        return str(kwargs["trigger_id"])
+
+    def trigger_savepoint(self, job_id: str, target: str, **kwargs: Any) -> str:
+        self.calls.append(("trigger_savepoint", kwargs["trigger_id"]))
+        return str(kwargs["trigger_id"])
+
+    def cancel_job(self, job_id: str) -> None:
+        self.calls.append(("cancel_job", job_id))
+
+
+class StubSubmitter:
+    """A ``FlinkJobSubmitter`` that records the submission and returns ``job_id``."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.submitted: list[dict[str, Any]] = []
+
+    def submit(self, program: Any, **kwargs: Any) -> SubmittedJob:
+        self.submitted.append({"program": program, **kwargs})
+        return SubmittedJob(job_id=self.job_id, submitter="rest", submitted_at=datetime.now(UTC),
+                            savepoint_path=kwargs.get("savepoint_path"))
+
+
+class StubTI:
+    """The task-instance fields the operators read, and the XComs they push."""
+
+    def __init__(self, task_id: str, *, try_number: int = 1) -> None:
+        self.dag_id, self.run_id, self.task_id = "dag", "manual__2026-12-01", task_id
+        self.map_index, self.try_number = -1, try_number
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def context(task_id: str, *, try_number: int = 1) -> dict[str, Any]:
+    """A minimal execution context."""
+    ti = StubTI(task_id, try_number=try_number)
+    return {"ti": ti, "run_id": ti.run_id}

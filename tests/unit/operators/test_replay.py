@@ -1,0 +1,58 @@
+"""SubmitReplayJobOperator with a stubbed Flink hook: it defers to the job-state trigger after submitting and
+when a retry reattaches to its running job, and the trigger cancels the replay job if the task is killed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.operators import replay as replay_ops
+from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
+from airflow_flink_replay.operators.replay_cleanup import replay_job_name_prefix
+from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
+from tests.unit.operators.stubs import StubFlinkHook, StubSubmitter, context, job
+
+
+def _replay(tmp_path: Path, hook: StubFlinkHook) -> SubmitReplayJobOperator:
+    spec = ReplayJobSpec(
+        variant="candidate", agent_factory="pkg.agent:build", job_identifier="replay-t-candidate",
+        action_state_topic="afr-t-candidate", output_dir=str(tmp_path / "out"), audit_dir=str(tmp_path / "audit"),
+        kafka_bootstrap="localhost:9092", manifest=str(tmp_path / "manifest.json"),
+    )
+    op = SubmitReplayJobOperator(task_id="replay_candidate", spec=spec, savepoint_path="file:///sp/savepoint-1",
+                                 deferrable=True)
+    op.__dict__["hook"] = hook
+    return op
+
+
+def _job_name(ctx: dict) -> str:
+    return replay_job_name_prefix("dag", ctx["ti"].run_id) + "candidate"
+
+
+def test_replay_submits_once_then_defers_with_cancel_on_kill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = StubFlinkHook()
+    submitter = StubSubmitter("d" * 32)
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    ctx = context("replay_candidate")
+    with pytest.raises(TaskDeferred) as deferred:
+        _replay(tmp_path, hook).execute(ctx)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, FlinkJobStateTrigger) and deferred.value.method_name == "execute_complete"
+    assert (trigger.job_id, trigger.target_states, trigger.cancel_on_kill) == ("d" * 32, ["FINISHED"], True)
+    assert trigger.carry["job_id"] == "d" * 32
+    assert [s["savepoint_path"] for s in submitter.submitted] == ["file:///sp/savepoint-1"]
+    assert submitter.submitted[0]["program"].job_name == _job_name(ctx)  # what cancel_leftover_replays matches
+    assert ctx["ti"].pushed["flink_job_id"] == "d" * 32
+
+
+def test_replay_retry_reattaches_to_its_running_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = context("replay_candidate", try_number=2)
+    hook = StubFlinkHook([job("e" * 32, _job_name(ctx), "RUNNING")])
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: pytest.fail("a retry must not submit again"))
+    with pytest.raises(TaskDeferred) as deferred:
+        _replay(tmp_path, hook).execute(ctx)
+    trigger = deferred.value.trigger
+    assert (trigger.job_id, trigger.cancel_on_kill, trigger.carry["preflight"]) == ("e" * 32, True, "reattached")
