@@ -297,7 +297,7 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any) -> Cleanup:
     ]
     record = RunRecordOperator(task_id=ids.TASK_RUN_RECORD, spec_name=spec.name, trigger_rule="all_done")
     cancel >> delete_topics >> drops
-    drops >> record  # type: ignore[operator]
+    drops >> record
     return Cleanup(verify, cancel, delete_topics, drops, record)
 
 
@@ -308,10 +308,10 @@ def wire(cap: Capture, mem: Memory, rep: Replay, cmp: Compare, cln: Cleanup) -> 
     cap.start_offsets >> mem.forks[0] >> cap.resume
     cap.reuse >> mem.forks
     # resume runs whatever happened (all_done); the replay chain goes on only if every fork succeeded.
-    mem.forks >> cap.window  # type: ignore[operator]
+    mem.forks >> cap.window
     cap.manifest >> rep.isolate
-    [cap.reuse, *mem.forks] >> rep.isolate  # type: ignore[operator]
-    rep.replays >> cmp.compare  # type: ignore[operator]
-    rep.replays >> cln.verify  # type: ignore[operator]
-    rep.replays >> cln.cancel  # type: ignore[operator]
-    [cmp.compare, cln.verify] >> cln.cancel  # type: ignore[operator]
+    [cap.reuse, *mem.forks] >> rep.isolate
+    rep.replays >> cmp.compare
+    rep.replays >> cln.verify
+    rep.replays >> cln.cancel
+    [cmp.compare, cln.verify] >> cln.cancel

@@ -1,0 +1,62 @@
+"""RunRecordOperator writes run_record.json from the run's XComs and fails the run when a task failed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_flink_replay.operators.run_record import RunRecordOperator
+
+
+class RecordTI:
+    """A task instance whose ``xcom_pull`` answers from ``xcoms[(task_id, key)]``."""
+
+    dag_id, run_id, task_id = "gate", "manual__1", "run_record"
+
+    def __init__(self, xcoms: dict[tuple[str, str], Any], states: dict[str, str]) -> None:
+        self.xcoms, self.states, self.pushed = xcoms, states, {}
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return self.xcoms.get((task_ids, key))
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+    def get_task_states(self, dag_id: str, run_ids: list[str]) -> dict[str, dict[str, str]]:
+        return {self.run_id: self.states}
+
+
+def _xcoms(run_dir: Path) -> dict[tuple[str, str], Any]:
+    return {
+        ("resolve", "run_dir"): str(run_dir),
+        ("resolve", "topics"): {"candidate": "afr-t-candidate"},
+        ("resolve", "fork_candidate"): "replay-t-candidate",
+        ("resume_production", "return_value"): {"job_id": "p", "downtime_seconds": 1.5},
+        ("compare", "comparison"): {"verdict": "FAIL", "reasons": [{"code": "x"}]},  # a gate FAIL: no return value
+        ("replay_candidate", "flink_job_id"): "c" * 32,  # the replay task failed after submitting
+        ("cancel_leftover_replays", "return_value"): ["c" * 32],
+    }
+
+
+def test_record_is_written_then_the_run_fails_naming_the_failed_tasks(tmp_path: Path) -> None:
+    ti = RecordTI(_xcoms(tmp_path / "run"), {"compare": "failed", "approve": "upstream_failed", "run_record": None})
+    op = RunRecordOperator(task_id="run_record", spec_name="review-triage")
+    assert op.trigger_rule == "all_done"
+    with pytest.raises(AirflowFailException, match=r"failed at approve, compare \(verdict: FAIL\)"):
+        op.execute({"ti": ti})
+    record = json.loads((tmp_path / "run" / "run_record.json").read_text())
+    assert (record["verdict"], record["downtime_s"], record["spec_name"]) == ("FAIL", 1.5, "review-triage")
+    candidate = record["variants"][2]
+    assert (candidate["job_id"], candidate["action_state_topic"]) == ("c" * 32, "afr-t-candidate")
+    assert record["cleanup"]["cancelled_jobs"] == ["c" * 32]
+    assert ti.pushed["failed_tasks"] == ["approve", "compare"] and ti.pushed["run_record"].endswith("run_record.json")
+
+
+def test_a_clean_run_returns_the_summary(tmp_path: Path) -> None:
+    ti = RecordTI({("resolve", "run_dir"): str(tmp_path)}, {"compare": "success", "run_record": None})
+    summary = RunRecordOperator(task_id="run_record", spec_name="s").execute({"ti": ti})
+    assert summary["failed_tasks"] == [] and Path(summary["run_record"]).exists() and len(summary["digest"]) == 64

@@ -1,0 +1,61 @@
+"""The replay DAG's graph, built by the stage builders, is the one users and tests rely on: every task id,
+every task's direct upstream tasks and trigger rule (task ids are spelled out here on purpose: renaming a
+constant in ``replay_dag.ids`` is a breaking change this test reports)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_flink_replay.core.replay_spec import ReplaySpec
+from airflow_flink_replay.replay_dag import ids
+from tests.unit.test_replay_spec_and_preflight import _spec
+
+REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
+FORKS = ["fork_memory_baseline", "fork_memory_baseline_2", "fork_memory_candidate"]
+DROPS = ["drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"]
+#: task id -> (direct upstream task ids, trigger rule) of the gate DAG (the others lack ``approve``)
+GATE_GRAPH: dict[str, tuple[list[str], str]] = {
+    "resolve": ([], "all_success"),
+    "preflight": (["resolve"], "all_success"),
+    "choose_start": (["preflight", "resolve"], "all_success"),
+    "offsets_before_quiesce": (["choose_start"], "all_success"),
+    "quiesce": (["offsets_before_quiesce", "preflight", "resolve"], "all_success"),
+    "start_offsets": (["offsets_before_quiesce", "quiesce"], "all_success"),
+    "reuse_manifest": (["choose_start", "resolve"], "all_success"),
+    "fork_memory_baseline": (["resolve", "reuse_manifest", "start_offsets"], "none_failed_min_one_success"),
+    "fork_memory_baseline_2": (["fork_memory_baseline", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
+    "fork_memory_candidate": (["fork_memory_baseline", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
+    # preflight: the job id arrives as an XComArg (already upstream through quiesce; all_done either way)
+    "resume_production": (["fork_memory_baseline", "preflight", "quiesce", "resolve"], "all_done"),
+    "capture_window": ([*FORKS, "resolve", "resume_production", "start_offsets"], "all_success"),
+    "manifest": (["capture_window", "quiesce", "resolve", "start_offsets"], "all_success"),
+    "isolate_action_state": ([*FORKS, "manifest", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
+    "replay_from": (["isolate_action_state"], "all_success"),
+    **{r: (["replay_from", "resolve"], "all_success") for r in REPLAYS},
+    "compare": ([*REPLAYS, "resolve"], "all_success"),
+    "approve": (["compare"], "all_success"),
+    "verify_production_memory": ([*REPLAYS, "resolve"], "all_done"),
+    "cancel_leftover_replays": (["compare", *REPLAYS, "verify_production_memory"], "all_done"),
+    "delete_replay_topics": (["cancel_leftover_replays", "isolate_action_state", "resolve"], "all_done"),
+    **{d: (["delete_replay_topics", "resolve"], "all_done") for d in DROPS},
+    "run_record": (DROPS, "all_done"),
+}
+
+
+@pytest.mark.parametrize("kind", ["gate", "manual", "nightly"])
+def test_every_task_id_upstream_set_and_trigger_rule(tmp_path: Path, kind: str) -> None:
+    from airflow_flink_replay.dag_factory import build_replay_dag
+
+    dag = build_replay_dag(ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}")), dag_id=kind, kind=kind)
+    expected = {t: v for t, v in GATE_GRAPH.items() if kind == "gate" or t != "approve"}
+    graph = {t.task_id: (sorted(t.upstream_task_ids), str(t.trigger_rule.value)) for t in dag.tasks}
+    assert graph == {t: (sorted(up), rule) for t, (up, rule) in expected.items()}
+    assert all(t.retries == 0 for t in dag.tasks)
+
+
+def test_constants_name_the_dags_tasks() -> None:
+    named = {v for k, v in vars(ids).items() if k.startswith("TASK_")}
+    named |= {f(v) for f in (ids.fork_task, ids.replay_task, ids.drop_fork_task) for v in ids.VARIANTS}
+    assert named == set(GATE_GRAPH)
