@@ -1,4 +1,4 @@
-"""``flink-replay stack up | down | status``: the embedded local stack."""
+"""``flink-replay stack up | down | status | restart-taskmanager | recycle-replay``: the embedded local stack."""
 
 from __future__ import annotations
 
@@ -17,8 +17,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stack", help="set up, start, inspect or stop the embedded local stack")
     p.add_argument(
         "action",
-        choices=["up", "down", "status", "restart-taskmanager"],
-        help="restart-taskmanager: replace a dead or worn TaskManager (metaspace); running jobs fail over",
+        choices=["up", "down", "status", "restart-taskmanager", "recycle-replay"],
+        help="restart-taskmanager: replace a dead or worn TaskManager (metaspace); running jobs fail over. "
+        "recycle-replay: restart the replay cluster's JobManager and TaskManager (the metaspace every Python "
+        "submission leaves; run it between replay runs)",
+    )
+    p.add_argument(
+        "--cluster", choices=["production", "replay"], default="production",
+        help="restart-taskmanager: whose TaskManager (default production)",
     )
     p.add_argument(
         "--workdir", type=Path, default=None, help="work folder (default: $FLINK_REPLAY_STACK_DIR or ./.stack)"
@@ -33,6 +39,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flink-rpc-port", type=int, default=None)
     p.add_argument("--kafka-port", type=int, default=None)
     p.add_argument("--chroma-port", type=int, default=None)
+    p.add_argument("--replay-rest-port", type=int, default=None)
+    p.add_argument("--replay-rpc-port", type=int, default=None)
+    p.add_argument(
+        "--no-replay-cluster", action="store_true",
+        help="run only production's Flink cluster (replays then share it: see docs/real-cluster.md)",
+    )
     p.add_argument("--task-slots", type=int, default=4)
     p.add_argument("--json", action="store_true", help="print machine-readable output")
     p.set_defaults(func=run)
@@ -48,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
         "kafka_port": args.kafka_port,
         "chroma_port": args.chroma_port,
         "task_slots": args.task_slots,
+        "replay_rest_port": args.replay_rest_port,
+        "replay_rpc_port": args.replay_rpc_port,
+        "replay_cluster": False if args.no_replay_cluster else None,
     }
     config = StackConfig(**{k: v for k, v in overrides.items() if v is not None})
     stack = LocalStack(config)
@@ -62,19 +77,24 @@ def run(args: argparse.Namespace) -> int:
             print(info.model_dump_json(indent=2))
         else:
             print(f"stack up in {time.monotonic() - started:.1f}s")
-            print(f"  Flink REST   {info.flink_rest_url}")
+            print(f"  Flink REST   {info.flink_rest_url} (production)")
+            if info.replay_flink_rest_url:
+                print(f"  Flink REST   {info.replay_flink_rest_url} (replays, connection flink_replay)")
             print(f"  Kafka        {info.kafka_bootstrap} (tansu)")
             print(f"  Mem0 store   chroma http://{info.chroma_host}:{info.chroma_port}")
             print(f"  connections  {info.connections_file}")
             print(f"  stack file   {stack.stack_file}")
         return 0
-    if args.action == "restart-taskmanager":
+    if args.action in ("restart-taskmanager", "recycle-replay"):
         try:
-            stack.restart_taskmanager()
+            if args.action == "recycle-replay":
+                stack.recycle_cluster("replay")
+            else:
+                stack.restart_taskmanager(args.cluster)
         except StackSetupError as err:
             print(f"restart failed: {err}", file=sys.stderr)
             return 1
-        print("TaskManager restarted and registered")
+        print("replay cluster restarted" if args.action == "recycle-replay" else "TaskManager restarted and registered")
         return 0
     if args.action == "down":
         stopped = stack.down()
@@ -95,6 +115,8 @@ def _print_status(status: dict) -> None:
     mark = {True: "up  ", False: "DOWN"}
     fl, kf, m0 = status["flink"], status["kafka"], status["mem0"]
     print(f"{mark[fl['taskmanagers'] >= 1]} Flink  {fl['rest_url']}  taskmanagers={fl['taskmanagers']}")
+    if rp := status.get("replay_flink"):
+        print(f"{mark[rp['taskmanagers'] >= 1]} Flink  {rp['rest_url']}  taskmanagers={rp['taskmanagers']}  (replays)")
     print(f"{mark[kf['answers']]} Kafka  {kf['bootstrap']}  (tansu metadata)")
     print(f"{mark[m0['answers']]} Mem0   {m0['chroma']}  (chroma heartbeat)")
     for name, p in status["processes"].items():

@@ -10,7 +10,7 @@ This module imports neither Airflow nor PyFlink: it runs on both sides (pydantic
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -41,6 +41,34 @@ class ClusterOverview(_FlinkModel):
     jobs_failed: int = Field(0, alias="jobs-failed")
     flink_version: str = Field("", alias="flink-version")
     flink_commit: str = Field("", alias="flink-commit")
+
+
+class JobManagerMemory(_FlinkModel):
+    """The JobManager JVM's memory from ``GET /jobmanager/metrics`` (bytes; 0 when not reported)."""
+
+    #: field -> Flink metric name
+    METRICS: ClassVar[dict[str, str]] = {
+        "metaspace_used": "Status.JVM.Memory.Metaspace.Used",
+        "metaspace_max": "Status.JVM.Memory.Metaspace.Max",
+        "heap_used": "Status.JVM.Memory.Heap.Used",
+        "heap_max": "Status.JVM.Memory.Heap.Max",
+        "classes_loaded": "Status.JVM.ClassLoader.ClassesLoaded",
+        "classes_unloaded": "Status.JVM.ClassLoader.ClassesUnloaded",
+    }
+
+    metaspace_used: float = 0.0
+    metaspace_max: float = 0.0
+    heap_used: float = 0.0
+    heap_max: float = 0.0
+    classes_loaded: float = 0.0
+    classes_unloaded: float = 0.0
+
+    @property
+    def metaspace_free_mb(self) -> float | None:
+        """Free metaspace in MB; None when the JobManager reports no limit."""
+        if self.metaspace_max <= 0:
+            return None
+        return (self.metaspace_max - self.metaspace_used) / 2**20
 
 
 class JobOverview(_FlinkModel):

@@ -36,6 +36,7 @@ from airflow_flink_replay.core.flink_models import (
     JarFile,
     JobDetails,
     JobExceptions,
+    JobManagerMemory,
     JobPlan,
     JobsOverview,
 )
@@ -141,6 +142,15 @@ class FlinkRestSettings:
     backoff_factor: float = 0.5
     auth: tuple[str, str] | None = field(default=None, repr=False)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Where a submitter finds Flink on the Airflow worker: ``flink_home`` (a distribution with ``bin/flink``
+    #: and ``opt/flink-python-*.jar``), or just the ``python_jar`` to upload when the cluster has none.
+    flink_home: str | None = None
+    python_jar: str | None = None
+    #: The CLI submitter's client configuration and JDK.
+    flink_conf_dir: str | None = None
+    java_home: str | None = None
+    #: Refuse a PythonDriver run while the JobManager's free metaspace is below this (MB; 0 = never).
+    min_metaspace_headroom_mb: float = 96.0
 
 
 def _extra_or(extra: dict[str, Any], key: str, default: Any) -> Any:
@@ -170,6 +180,11 @@ def settings_from_connection(conn: Any, retries: int | None = None, timeout: flo
         backoff_factor=float(_extra_or(extra, "backoff_factor", 0.5)),
         auth=auth,
         headers=headers,
+        flink_home=_extra_or(extra, "flink_home", None),
+        python_jar=_extra_or(extra, "python_jar", None),
+        flink_conf_dir=_extra_or(extra, "flink_conf_dir", None),
+        java_home=_extra_or(extra, "java_home", None),
+        min_metaspace_headroom_mb=float(_extra_or(extra, "min_metaspace_headroom_mb", 96.0)),
     )
 
 
@@ -179,7 +194,8 @@ class FlinkRestHook(BaseHook):
     Connection fields: ``host`` is the REST base URL (``http://127.0.0.1:8081``) or a host name with
     ``schema`` (http/https) and ``port``; ``login``/``password`` give basic auth; extra
     ``{"bearer_token": ..., "verify": true|false|"/ca.pem", "timeout": 30, "retries": 3,
-    "backoff_factor": 0.5}``.
+    "backoff_factor": 0.5}``; for submitting Python jobs from this worker ``{"flink_home": ...,
+    "python_jar": ..., "flink_conf_dir": ..., "java_home": ..., "min_metaspace_headroom_mb": 96}``.
 
     :param flink_conn_id: the Airflow connection id.
     :param retries: retries on connection errors and 502/503/504 (overrides the connection's extra).
@@ -623,6 +639,18 @@ class FlinkRestHook(BaseHook):
             return "\n".join(response.text.splitlines()[-lines:])
         except (FlinkRestError, requests.RequestException, KeyError):
             return ""
+
+    def jobmanager_memory(self) -> JobManagerMemory:
+        """The JobManager JVM's metaspace and heap (``GET /jobmanager/metrics``), in bytes.
+
+        Every PythonDriver run (a Python job's submission or plan) loads classes into the JobManager's
+        metaspace and not all of them are unloaded again; when it is full the JobManager dies with
+        ``OutOfMemoryError: Metaspace``, with every job it runs. Submitters read this before each run.
+        """
+        names = ",".join(JobManagerMemory.METRICS.values())
+        data = self._request("GET", "/jobmanager/metrics", operation="jobmanager metrics", params={"get": names})
+        values = {m["id"]: float(m["value"]) for m in data if m.get("value") not in (None, "")}
+        return JobManagerMemory(**{key: values.get(metric, 0.0) for key, metric in JobManagerMemory.METRICS.items()})
 
     # ------------------------------------------------------------------------------------ async twin
 

@@ -19,15 +19,19 @@ REST, from the CLI output for the CLI).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import random
 import re
 import shlex
 import subprocess
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -49,12 +53,23 @@ _LOG_PREFIX = re.compile(
 )
 #: Two PythonDriver runs at the same time in one JobManager collide on a static gateway (Flink limitation).
 _CONCURRENT_DRIVER = "PythonEnvUtils.setGatewayServer"
+#: What Flink answers when a concurrent PythonDriver run took this program's job (the context environment
+#: is static in the JobManager): the program ran, but its ``execute()`` went through the other request.
+_TAKEN_BY_ANOTHER_RUN = ("no jobs included in application", "the program aborted pre-maturely")
 
 
 def _concurrent_driver(details: str) -> bool:
-    """Another PythonDriver run holds the JobManager's gateway (its REST error carries no frames, only
-    ``The main method caused an error: null`` caused by a bare ``IllegalArgumentException``)."""
+    """Another PythonDriver run held the JobManager's gateway or took this program's job.
+
+    Flink gives three answers for it: ``IllegalArgumentException`` at ``PythonEnvUtils.setGatewayServer``
+    (or, without frames, ``The main method caused an error: null``), "No jobs included in application"
+    (``/run``) and "The program plan could not be fetched - the program aborted pre-maturely" (``/plan``).
+    A program that failed on its own says "Python process exits with code" instead and is not retried.
+    """
     if _CONCURRENT_DRIVER in details:
+        return True
+    lowered = details.lower()
+    if "python process exits with code" not in lowered and any(t in lowered for t in _TAKEN_BY_ANOTHER_RUN):
         return True
     lines = [line.strip() for line in details.splitlines() if line.strip()]
     return (
@@ -62,6 +77,56 @@ def _concurrent_driver(details: str) -> bool:
         and lines[-1].endswith("java.lang.IllegalArgumentException")
         and ("The main method caused an error: null" in details)
     )
+
+
+def _job_may_run_elsewhere(details: str) -> bool:
+    """The program ran and called ``execute()``, but another request's environment may have submitted it."""
+    return any(t in details.lower() for t in _TAKEN_BY_ANOTHER_RUN)
+
+
+class PythonDriverLock:
+    """One PythonDriver run at a time per JobManager, across every process on this host.
+
+    A JobManager runs Python programs through a static gateway and a static context environment: two
+    ``/jars/{id}/run`` or ``/jars/{id}/plan`` calls at the same time fail, or worse, one request submits
+    the other's job. Airflow runs the replay tasks in parallel (LocalExecutor: processes on one host), so
+    the submitters take an exclusive ``flock`` on a file named after the REST URL before each call.
+    Submitters on other hosts are not covered: they fall back on the retries of
+    :meth:`RestPythonSubmitter._driver_call` (and on finding a job taken by another run by its name).
+
+    :param base_url: the JobManager's REST URL (the lock's key).
+    :param lock_dir: where the lock files live (default ``$FLINK_REPLAY_LOCK_DIR`` or the temp folder).
+    """
+
+    def __init__(self, base_url: str, lock_dir: str | Path | None = None) -> None:
+        default = Path(tempfile.gettempdir(), "flink-replay-locks")
+        folder = Path(lock_dir or os.environ.get("FLINK_REPLAY_LOCK_DIR") or default)
+        folder.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
+        self.path = folder / f"python-driver-{digest}.lock"
+        self.base_url = base_url
+
+    @contextlib.contextmanager
+    def hold(self, timeout: float) -> Iterator[float]:
+        """Hold the lock; yields the seconds waited. Raises :class:`FlinkSubmissionError` after ``timeout``."""
+        started = time.monotonic()
+        with self.path.open("a+") as handle:
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() - started > timeout:
+                        raise FlinkSubmissionError(
+                            f"another Python program has been running on the JobManager at {self.base_url} for "
+                            f"more than {timeout:g} s (lock {self.path}): submissions queue behind it. "
+                            "Fix: look for a hung PythonDriver in the JobManager log, or raise the timeout"
+                        ) from None
+                    time.sleep(0.2)
+            try:
+                yield time.monotonic() - started
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 _JAVA_FRAME = re.compile(r"^\s+(at \S+\(.*\)$|\.\.\. \d+ more)")
@@ -170,11 +235,20 @@ def _python_error_line(traceback_text: str) -> str:
 class RestPythonSubmitter(FlinkJobSubmitter):
     """Submits through ``/jars/{id}/run`` with the PythonDriver (the program runs on the JobManager host).
 
+    Every PythonDriver call (run and plan) holds a :class:`PythonDriverLock` for its JobManager, is refused
+    while the JobManager's free metaspace is below ``min_metaspace_headroom_mb`` (a full metaspace kills
+    the JobManager and every job on it), and is retried with jitter when a concurrent run from another
+    host collided with it.
+
     :param hook: the Flink REST hook.
     :param python_jar: local path of ``flink-python-*.jar`` to upload when the cluster has none
-        (default: ``<flink_home>/opt/flink-python-*.jar``).
-    :param flink_home: where to look for the jar when ``python_jar`` is not given.
-    :param concurrent_retries: retries when another PythonDriver run holds the JobManager's gateway.
+        (default: the connection's ``python_jar``, else ``<flink_home>/opt/flink-python-*.jar``).
+    :param flink_home: where to look for the jar when ``python_jar`` is not given (default: the
+        connection's ``flink_home``, else ``$FLINK_HOME``).
+    :param concurrent_retries: retries when another PythonDriver run held the JobManager.
+    :param lock_dir: where the per-JobManager lock files live (see :class:`PythonDriverLock`).
+    :param min_metaspace_headroom_mb: refuse to run a Python program while the JobManager has less free
+        metaspace (default: the connection's ``min_metaspace_headroom_mb``, 96 MB; 0 disables the check).
     """
 
     kind = "rest"
@@ -189,16 +263,21 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         python_jar: str | None = None,
         flink_home: str | None = None,
         concurrent_retries: int = 10,
+        lock_dir: str | Path | None = None,
+        min_metaspace_headroom_mb: float | None = None,
     ) -> None:
         self.hook = hook
         self.python_jar = python_jar
         self.flink_home = flink_home
         self.concurrent_retries = concurrent_retries
+        self.lock_dir = lock_dir
+        self.min_metaspace_headroom_mb = min_metaspace_headroom_mb
 
     def _local_python_jar(self) -> Path:
-        if self.python_jar:
-            return Path(self.python_jar)
-        home = self.flink_home or os.environ.get("FLINK_HOME")
+        settings = self.hook.settings
+        if jar := self.python_jar or settings.python_jar:
+            return Path(jar)
+        home = self.flink_home or settings.flink_home or os.environ.get("FLINK_HOME")
         if home:
             found = sorted(Path(home, "opt").glob("flink-python-*.jar")) or sorted(
                 Path(home, "lib").glob("flink-python-*.jar")
@@ -206,8 +285,10 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             if found:
                 return found[-1]
         raise FlinkSubmissionError(
-            "REST submission needs the flink-python jar: the cluster has none uploaded and no local copy was "
-            "found. Pass python_jar=<path to flink-python-*.jar> or flink_home=<FLINK_HOME>"
+            f"REST submission needs the flink-python jar: the cluster at {self.hook.base_url} has none uploaded "
+            "and no local copy was found. Fix: set python_jar (a path to flink-python-*.jar on this worker) or "
+            f"flink_home in the extra of connection {self.hook.flink_conn_id!r}, or upload the jar once "
+            "(POST /jars/upload)"
         )
 
     def python_jar_id(self, *, refresh: bool = False) -> str:
@@ -253,6 +334,7 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                     timeout=timeout,
                 ),
                 timeout,
+                taken_job=lambda: self._job_started_elsewhere(program.job_name, submitted_at),
             )
         except FlinkRestError as err:
             raise self._explain(err, program, savepoint_path) from err
@@ -280,29 +362,84 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         except FlinkRestError as err:
             raise self._explain(err, program, None, action="Planning") from err
 
-    def _driver_call(self, call: Callable[[str], T], timeout: float) -> T:
+    def check_metaspace(self) -> None:
+        """Refuse to run a Python program on a JobManager whose metaspace is nearly full.
+
+        Each PythonDriver run leaves classes in the JobManager's metaspace (see docs/real-cluster.md,
+        "JobManager metaspace"); at the limit the JobManager exits with ``OutOfMemoryError: Metaspace``
+        and takes every job it runs with it — production's too, when replays share its cluster. A refused
+        replay costs a rerun; a dead JobManager costs production.
+        """
+        headroom = self.min_metaspace_headroom_mb
+        if headroom is None:
+            headroom = self.hook.settings.min_metaspace_headroom_mb
+        if not headroom:
+            return
+        try:
+            memory = self.hook.jobmanager_memory()
+        except FlinkRestError as err:  # metrics off or not yet reported: nothing to judge by
+            self.hook.log.warning("JobManager metaspace unknown (%s): submitting without the check", err)
+            return
+        free = memory.metaspace_free_mb
+        if free is not None and free < headroom:
+            raise FlinkSubmissionError(
+                f"the JobManager at {self.hook.base_url} has {free:.0f} MB of metaspace left "
+                f"({memory.metaspace_used / 2**20:.0f} of {memory.metaspace_max / 2**20:.0f} MB used), less than "
+                f"the {headroom:g} MB a Python submission needs: another one could kill it (OutOfMemoryError: "
+                "Metaspace) with every job it runs. Nothing was submitted. Fix: restart this cluster's "
+                "JobManager when no job needs it (the local stack: `flink-replay stack recycle-replay`), run "
+                "replays on a cluster of their own (replay_flink_conn_id), or raise "
+                "jobmanager.memory.jvm-metaspace.size; see docs/real-cluster.md#jobmanager-metaspace"
+            )
+
+    def _job_started_elsewhere(self, job_name: str | None, since: datetime) -> str | None:
+        """The id of a job named ``job_name`` started since ``since`` (a concurrent run took it), if any."""
+        if not job_name:
+            return None
+        floor = since.timestamp() * 1000 - 1000
+        deadline = time.monotonic() + 10  # the other request may still be submitting it
+        while True:
+            jobs = [j for j in self.hook.list_jobs().jobs if j.name == job_name and j.start_time >= floor]
+            if jobs:
+                return max(jobs, key=lambda j: j.start_time).jid
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(1.0)
+
+    def _driver_call(
+        self, call: Callable[[str], T], timeout: float, taken_job: Callable[[], str | None] | None = None
+    ) -> T:
         """Run a PythonDriver REST call with the uploaded flink-python jar's id.
 
-        Re-uploads once when someone deleted the shared jar. While another PythonDriver run holds the
-        JobManager's gateway (one at a time per JobManager) it waits with jitter, so parallel submitters
-        (three replay variants) interleave, until ``timeout``.
+        Holds the JobManager's :class:`PythonDriverLock` and checks its metaspace first. Re-uploads once
+        when someone deleted the shared jar. When a run on another host collided with this one (one
+        PythonDriver at a time per JobManager), it waits with jitter and tries again until ``timeout`` —
+        but a ``/run`` whose job another request may have submitted is first looked up by its name
+        (``taken_job``) and reattached instead of submitted twice.
         """
         started = time.monotonic()
         jar_id = self.python_jar_id()
         attempt = refreshed = 0
         while True:
             try:
-                return call(jar_id)
+                with PythonDriverLock(self.hook.base_url, self.lock_dir).hold(timeout):
+                    self.check_metaspace()
+                    return call(jar_id)
             except FlinkOutcomeUnknownError:
                 raise  # sent, no answer: Flink may have started the job, never submit it again here
             except FlinkRestError as err:
-                details = (err.details or str(err)).lower()
-                missing = err.status_code == 404 or "could not find jar" in details or "jar file" in details
+                details = err.details or str(err)
+                lowered = details.lower()
+                missing = err.status_code == 404 or "could not find jar" in lowered or "jar file" in lowered
                 if missing and not refreshed:
                     jar_id, refreshed = self.python_jar_id(refresh=True), 1
-                elif _concurrent_driver(err.details or str(err)) and (
+                elif _concurrent_driver(details) and (
                     attempt < self.concurrent_retries or time.monotonic() - started < timeout
                 ):
+                    if taken_job is not None and _job_may_run_elsewhere(details) and (found := taken_job()):
+                        self.hook.log.warning("a concurrent Python run submitted this job as %s: reattaching", found)
+                        return found  # type: ignore[return-value]  # a run call returns the job id
+                    self.hook.log.info("another Python program ran on the JobManager (%s): retrying", details[:120])
                     time.sleep(random.uniform(0.5, 2.5))
                 else:
                     raise
@@ -445,26 +582,25 @@ def get_submitter(
     java_home: str | None = None,
     python_jar: str | None = None,
 ) -> FlinkJobSubmitter:
-    """Build a submitter. Paths not given come from the local stack's ``stack.json`` when there is one."""
-    if not (flink_home and (kind == "rest" or flink_conf_dir)):
-        stack = _local_stack_info()
-        if stack is not None:
-            flink_home = flink_home or stack.flink_home
-            flink_conf_dir = flink_conf_dir or stack.flink_conf_dir
-            java_home = java_home or stack.java_home
+    """Build a submitter for the cluster behind ``hook``.
+
+    Paths not given come from the Flink connection's extra (``flink_home``, ``flink_conf_dir``,
+    ``java_home``, ``python_jar``) — what the local stack writes into ``connections.json`` — never from
+    files lying around the working directory.
+    """
+    settings = hook.settings
     if kind == "rest":
         return RestPythonSubmitter(hook, python_jar=python_jar, flink_home=flink_home)
     if kind == "cli":
-        if not flink_home:
-            raise FlinkSubmissionError("CLI submission needs flink_home (FLINK_HOME with bin/flink)")
-        return CliPythonSubmitter(flink_home, flink_conf_dir=flink_conf_dir, java_home=java_home)
+        home = flink_home or settings.flink_home or os.environ.get("FLINK_HOME")
+        if not home:
+            raise FlinkSubmissionError(
+                "CLI submission needs a Flink distribution with bin/flink on this worker. Fix: set flink_home "
+                f"in the extra of connection {hook.flink_conn_id!r} (or FLINK_HOME)"
+            )
+        return CliPythonSubmitter(
+            home,
+            flink_conf_dir=flink_conf_dir or settings.flink_conf_dir,
+            java_home=java_home or settings.java_home,
+        )
     raise ValueError(f"submitter must be 'rest' or 'cli', got {kind!r}")
-
-
-def _local_stack_info():  # type: ignore[no-untyped-def]
-    try:
-        from airflow_flink_replay.local.stack import LocalStack, StackConfig
-
-        return LocalStack(StackConfig()).info()
-    except Exception:
-        return None

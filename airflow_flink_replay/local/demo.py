@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import BaseModel
 
-from airflow_flink_replay.local.stack import StackInfo
+from airflow_flink_replay.local.stack import REPLAY_CONN_ID, StackInfo
 
 PRODUCTION_JOB_NAME = "review-triage-production"
 JOB_IDENTIFIER = "review-triage-prod"
@@ -152,6 +152,8 @@ def write_spec(
         "compare_key": "$.id",
         "compare": {"min_aligned": min(20, window_records)},
         "kafka_bootstrap": stack.kafka_bootstrap,
+        # replays run on the stack's replay cluster: a replay can never take production's cluster down
+        "replay_flink_conn_id": REPLAY_CONN_ID if stack.replay_flink_rest_url else None,
         "connector_jars": stack.connector_jars,
         "mem0_config": stack.mem0_config(),
         "runs_uri": f"file://{runs_dir or Path(stack.workdir) / 'runs'}",

@@ -34,6 +34,8 @@ from airflow_flink_replay.local.components import (
 STACK_FILE = "stack.json"
 CONNECTIONS_FILE = "connections.json"
 ENV_FILE = "stack.env"
+#: The Airflow connection of the stack's replay cluster.
+REPLAY_CONN_ID = "flink_replay"
 #: The collection Flink Agents' Mem0 long-term memory uses by default.
 MEM0_COLLECTION = "flink_agents_mem0_ltm"
 
@@ -71,10 +73,47 @@ class StackConfig(BaseModel):
     flink_rpc_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_FLINK_RPC_PORT", 6123))
     kafka_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_KAFKA_PORT", 9092))
     chroma_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_CHROMA_PORT", 8000))
+    #: A second Flink session cluster for replay jobs (``flink_replay`` connection), so a replay can never
+    #: take production's JobManager or TaskManager down. ``FLINK_REPLAY_REPLAY_CLUSTER=0`` turns it off.
+    replay_cluster: bool = Field(default_factory=lambda: os.environ.get("FLINK_REPLAY_REPLAY_CLUSTER", "1") != "0")
+    replay_rest_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_REPLAY_REST_PORT", 8082))
+    replay_rpc_port: int = Field(default_factory=lambda: _env_int("FLINK_REPLAY_REPLAY_RPC_PORT", 6124))
     task_slots: int = 4
-    jobmanager_memory: str = "1024m"
+    #: Every PythonDriver run (submission or plan of a Python job) loads the job's classes into the
+    #: JobManager's metaspace; Flink's default 256m died after ~47 runs here (benchmarks/jobmanager_soak.py).
+    #: The metaspace comes out of the process size: 1600m keeps ~700m of heap next to 512m of metaspace.
+    jobmanager_memory: str = "1600m"
+    jobmanager_metaspace: str = "512m"
     taskmanager_memory: str = "2400m"
     start_timeout: float = 120.0
+
+    def clusters(self) -> list[ClusterLayout]:
+        """The Flink clusters this stack runs: production's, then the replay cluster when enabled."""
+        out = [ClusterLayout(name="production", rest_port=self.flink_rest_port, rpc_port=self.flink_rpc_port)]
+        if self.replay_cluster:
+            out.append(ClusterLayout(name="replay", rest_port=self.replay_rest_port, rpc_port=self.replay_rpc_port,
+                                     subdir="replay-cluster"))
+        return out
+
+
+class ClusterLayout(BaseModel):
+    """One Flink session cluster of the stack: its ports and where its files live below the workdir."""
+
+    name: str
+    rest_port: int
+    rpc_port: int
+    #: below the workdir; "" = the workdir itself (production's cluster, where earlier stacks kept it)
+    subdir: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """Process name prefix: ``flink`` (production) or ``replay``."""
+        return "flink" if self.name == "production" else self.name
+
+    @property
+    def rest_url(self) -> str:
+        """The cluster's REST base URL."""
+        return f"http://127.0.0.1:{self.rest_port}"
 
 
 class ProcessInfo(BaseModel):
@@ -104,6 +143,17 @@ class StackInfo(BaseModel):
     processes: list[ProcessInfo]
     env: dict[str, str]
     connections_file: str
+    #: The replay cluster (None when the stack runs only production's).
+    replay_flink_rest_url: str | None = None
+    replay_flink_conf_dir: str | None = None
+
+    def rest_url(self, cluster: str = "production") -> str:
+        """The REST URL of ``cluster`` (``production`` or ``replay``)."""
+        if cluster == "production":
+            return self.flink_rest_url
+        if cluster == "replay" and self.replay_flink_rest_url:
+            return self.replay_flink_rest_url
+        raise StackSetupError(f"this stack runs no {cluster!r} Flink cluster (start it with the replay cluster on)")
 
     def mem0_config(self, collection: str = MEM0_COLLECTION) -> dict[str, Any]:
         """A mem0 config for the stack's Chroma server (embedder/LLM chosen by the caller)."""
@@ -245,6 +295,16 @@ class LocalStack:
     def _p(self, *parts: str) -> Path:
         return self.workdir.joinpath(*parts)
 
+    def _cp(self, cluster: ClusterLayout, *parts: str) -> Path:
+        """A path of ``cluster``'s own files (logs, pids, tmp, web, flink-conf)."""
+        return self.workdir.joinpath(cluster.subdir, *parts) if cluster.subdir else self.workdir.joinpath(*parts)
+
+    def _cluster(self, name: str) -> ClusterLayout:
+        for cluster in self.config.clusters():
+            if cluster.name == name:
+                return cluster
+        raise StackSetupError(f"this stack runs no {name!r} Flink cluster")
+
     # -- reading
     def info(self) -> StackInfo | None:
         """The recorded stack, or None when none was started here."""
@@ -259,12 +319,19 @@ class LocalStack:
             return {"up": False, "reason": f"no {STACK_FILE} in {self.workdir}"}
         procs = {p.name: {"pid": p.pid, "alive": _pid_alive(p.pid)} for p in info.processes}
         tms = flink_taskmanagers(info.flink_rest_url)
+        replay_tms = flink_taskmanagers(info.replay_flink_rest_url) if info.replay_flink_rest_url else 1
         kafka = kafka_answers(info.kafka_bootstrap)
         chroma = chroma_answers(info.chroma_host, info.chroma_port)
-        up = all(p["alive"] for p in procs.values()) and tms >= 1 and kafka and chroma
+        up = all(p["alive"] for p in procs.values()) and tms >= 1 and replay_tms >= 1 and kafka and chroma
+        replay = (
+            {"rest_url": info.replay_flink_rest_url, "taskmanagers": max(replay_tms, 0), "answers": replay_tms >= 0}
+            if info.replay_flink_rest_url
+            else None
+        )
         return {
             "up": up,
             "flink": {"rest_url": info.flink_rest_url, "taskmanagers": max(tms, 0), "answers": tms >= 0},
+            "replay_flink": replay,
             "kafka": {"bootstrap": info.kafka_bootstrap, "answers": kafka},
             "mem0": {"chroma": f"http://{info.chroma_host}:{info.chroma_port}", "answers": chroma},
             "processes": procs,
@@ -283,16 +350,11 @@ class LocalStack:
             # A process of a previous stack died: stop what is left, then start clean.
             self.down()
         cfg = self.config
-        busy = [
-            (n, p)
-            for n, p in (
-                ("flink_rest_port", cfg.flink_rest_port),
-                ("flink_rpc_port", cfg.flink_rpc_port),
-                ("kafka_port", cfg.kafka_port),
-                ("chroma_port", cfg.chroma_port),
-            )
-            if not _port_free(p)
-        ]
+        ports = [("kafka_port", cfg.kafka_port), ("chroma_port", cfg.chroma_port)]
+        for cluster in cfg.clusters():
+            ports += [(f"{cluster.prefix}_rest_port", cluster.rest_port),
+                      (f"{cluster.prefix}_rpc_port", cluster.rpc_port)]
+        busy = [(n, p) for n, p in ports if not _port_free(p)]
         if busy:
             names = ", ".join(f"{n}={p}" for n, p in busy)
             raise StackSetupError(
@@ -308,8 +370,10 @@ class LocalStack:
         tansu = ensure_tansu(self.cache_dir / "bin", downloads, setup_log)
         jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
         flink_home = venv_site_packages(flink_venv) / "pyflink"
-        _clear_dirs(self._p("tmp"), self._p("web"))  # what a crashed or killed stack left behind
-        conf_dir = self._write_flink_conf(flink_home, flink_python, java_home)
+        for cluster in cfg.clusters():  # what a crashed or killed stack left behind
+            _clear_dirs(self._cp(cluster, "tmp"), self._cp(cluster, "web"))
+        conf_dirs = {c.name: self._write_flink_conf(flink_home, flink_python, java_home, c) for c in cfg.clusters()}
+        conf_dir = conf_dirs["production"]
         mem0_dir = self._p("mem0")
         mem0_dir.mkdir(parents=True, exist_ok=True)
         env = offline_env(mem0_dir)
@@ -352,7 +416,8 @@ class LocalStack:
                     env=env,
                 )
             )
-            procs.extend(self._start_flink(flink_home, conf_dir, java_home))
+            for cluster in cfg.clusters():
+                procs.extend(self._start_flink(flink_home, conf_dirs[cluster.name], java_home, cluster))
             by_name = {p.name: p for p in procs}
             _wait(lambda: kafka_answers(bootstrap), cfg.start_timeout, "tansu metadata", by_name["tansu"])
             _wait(
@@ -361,12 +426,13 @@ class LocalStack:
                 "the Chroma heartbeat",
                 by_name["chroma"],
             )
-            _wait(
-                lambda: flink_taskmanagers(rest_url) >= 1,
-                cfg.start_timeout,
-                "a Flink TaskManager to register",
-                by_name["flink-taskmanager"],
-            )
+            for cluster in cfg.clusters():
+                _wait(
+                    lambda url=cluster.rest_url: flink_taskmanagers(url) >= 1,  # type: ignore[misc]
+                    cfg.start_timeout,
+                    f"a Flink TaskManager to register ({cluster.name} cluster)",
+                    by_name[f"{cluster.prefix}-taskmanager"],
+                )
         except BaseException:
             for p in procs:
                 _terminate(p.pid)
@@ -389,6 +455,8 @@ class LocalStack:
             processes=procs,
             env=env,
             connections_file=str(self._p(CONNECTIONS_FILE)),
+            replay_flink_rest_url=f"http://127.0.0.1:{cfg.replay_rest_port}" if cfg.replay_cluster else None,
+            replay_flink_conf_dir=str(conf_dirs["replay"]) if cfg.replay_cluster else None,
         )
         self._write_connections(info)
         self._p(ENV_FILE).write_text(
@@ -413,10 +481,16 @@ class LocalStack:
               by_name.get("chroma"))
         _wait(lambda: flink_taskmanagers(info.flink_rest_url) >= 1, timeout, "a Flink TaskManager to register",
               by_name.get("flink-taskmanager"))
+        if info.replay_flink_rest_url:
+            url = info.replay_flink_rest_url
+            _wait(lambda: flink_taskmanagers(url) >= 1, timeout, "a replay-cluster TaskManager to register",
+                  by_name.get("replay-taskmanager"))
 
-    def _write_flink_conf(self, flink_home: Path, flink_python: Path, java_home: Path) -> Path:
+    def _write_flink_conf(
+        self, flink_home: Path, flink_python: Path, java_home: Path, cluster: ClusterLayout
+    ) -> Path:
         cfg = self.config
-        conf_dir = self._p("flink-conf")
+        conf_dir = self._cp(cluster, "flink-conf")
         if conf_dir.exists():
             shutil.rmtree(conf_dir)
         shutil.copytree(flink_home / "conf", conf_dir)
@@ -428,16 +502,17 @@ class LocalStack:
             if not target.exists():
                 shutil.copy2(jar, target)
         for d in ("logs", "pids", "tmp", "web", "savepoints", "checkpoints"):
-            self._p(d).mkdir(parents=True, exist_ok=True)
+            self._cp(cluster, d).mkdir(parents=True, exist_ok=True)
         conf: dict[str, Any] = {
             "env.java.opts.all": java_opts or "",
             "env.java.home": str(java_home),
-            "env.log.dir": str(self._p("logs")),
-            "env.pid.dir": str(self._p("pids")),
+            "env.log.dir": str(self._cp(cluster, "logs")),
+            "env.pid.dir": str(self._cp(cluster, "pids")),
             "jobmanager.bind-host": "127.0.0.1",
             "jobmanager.rpc.address": "127.0.0.1",
-            "jobmanager.rpc.port": cfg.flink_rpc_port,
+            "jobmanager.rpc.port": cluster.rpc_port,
             "jobmanager.memory.process.size": cfg.jobmanager_memory,
+            "jobmanager.memory.jvm-metaspace.size": cfg.jobmanager_metaspace,
             "taskmanager.bind-host": "127.0.0.1",
             "taskmanager.host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": cfg.task_slots,
@@ -449,14 +524,17 @@ class LocalStack:
             "parallelism.default": 1,
             "rest.address": "127.0.0.1",
             "rest.bind-address": "127.0.0.1",
-            "rest.port": cfg.flink_rest_port,
-            "execution.checkpointing.dir": f"file://{self._p('checkpoints')}",
-            "execution.checkpointing.savepoint-dir": f"file://{self._p('savepoints')}",
-            "web.tmpdir": str(self._p("web")),
-            "io.tmp.dirs": str(self._p("tmp")),
+            "rest.port": cluster.rest_port,
+            "execution.checkpointing.dir": f"file://{self._cp(cluster, 'checkpoints')}",
+            "execution.checkpointing.savepoint-dir": f"file://{self._cp(cluster, 'savepoints')}",
+            "web.tmpdir": str(self._cp(cluster, "web")),
+            "io.tmp.dirs": str(self._cp(cluster, "tmp")),
             # Every agent job ships the ~115 MB flink-agents jar as a blob: drop finished jobs' blobs after a
             # minute instead of an hour, so a long session does not fill the disk.
             "blob.service.cleanup.interval": 60,
+            # The metaspace guard and the soak benchmark read the JobManager's metrics over REST: fresh
+            # within a second instead of Flink's 10 s cache.
+            "metrics.fetcher.update-interval": 1000,
             "python.executable": str(flink_python),
             "python.client.executable": str(flink_python),
             # Small Python bundles: savepoints complete in about a second instead of hanging.
@@ -468,26 +546,30 @@ class LocalStack:
             "restart-strategy.fixed-delay.delay": "2 s",
         }
         (conf_dir / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=True))
-        (conf_dir / "masters").write_text(f"127.0.0.1:{cfg.flink_rest_port}\n")
+        (conf_dir / "masters").write_text(f"127.0.0.1:{cluster.rest_port}\n")
         (conf_dir / "workers").write_text("127.0.0.1\n")
         return conf_dir
 
-    def _flink_env(self, conf_dir: Path, java_home: Path) -> dict[str, str]:
+    def _flink_env(self, conf_dir: Path, java_home: Path, cluster: ClusterLayout) -> dict[str, str]:
         return {
             **os.environ,
             "FLINK_CONF_DIR": str(conf_dir),
             "JAVA_HOME": str(java_home),
-            "FLINK_LOG_DIR": str(self._p("logs")),
-            "FLINK_PID_DIR": str(self._p("pids")),
+            "FLINK_LOG_DIR": str(self._cp(cluster, "logs")),
+            "FLINK_PID_DIR": str(self._cp(cluster, "pids")),
             **offline_env(self._p("mem0")),
         }
 
-    def _start_flink_daemon(self, flink_home: Path, env: dict[str, str], name: str) -> ProcessInfo:
-        script, kind = _FLINK_DAEMONS[name]
-        pid_file = next(iter(self._p("pids").glob(f"flink-*-{kind}.pid")), None)
+    def _start_flink_daemon(
+        self, flink_home: Path, env: dict[str, str], role: str, cluster: ClusterLayout
+    ) -> ProcessInfo:
+        script, kind = _FLINK_DAEMONS[role]
+        name = f"{cluster.prefix}-{role}"
+        pids = self._cp(cluster, "pids")
+        pid_file = next(iter(pids.glob(f"flink-*-{kind}.pid")), None)
         if pid_file is not None:  # a stale pid file makes the script refuse to start a second instance
             pid_file.unlink()
-        log = self._p("logs", f"{name}-start.log")
+        log = self._cp(cluster, "logs", f"{name}-start.log")
         with log.open("ab") as out:
             subprocess.run(
                 ["bash", str(flink_home / "bin" / script), "start"],
@@ -496,64 +578,95 @@ class LocalStack:
                 stderr=subprocess.STDOUT,
                 check=False,
             )
-        pid = _read_flink_pid(self._p("pids"), kind)
+        pid = _read_flink_pid(pids, kind)
         if pid is None:
             raise StackSetupError(f"{script} start wrote no pid; see {log}:\n{_tail(log)}")
-        flink_log = next(iter(sorted(self._p("logs").glob(f"flink-*-{kind}-*.log"))), log)
+        flink_log = next(iter(sorted(self._cp(cluster, "logs").glob(f"flink-*-{kind}-*.log"))), log)
         return ProcessInfo(name=name, pid=pid, log=str(flink_log))
 
-    def _start_flink(self, flink_home: Path, conf_dir: Path, java_home: Path) -> list[ProcessInfo]:
-        env = self._flink_env(conf_dir, java_home)
-        return [self._start_flink_daemon(flink_home, env, name) for name in _FLINK_DAEMONS]
+    def _start_flink(
+        self, flink_home: Path, conf_dir: Path, java_home: Path, cluster: ClusterLayout
+    ) -> list[ProcessInfo]:
+        env = self._flink_env(conf_dir, java_home, cluster)
+        return [self._start_flink_daemon(flink_home, env, role, cluster) for role in _FLINK_DAEMONS]
 
-    def restart_taskmanager(self) -> StackInfo:
-        """Replace the TaskManager with a fresh one (a new embedded Python, an empty metaspace).
+    def restart_taskmanager(self, cluster: str = "production") -> StackInfo:
+        """Replace ``cluster``'s TaskManager with a fresh one (a new embedded Python, an empty metaspace).
 
         Every Flink Agents job leaves its classes in the TaskManager's metaspace and its modules in the
         shared embedded interpreter; long test sessions restart it between modules. Jobs still running on
         it fail over.
         """
+        return self._restart(self._cluster(cluster), ("taskmanager",))
+
+    def recycle_cluster(self, cluster: str = "replay") -> StackInfo:
+        """Restart ``cluster``'s JobManager and TaskManager: the recycling policy for the metaspace every
+        Python submission leaves in the JobManager (docs/local-stack.md). Jobs on it are lost: recycle the
+        replay cluster between replay runs, never production's while production runs."""
+        return self._restart(self._cluster(cluster), ("jobmanager", "taskmanager"))
+
+    def _restart(self, cluster: ClusterLayout, roles: tuple[str, ...]) -> StackInfo:
         info = self.info()
         if info is None:
             raise StackSetupError(f"no stack in {self.workdir}: run `flink-replay stack up` first")
-        old = next(p for p in info.processes if p.name == "flink-taskmanager")
-        _terminate(old.pid)
-        for leftover in self._p("tmp").glob("tm_*"):  # the old TaskManager's blobs and working dirs
+        names = {f"{cluster.prefix}-{role}" for role in roles}
+        for proc in info.processes:
+            if proc.name in names:
+                _terminate(proc.pid)
+        if "jobmanager" in roles:
+            _clear_dirs(self._cp(cluster, "tmp"), self._cp(cluster, "web"))
+        for leftover in self._cp(cluster, "tmp").glob("tm_*"):  # the old TaskManager's blobs and working dirs
             shutil.rmtree(leftover, ignore_errors=True)
-        env = self._flink_env(Path(info.flink_conf_dir), Path(info.java_home))
-        new = self._start_flink_daemon(Path(info.flink_home), env, "flink-taskmanager")
-        info.processes = [p if p.name != "flink-taskmanager" else new for p in info.processes]
+        conf_dir = self._cp(cluster, "flink-conf")
+        env = self._flink_env(conf_dir, Path(info.java_home), cluster)
+        fresh = {p.name: p for p in (self._start_flink_daemon(Path(info.flink_home), env, r, cluster) for r in roles)}
+        info.processes = [fresh.get(p.name, p) for p in info.processes]
         self.stack_file.write_text(info.model_dump_json(indent=2))
-        _wait(lambda: flink_taskmanagers(info.flink_rest_url) >= 1 and _free_slots(info.flink_rest_url) > 0,
-              self.config.start_timeout, "the new TaskManager to register", new)
+        _wait(lambda: flink_taskmanagers(cluster.rest_url) >= 1 and _free_slots(cluster.rest_url) > 0,
+              self.config.start_timeout, f"the {cluster.name} cluster's TaskManager to register",
+              fresh.get(f"{cluster.prefix}-taskmanager"))
         return info
 
-    def taskmanager_metaspace_used(self) -> float:
-        """Fraction of the TaskManager's metaspace in use (0.0 when it cannot be read)."""
+    def taskmanager_metaspace_used(self, cluster: str = "production") -> float:
+        """Fraction of ``cluster``'s TaskManager metaspace in use (0.0 when it cannot be read)."""
         info = self.info()
         if info is None:
             return 0.0
         try:
-            tms = requests.get(f"{info.flink_rest_url}/taskmanagers", timeout=5).json()["taskmanagers"]
+            url = info.rest_url(cluster)
+            tms = requests.get(f"{url}/taskmanagers", timeout=5).json()["taskmanagers"]
             metrics = requests.get(
-                f"{info.flink_rest_url}/taskmanagers/{tms[0]['id']}/metrics",
+                f"{url}/taskmanagers/{tms[0]['id']}/metrics",
                 params={"get": "Status.JVM.Memory.Metaspace.Used,Status.JVM.Memory.Metaspace.Max"},
                 timeout=5,
             ).json()
             values = {m["id"]: float(m["value"]) for m in metrics}
             return values["Status.JVM.Memory.Metaspace.Used"] / values["Status.JVM.Memory.Metaspace.Max"]
-        except (requests.RequestException, KeyError, IndexError, ValueError, ZeroDivisionError):
+        except (requests.RequestException, KeyError, IndexError, ValueError, ZeroDivisionError, StackSetupError):
             return 0.0
 
     def _write_connections(self, info: StackInfo) -> None:
-        conns = {
-            "flink_default": {"conn_type": "flink_rest", "host": info.flink_rest_url},
+        """``connections.json``: the stack's addresses and, in the Flink connections' extra, where a
+        submitter on this host finds Flink (the provider reads connections, never the stack's files)."""
+        client = {"flink_home": info.flink_home, "java_home": info.java_home}
+        conns: dict[str, Any] = {
+            "flink_default": {
+                "conn_type": "flink_rest",
+                "host": info.flink_rest_url,
+                "extra": json.dumps({**client, "flink_conf_dir": info.flink_conf_dir}),
+            },
             "kafka_default": {
                 "conn_type": "kafka",
                 "extra": json.dumps({"bootstrap.servers": info.kafka_bootstrap}),
             },
             "mem0_default": {"conn_type": "mem0", "extra": json.dumps(info.mem0_config())},
         }
+        if info.replay_flink_rest_url:
+            conns[REPLAY_CONN_ID] = {
+                "conn_type": "flink_rest",
+                "host": info.replay_flink_rest_url,
+                "extra": json.dumps({**client, "flink_conf_dir": info.replay_flink_conf_dir}),
+            }
         Path(info.connections_file).write_text(json.dumps(conns, indent=2))
 
     # -- stopping
@@ -566,17 +679,18 @@ class LocalStack:
         for proc in info.processes:
             if _terminate(proc.pid, timeout):
                 stopped.append(proc.name)
-        for pid_file in self._p("pids").glob("*.pid"):
-            pid_file.unlink(missing_ok=True)
         self.stack_file.unlink(missing_ok=True)
-        _clear_dirs(self._p("tmp"), self._p("web"))  # Flink's blobs, uploaded jars, Python envs of jobs
+        for cluster in self.config.clusters():  # Flink's blobs, uploaded jars, Python envs of jobs
+            for pid_file in self._cp(cluster, "pids").glob("*.pid"):
+                pid_file.unlink(missing_ok=True)
+            _clear_dirs(self._cp(cluster, "tmp"), self._cp(cluster, "web"))
         return stopped
 
 
-#: Flink's daemon scripts and the kind their pid file is named after.
+#: Flink's daemon scripts per role and the kind their pid file is named after.
 _FLINK_DAEMONS = {
-    "flink-jobmanager": ("jobmanager.sh", "standalonesession"),
-    "flink-taskmanager": ("taskmanager.sh", "taskexecutor"),
+    "jobmanager": ("jobmanager.sh", "standalonesession"),
+    "taskmanager": ("taskmanager.sh", "taskexecutor"),
 }
 
 

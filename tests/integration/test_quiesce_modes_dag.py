@@ -164,7 +164,8 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}, states
     log = "".join(capfd.readouterr())
     assert "STATE_DROPPED" in log and "dedupe-reviews" in log and "allowed_dropped" in log, log[-4000:]
-    jobs = requests.get(f"{stack.flink_rest_url}/jobs/overview", timeout=10).json()["jobs"]
-    assert not [j["name"] for j in jobs if dagrun.run_id in j["name"]]  # refused before any submission
+    for url in {stack.flink_rest_url, stack.replay_flink_rest_url or stack.flink_rest_url}:
+        jobs = requests.get(f"{url}/jobs/overview", timeout=10).json()["jobs"]
+        assert not [j["name"] for j in jobs if dagrun.run_id in j["name"]]  # refused before any submission
     for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):
         assert states[task] == "success", (task, states)

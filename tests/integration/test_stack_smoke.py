@@ -52,8 +52,18 @@ def test_status_reports_every_part_up(stack) -> None:
     assert status["flink"]["taskmanagers"] >= 1
     assert status["kafka"]["answers"] and status["mem0"]["answers"]
     conns = json.loads(Path(stack.connections_file).read_text())
-    assert conns["flink_default"] == {"conn_type": "flink_rest", "host": stack.flink_rest_url}
-    assert set(conns) >= {"flink_default", "kafka_default", "mem0_default"}
+    assert conns["flink_default"]["host"] == stack.flink_rest_url
+    assert set(conns) >= {"flink_default", "kafka_default", "mem0_default", "flink_replay"}
+    # a second Flink cluster for the replays: its own JobManager and TaskManager, its own connection
+    assert status["replay_flink"]["taskmanagers"] >= 1, status
+    assert conns["flink_replay"]["host"] == stack.replay_flink_rest_url != stack.flink_rest_url
+    # the connections tell a submitter on this host where Flink is: the provider never reads stack.json
+    for conn_id, conf_dir in (("flink_default", stack.flink_conf_dir), ("flink_replay", stack.replay_flink_conf_dir)):
+        extra = json.loads(conns[conn_id]["extra"])
+        assert extra["flink_home"] == stack.flink_home and extra["flink_conf_dir"] == conf_dir, extra
+    procs = status["processes"]
+    assert {"flink-jobmanager", "flink-taskmanager", "replay-jobmanager", "replay-taskmanager"} <= set(procs)
+    assert len({p["pid"] for p in procs.values()}) == len(procs)
 
 
 def test_tansu_round_trip_keeps_keys_order_and_timestamps(stack) -> None:

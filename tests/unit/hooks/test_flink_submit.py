@@ -1,0 +1,182 @@
+"""RestPythonSubmitter under concurrency: the per-JobManager lock, collision retries, the metaspace guard.
+
+Flink is played by the scripted HTTP server of ``tests/unit/test_flink_rest.py`` (real requests, urllib3,
+pydantic); the lock is a real ``flock`` contended by a real second process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+from airflow_flink_replay.hooks.flink_submit import (
+    FlinkSubmissionError,
+    PythonDriverLock,
+    RestPythonSubmitter,
+    _concurrent_driver,
+    get_submitter,
+)
+from tests.unit.test_flink_rest import FakeFlink, make_hook
+from tests.unit.test_flink_rest import fake as fake  # the scripted Flink (a fixture)
+
+JARS = (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.1.jar", "uploaded": 1}]})
+RUN = "/jars/py_flink-python.jar/run"
+PLAN = "/jars/py_flink-python.jar/plan"
+MB = 2**20
+NO_JOBS = {"errors": ["org.apache.flink.runtime.rest.handler.RestHandlerException: Could not execute application.\n"
+                      "Caused by: org.apache.flink.util.FlinkRuntimeException: No jobs included in application."]}
+ABORTED = {"errors": ["org.apache.flink.client.program.ProgramInvocationException: The program plan could not be "
+                      "fetched - the program aborted pre-maturely. The root cause may be that the main method "
+                      "doesn't call `env.execute()` or `env.executeAsync()`."]}
+
+
+def metrics(used_mb: float, max_mb: float) -> tuple[int, Any]:
+    return 200, [
+        {"id": "Status.JVM.Memory.Metaspace.Used", "value": str(used_mb * MB)},
+        {"id": "Status.JVM.Memory.Metaspace.Max", "value": str(max_mb * MB)},
+        {"id": "Status.JVM.Memory.Heap.Used", "value": str(100 * MB)},
+        {"id": "Status.JVM.Memory.Heap.Max", "value": str(500 * MB)},
+    ]
+
+
+def submitter(url: str, tmp_path: Path, **kwargs: Any) -> RestPythonSubmitter:
+    return RestPythonSubmitter(make_hook(url), lock_dir=tmp_path, **kwargs)
+
+
+PROGRAM = FlinkPythonProgram(module="airflow_flink_replay.flink.replay_job", job_name="afr-replay-gate-r1-baseline")
+
+
+@pytest.mark.parametrize(
+    ("details", "collision"),
+    [
+        ("java.lang.IllegalArgumentException\n\tat org.apache.flink.client.python.PythonEnvUtils.setGatewayServer",
+         True),
+        ("Could not execute application.\nCaused by: No jobs included in application.", True),
+        ("The program plan could not be fetched - the program aborted pre-maturely.", True),
+        ("The main method caused an error: null\nCaused by: java.lang.IllegalArgumentException", True),
+        # the program itself failed: retrying would only fail again, and hide the traceback
+        ("The program plan could not be fetched - the program aborted pre-maturely.\n"
+         "Caused by: java.lang.RuntimeException: Python process exits with code: 1", False),
+        ("Caused by: java.lang.IllegalStateException: Cannot map checkpoint/savepoint state for operator x", False),
+    ],
+)
+def test_every_answer_flink_gives_for_a_concurrent_python_run_is_a_collision(details: str, collision: bool) -> None:
+    assert _concurrent_driver(details) is collision
+
+
+def _hold_lock(base_url: str, lock_dir: str, locked: Any, release: Any) -> None:
+    with PythonDriverLock(base_url, lock_dir).hold(30):
+        locked.set()
+        release.wait(30)
+
+
+def test_the_lock_serialises_python_runs_of_one_jobmanager_across_processes(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    locked, release = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_hold_lock, args=("http://jm-a:8081", str(tmp_path), locked, release))
+    other.start()
+    try:
+        assert locked.wait(60)
+        # another process runs a Python program on JobManager a: this one waits, then gives up naming it
+        with pytest.raises(FlinkSubmissionError) as info, PythonDriverLock("http://jm-a:8081/", tmp_path).hold(0.5):
+            pass
+        assert "another Python program has been running on the JobManager at http://jm-a:8081" in str(info.value)
+        assert "Fix:" in str(info.value)
+        # a different JobManager is not held up
+        with PythonDriverLock("http://jm-b:8081", tmp_path).hold(0.5) as waited:
+            assert waited < 0.5
+        release.set()
+        other.join(30)
+        with PythonDriverLock("http://jm-a:8081", tmp_path).hold(10):
+            pass
+    finally:
+        release.set()
+        other.join(5)
+        if other.is_alive():
+            other.kill()
+
+
+def test_a_plan_taken_by_a_concurrent_run_is_fetched_again(fake: tuple[FakeFlink, str], tmp_path: Path) -> None:
+    state, url = fake
+    state.on("GET", "/jars", JARS)
+    state.on("POST", PLAN, (500, ABORTED), (200, {"plan": {"jid": "p", "name": "x", "nodes": []}}))
+    plan = submitter(url, tmp_path).plan(PROGRAM)
+    assert plan.jid == "p" and state.calls[("POST", PLAN)] == 2
+
+
+def test_a_job_another_run_submitted_is_reattached_never_submitted_twice(
+    fake: tuple[FakeFlink, str], tmp_path: Path
+) -> None:
+    """"No jobs included in application": this program's execute() went through the other request, whose
+    executor submitted it. Submitting again would run the replay twice: the job is found by its name."""
+    state, url = fake
+    state.on("GET", "/jars", JARS)
+    state.on("POST", RUN, (400, NO_JOBS), (200, {"jobid": "second-copy"}))
+    now = int(time.time() * 1000)
+    state.on("GET", "/jobs/overview", (200, {"jobs": [
+        {"jid": "old", "name": PROGRAM.job_name, "state": "FINISHED", "start-time": now - 3_600_000},
+        {"jid": "taken", "name": PROGRAM.job_name, "state": "RUNNING", "start-time": now + 500},
+        {"jid": "other", "name": "afr-replay-gate-r1-candidate", "state": "RUNNING", "start-time": now + 600},
+    ]}))  # fmt: skip
+    submitted = submitter(url, tmp_path).submit(PROGRAM)
+    assert submitted.job_id == "taken"
+    assert state.calls[("POST", RUN)] == 1
+
+
+def test_no_jobs_included_and_no_job_of_that_name_is_submitted_again(
+    fake: tuple[FakeFlink, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, url = fake
+    state.on("GET", "/jars", JARS)
+    state.on("POST", RUN, (400, NO_JOBS), (200, {"jobid": "j2"}))
+    state.on("GET", "/jobs/overview", (200, {"jobs": []}))
+    monkeypatch.setattr(time, "sleep", lambda s: None)  # the name look-up waits for a submission in flight
+    assert submitter(url, tmp_path).submit(PROGRAM).job_id == "j2"
+    assert state.calls[("POST", RUN)] == 2
+
+
+def test_a_jobmanager_short_of_metaspace_gets_no_python_run(fake: tuple[FakeFlink, str], tmp_path: Path) -> None:
+    state, url = fake
+    state.on("GET", "/jars", JARS)
+    state.on("POST", RUN, (200, {"jobid": "j1"}))
+    state.on("GET", "/jobmanager/metrics*", metrics(used_mb=470, max_mb=512))
+    with pytest.raises(FlinkSubmissionError) as info:
+        submitter(url, tmp_path).submit(PROGRAM)
+    message = str(info.value)
+    assert "42 MB of metaspace left (470 of 512 MB used)" in message and "Nothing was submitted" in message
+    assert "Fix:" in message and "replay_flink_conn_id" in message
+    assert state.calls[("POST", RUN)] == 0
+    # the headroom comes from the connection (or the submitter); 0 turns the check off
+    assert submitter(url, tmp_path, min_metaspace_headroom_mb=32).submit(PROGRAM).job_id == "j1"
+    assert RestPythonSubmitter(make_hook(url, min_metaspace_headroom_mb=0), lock_dir=tmp_path).submit(PROGRAM).job_id
+
+
+def test_metrics_the_jobmanager_does_not_report_do_not_block_submission(
+    fake: tuple[FakeFlink, str], tmp_path: Path
+) -> None:
+    state, url = fake
+    state.on("GET", "/jars", JARS)
+    state.on("POST", RUN, (200, {"jobid": "j1"}))
+    # /jobmanager/metrics unrouted: 404
+    assert submitter(url, tmp_path).submit(PROGRAM).job_id == "j1"
+
+
+def test_submitters_find_flink_through_the_connection_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FLINK_HOME", raising=False)
+    (tmp_path / ".stack").mkdir()
+    (tmp_path / ".stack" / "stack.json").write_text('{"flink_home": "/stray"}')  # ignored
+    hook = make_hook("http://127.0.0.1:1", flink_home="/opt/flink", flink_conf_dir="/opt/conf", java_home="/jdk")
+    cli = get_submitter("cli", hook)
+    assert (cli.flink_home, cli.flink_conf_dir, cli.java_home) == ("/opt/flink", "/opt/conf", "/jdk")  # type: ignore[attr-defined]
+    with pytest.raises(FlinkSubmissionError, match="set flink_home in the extra of connection"):
+        get_submitter("cli", make_hook("http://127.0.0.1:1"))
+    rest = get_submitter("rest", make_hook("http://127.0.0.1:1", python_jar=str(tmp_path / "flink-python.jar")))
+    assert rest._local_python_jar() == tmp_path / "flink-python.jar"  # type: ignore[attr-defined]
