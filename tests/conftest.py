@@ -76,7 +76,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True, scope="module")
 def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> None:
     """Every Flink Agents job leaves ~25 MB in the TaskManager's metaspace: before an integration module,
-    replace a TaskManager that is more than half full, so a long session never hits Metaspace OOM."""
+    replace a TaskManager (production's or the replay cluster's) that is more than half full, so a long
+    session never hits Metaspace OOM."""
     if "integration" not in Path(str(request.node.path)).parts:
         return
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
@@ -89,3 +90,7 @@ def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> N
 
     if flink_taskmanagers(info.flink_rest_url) < 1 or local.taskmanager_metaspace_used() > 0.5:
         local.restart_taskmanager()
+    if info.replay_flink_rest_url and (
+        flink_taskmanagers(info.replay_flink_rest_url) < 1 or local.taskmanager_metaspace_used("replay") > 0.5
+    ):
+        local.restart_taskmanager("replay")
