@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -100,22 +101,7 @@ def build_config(args: argparse.Namespace) -> Any:
     """The CompareConfig from --config plus the command-line overrides."""
     from airflow_flink_replay.core.compare import CompareConfig
 
-    data: dict[str, Any] = {}
-    if args.config is not None:
-        if not args.config.is_file():
-            raise UsageError(f"--config {args.config}: file not found")
-        text = args.config.read_text(encoding="utf-8")
-        try:
-            if args.config.suffix in (".yaml", ".yml"):
-                import yaml
-
-                data = yaml.safe_load(text) or {}
-            else:
-                data = json.loads(text)
-        except Exception as err:
-            raise UsageError(f"--config {args.config}: cannot parse: {err}") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"--config {args.config}: expected a mapping of CompareConfig fields")
+    data = _read_config(args.config) if args.config is not None else {}
     overrides = {
         "abs_threshold": args.abs_threshold,
         "rel_threshold": args.rel_threshold,
@@ -148,9 +134,49 @@ def build_config(args: argparse.Namespace) -> Any:
         raise UsageError(f"configuration {where}: {first['msg']}") from None
 
 
+def _read_config(path: Path) -> dict[str, Any]:
+    """The --config file as a mapping; every problem is one line naming the file (and line) with a fix."""
+    from airflow_flink_replay.core.compare.loading import first_bad_utf8_line
+
+    if not path.is_file():
+        raise UsageError(f"--config {path}: file not found")
+    raw = path.read_bytes()
+    line, col, byte = first_bad_utf8_line(raw)
+    if line:
+        raise UsageError(
+            f"--config {path}:{line}: not UTF-8 text (byte 0x{byte:02x} at column {col}). Fix: save it as UTF-8"
+        )
+    text = raw.decode("utf-8")
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+    except RecursionError:
+        raise UsageError(
+            f"--config {path}: nested too deeply to read. Fix: a CompareConfig is a few levels deep"
+        ) from None
+    except Exception as err:
+        raise UsageError(f"--config {path}: cannot parse: {' '.join(str(err).split())}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {path}: expected a mapping of CompareConfig fields")
+    return data
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (terminal escapes, NUL, bell) written as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def run(args: argparse.Namespace) -> int:
     """Compare, write the reports, print the verdict; return the exit code."""
     from airflow_flink_replay.core.compare import EXIT_CODES, CompareInputError, compare_runs, write_reports
+    from airflow_flink_replay.core.compare.result import WARNING_CODES
 
     try:
         config = build_config(args)
@@ -171,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             ignore=args.ignore,
         )
     except (UsageError, CompareInputError) as err:
-        print(f"flink-replay compare: error: {err}", file=sys.stderr)
+        print(printable(f"flink-replay compare: error: {' '.join(str(err).splitlines())}"), file=sys.stderr)
         return EXIT_USAGE
     try:
         written = write_reports(result, args.out)
@@ -183,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"{result.verdict}  ({result.mode.replace('_', '-')}, {result.counts.aligned_candidate} aligned outputs)")
         for reason in result.reasons:
-            print(f"  [{reason.severity}] {reason.code}: {reason.message}")
+            severity = "warning" if reason.code in WARNING_CODES else reason.severity
+            print(printable(f"  [{severity}] {reason.code}: {reason.message}"))
         for name, path in written.items():
             print(f"  {name:8s} {path}")
     return EXIT_CODES[result.verdict]

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
-from airflow_flink_replay.core.compare.paths import MISSING, Flattener, key_text
+from airflow_flink_replay.core.compare.loading import MAX_DEPTH, CompareInputError, Source, iter_json_lines, source_name
+from airflow_flink_replay.core.compare.paths import MISSING, Flattener, NestingError, key_text
 
 #: One output: (flattened fields, line number in its file, (partition, offset) of its input or None).
 Entry = tuple[dict[str, Any], int, tuple[int, int] | None]
@@ -55,7 +55,15 @@ def load_run(name: str, source: Source, key: Callable[[Any], Any], flattener: Fl
                 run.unkeyed_lines.append(lineno)
             continue
         k = key_text(kv)
-        flat = flatten(obj)
+        try:
+            flat = flatten(obj)
+        except NestingError as err:
+            raise CompareInputError(
+                run.source,
+                f"output nested more than {MAX_DEPTH} levels deep (at {err}). Fix: flatten that structure in the "
+                "agent's output, or leave it out with --ignore",
+                line=lineno,
+            ) from None
         paths.update(flat)
         entry = (flat, lineno, _replay_order(obj))
         entries = by_key.get(k)

@@ -23,7 +23,7 @@ from airflow_flink_replay.core.compare.audit import compare_audits
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
 from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, PathError, canonical_path, is_under
 from airflow_flink_replay.core.compare.differ import Differ, NumericBand
-from airflow_flink_replay.core.compare.loading import CompareInputError, Source, read_audit, source_name
+from airflow_flink_replay.core.compare.loading import MAX_DEPTH, CompareInputError, Source, read_audit, source_name
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, Group, compile_key, unflatten
 from airflow_flink_replay.core.compare.result import (
     ComparisonResult,
@@ -136,7 +136,12 @@ def compare_runs(
         raise CompareInputError("--key", str(err)) from None
     set_paths = [r.path for r in config.fields if r.comparator in ("set", "multiset")]
     flattener = Flattener(
-        ignore_all, config.list_mode, set_paths=set_paths, map_paths=config.map_paths, map_min_keys=config.map_min_keys
+        ignore_all,
+        config.list_mode,
+        set_paths=set_paths,
+        map_paths=config.map_paths,
+        map_min_keys=config.map_min_keys,
+        max_depth=MAX_DEPTH,
     )
 
     # Loading builds millions of small objects and no cycles: the cyclic GC would only rescan them.

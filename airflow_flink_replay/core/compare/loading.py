@@ -33,6 +33,33 @@ def source_name(source: Source) -> str:
     return str(getattr(source, "name", "<stream>"))
 
 
+#: Outputs nested deeper than this are refused with their line (every step below stays far from Python's
+#: recursion limit: flattening, previews, deepdiff).
+MAX_DEPTH = 200
+
+
+def first_bad_utf8_line(data: bytes) -> tuple[int, int, int]:
+    """(line, column, byte) of the first byte that is not UTF-8, or (0, 0, 0) if all of ``data`` is."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        return data.count(b"\n", 0, err.start) + 1, err.start - line_start + 1, data[err.start]
+    return 0, 0, 0
+
+
+def not_utf8(source: Source, err: UnicodeDecodeError, lineno_before: int | None = None) -> CompareInputError:
+    """The error for a byte that is not UTF-8, naming its line (a file is read again to find it)."""
+    name = source_name(source)
+    fix = "Fix: write the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+    if isinstance(source, str | os.PathLike):
+        line, col, byte = first_bad_utf8_line(Path(source).read_bytes())
+        if line:
+            return CompareInputError(name, f"not UTF-8 text (byte 0x{byte:02x} at column {col}). {fix}", line=line)
+    after = f" after line {lineno_before}" if lineno_before else ""
+    return CompareInputError(name, f"not UTF-8 text{after} ({err.reason}). {fix}")
+
+
 def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line; 1-based line numbers.
 
@@ -53,6 +80,7 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
         stream = source
         close = False
     loads = json.loads
+    lineno = 0
     try:
         for lineno, line in enumerate(stream, 1):
             if not line.strip():
@@ -63,6 +91,13 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise CompareInputError(
                     name, f"invalid JSON ({err}); each line must be one JSON object", line=lineno
                 ) from None
+            except RecursionError:
+                raise CompareInputError(
+                    name,
+                    "nested too deeply for the JSON reader (about 1000 levels). Fix: have the agent emit outputs "
+                    f"nested at most {MAX_DEPTH} levels deep",
+                    line=lineno,
+                ) from None
             if not isinstance(obj, dict):
                 raise CompareInputError(
                     name,
@@ -71,7 +106,7 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
                 )
             yield lineno, obj
     except UnicodeDecodeError as err:
-        raise CompareInputError(name, f"not UTF-8 text ({err})") from None
+        raise not_utf8(source, err, lineno_before=lineno) from None
     finally:
         if close:
             stream.close()
@@ -95,8 +130,5 @@ def read_audit(source: Source | list[Source]) -> list[AuditRecord]:
         except ValidationError as err:
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "<record>"
-            raise CompareInputError(
-                name, f"audit record field {field!r}: {first['msg']}", line=lineno
-            ) from None
+            raise CompareInputError(name, f"audit record field {field!r}: {first['msg']}", line=lineno) from None
     return records
-

@@ -36,7 +36,6 @@ def compile_key(path: str) -> Callable[[Any], Any]:
     return _jsonpath_getter(path)
 
 
-
 def _simple_getter(steps: tuple[str | int, ...]) -> Callable[[Any], Any]:
     if len(steps) == 1 and isinstance(steps[0], str):
         name = steps[0]
@@ -93,6 +92,10 @@ def child_path(parent: str, name: str) -> str:
     return parent + segment(name)
 
 
+class NestingError(ValueError):
+    """An output nested deeper than the flattener allows; the message is the path where it stopped."""
+
+
 class Group(dict[str, Any]):
     """The value of a collapsed map path (``$.decision_by_sku.*``) in one output: ``{leaf path: value}`` for
     every leaf below the varying names. Two groups differ when any member differs."""
@@ -117,7 +120,9 @@ class Flattener:
         index_paths: list[str] | None = None,
         map_paths: list[str] | None = None,
         map_min_keys: int = 0,
+        max_depth: int = 200,
     ) -> None:
+        self._max_depth = max_depth
         self.ignore = list(ignore)
         self._ignore = [path_pattern(p) for p in ignore]
         self._set = [path_pattern(p) for p in (set_paths or [])]
@@ -163,10 +168,12 @@ class Flattener:
     def flatten(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Flatten one output object (a JSON object) into leaf paths."""
         out: dict[str, Any] = {}
-        self._walk_dict("$", obj, out)
+        self._walk_dict("$", obj, out, 0)
         return out
 
-    def _walk_dict(self, prefix: str, obj: dict[str, Any], out: dict[str, Any]) -> None:
+    def _walk_dict(self, prefix: str, obj: dict[str, Any], out: dict[str, Any], depth: int) -> None:
+        if depth >= self._max_depth:
+            raise NestingError(prefix[:120] + ("…" if len(prefix) > 120 else ""))
         names = self._child.get(prefix)
         if names is None:
             names = self._child[prefix] = {}
@@ -185,11 +192,11 @@ class Flattener:
             t = type(value)
             if t is dict:
                 if value:
-                    self._walk_dict(path, value, out)
+                    self._walk_dict(path, value, out, depth + 1)
                 else:
                     out[path] = value
             elif t is list:
-                self._walk_list(path, value, out)
+                self._walk_list(path, value, out, depth + 1)
             else:
                 out[path] = value
 
@@ -236,10 +243,12 @@ class Flattener:
             level = nxt
         return changed
 
-    def _walk_list(self, path: str, value: list[Any], out: dict[str, Any]) -> None:
+    def _walk_list(self, path: str, value: list[Any], out: dict[str, Any], depth: int) -> None:
         if not value or self._list_as_set(path, value):
             out[path] = value
             return
+        if depth >= self._max_depth:
+            raise NestingError(path[:120] + ("…" if len(path) > 120 else ""))
         items = self._item.get(path)
         if items is None:
             items = self._item[path] = []
@@ -253,11 +262,11 @@ class Flattener:
             t = type(item)
             if t is dict:
                 if item:
-                    self._walk_dict(ipath, item, out)
+                    self._walk_dict(ipath, item, out, depth + 1)
                 else:
                     out[ipath] = item
             elif t is list:
-                self._walk_list(ipath, item, out)
+                self._walk_list(ipath, item, out, depth + 1)
             else:
                 out[ipath] = item
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,16 @@ def render_html(result: ComparisonResult) -> str:
     )
 
 
+#: Characters XML 1.0 does not allow (C0 controls but tab/newline/CR, surrogates, U+FFFE/U+FFFF), plus the
+#: other C0/C1 controls that would reach a terminal printing the file.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` safe for an XML attribute or element: disallowed and control characters as ``\\xNN``."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def render_junit(result: ComparisonResult) -> str:
     """JUnit XML: one test case per field, side-effect signature and rule, plus the verdict."""
     suite = ET.Element("testsuite", name="flink-replay-compare")
@@ -85,6 +96,7 @@ def render_junit(result: ComparisonResult) -> str:
 
     def case(classname: str, name: str, status: str, message: str = "") -> None:
         nonlocal cases, failures, skipped
+        name, message = xml_text(name), xml_text(message)
         tc = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
         cases += 1
         if status == "fail":

@@ -313,3 +313,109 @@ def test_rule_matching_nothing_is_a_warning(tmp_path: Path, capsys: pytest.Captu
     main([*args, "--ignore", "$.priority", "--json"])
     summary = json.loads(capsys.readouterr().out)
     assert any("$.priority matches no field" in w for w in summary["warnings"]), summary
+
+
+# ------------------------------------------------------------------ bad input: exit 3, one line, file + line + fix
+def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_deeply_nested_input_exits_3_naming_the_line(files: dict[str, Path], tmp_path: Path) -> None:
+    deep = tmp_path / "deep.jsonl"
+    first = files["a"].read_text().splitlines()[:2]
+    deep.write_text("\n".join([*first, '{"id": "r-x", "v": ' + "[" * 1000 + "]" * 1000 + "}"]) + "\n")
+    line = _one_error_line(cli("--baseline", files["a"], "--candidate", deep, "--key", "$.id", "--out", files["out"]))
+    assert f"{deep}:3:" in line and "nested" in line and "Fix:" in line
+
+
+def test_nesting_that_json_reads_but_is_too_deep_to_flatten_exits_3(files: dict[str, Path], tmp_path: Path) -> None:
+    deep = tmp_path / "deep.jsonl"
+    nested: dict = {"leaf": 1}
+    for _ in range(600):
+        nested = {"n": nested}
+    deep.write_text(json.dumps({"id": "r-x", "v": nested}) + "\n")
+    line = _one_error_line(
+        cli(
+            "--baseline",
+            files["a"],
+            "--candidate",
+            deep,
+            "--key",
+            "$.id",
+            "--out",
+            files["out"],
+            "--list-mode",
+            "index",
+        )
+    )
+    assert f"{deep}:1:" in line and "nested" in line
+
+
+def test_non_utf8_input_is_reported_by_line(files: dict[str, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.jsonl"
+    lines = files["a"].read_bytes().splitlines()[:400]
+    lines[299] = '{"id": "r-299", "label": "café"}'.encode("latin-1")
+    bad.write_bytes(b"\n".join(lines) + b"\n")
+    line = _one_error_line(cli("--baseline", files["a"], "--candidate", bad, "--key", "$.id", "--out", files["out"]))
+    assert f"{bad}:300:" in line and "not UTF-8" in line and "Fix:" in line
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"alpha": 0.05,\n "list_mode": "caf\xe9"}'.encode("latin-1"), ":2: not UTF-8"),
+        (b'{"fields": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nested"),
+    ],
+    ids=["latin-1", "deep"],
+)
+def test_bad_config_file_exits_3(files: dict[str, Path], tmp_path: Path, content: bytes, expected: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_bytes(content)
+    line = _one_error_line(
+        cli(
+            "--baseline",
+            files["a"],
+            "--candidate",
+            files["same"],
+            "--key",
+            "$.id",
+            "--out",
+            files["out"],
+            "--config",
+            config,
+        )
+    )
+    assert str(config) in line and expected in line
+
+
+def test_control_characters_are_escaped_in_junit_and_terminal(files: dict[str, Path], tmp_path: Path) -> None:
+    evil = "evil\x1b[31m\x07\x00tool"
+    records = [json.loads(x) for x in files["ab"].read_text().splitlines()]
+    for r in records[:40]:
+        r["resource_name"] = evil
+    audit = write_jsonl(tmp_path / "evil.jsonl", records)
+    proc = cli(
+        "--baseline",
+        files["a"],
+        "--baseline-2",
+        files["a2"],
+        "--candidate",
+        files["same"],
+        "--key",
+        "$.id",
+        "--out",
+        files["out"],
+        "--baseline-audit",
+        files["aa"],
+        "--candidate-audit",
+        audit,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\x00" not in proc.stdout
+    assert "evil\\x1b[31m\\x07\\x00tool" in proc.stdout
+    suite = ET.parse(files["out"] / "junit.xml").getroot()  # well-formed
+    assert any("evil\\x1b" in (tc.get("name") or "") for tc in suite.iter("testcase"))
