@@ -103,8 +103,8 @@ def completed_fork(
     if manifest.fork_id == fork_id and manifest.source == source:
         return ForkResult(**manifest.model_dump(exclude={"snapshot_parts"}), duration_s=duration_s, noop=True)
     raise ForkConflictError(
-        f"target {target} already holds fork {manifest.fork_id!r} of {manifest.source}: "
-        "drop it first (DropMem0ForkOperator) or choose another target namespace"
+        f"target {target} already holds fork {manifest.fork_id!r} of {manifest.source}. "
+        "Fix: drop it first (DropMem0ForkOperator) or choose another target namespace"
     )
 
 
@@ -114,7 +114,8 @@ def refuse_foreign(target: Mem0Namespace, fork_id: str, payloads: Mapping[str, M
     if foreign:
         raise ForkConflictError(
             f"target {target} already holds {len(foreign)} memories that are not from fork {fork_id!r} "
-            f"(e.g. {foreign[0]}): refusing to write into a namespace in use; choose another target"
+            f"(e.g. {foreign[0]}): refusing to write into a namespace in use. Fix: choose another target "
+            "namespace (the replay's own, e.g. replay-<run id>)"
         )
 
 

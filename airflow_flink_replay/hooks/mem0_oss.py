@@ -156,7 +156,10 @@ class OssMem0Backend:
         """The manifest and snapshot of the fork in ``target``."""
         manifest = self.read_manifest(target)
         if manifest is None:
-            raise RuntimeError(f"no complete fork in {target}: run the fork first (nothing to compare against)")
+            raise RuntimeError(
+                f"no complete fork in {target}: nothing to compare against. Fix: run the fork first "
+                "(ForkMem0NamespaceOperator), or name the namespace the fork wrote into"
+            )
         return ForkBaseline(
             fork_id=manifest.fork_id,
             source=manifest.source,

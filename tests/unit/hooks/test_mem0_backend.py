@@ -82,7 +82,7 @@ def test_a_complete_fork_of_this_run_is_a_noop_anything_else_a_conflict() -> Non
     done = completed_fork(_manifest(), PROD, REPLAY, "run-1", 0.5)
     assert done.noop and (done.fork_id, done.count, done.history_rows, done.duration_s) == ("run-1", 3, 2, 0.5)
     assert (done.source, done.target, done.store, done.collection) == (PROD, REPLAY, "chroma", "c")
-    with pytest.raises(ForkConflictError, match=r"already holds fork 'run-0' of user_id=prod-job: drop it first"):
+    with pytest.raises(ForkConflictError, match=r"already holds fork 'run-0' of user_id=prod-job\. Fix: drop it first"):
         completed_fork(_manifest("run-0"), PROD, REPLAY, "run-1", 0.5)
     other = Mem0Namespace(user_id="other-job")
     with pytest.raises(ForkConflictError, match="already holds fork 'run-1' of user_id=other-job"):
@@ -92,7 +92,8 @@ def test_a_complete_fork_of_this_run_is_a_noop_anything_else_a_conflict() -> Non
 def test_only_leftovers_of_the_same_fork_may_be_overwritten() -> None:
     refuse_foreign(REPLAY, "run-1", {})
     refuse_foreign(REPLAY, "run-1", {"a": {FORK_ID_FIELD: "run-1"}})
-    with pytest.raises(ForkConflictError, match=r"holds 2 memories that are not from fork 'run-1' \(e\.g\. b\)"):
+    taken = r"holds 2 memories that are not from fork 'run-1' \(e\.g\. b\).* Fix: choose another target"
+    with pytest.raises(ForkConflictError, match=taken):
         refuse_foreign(REPLAY, "run-1", {"a": {FORK_ID_FIELD: "run-1"}, "b": {}, "c": {FORK_ID_FIELD: "run-0"}})
 
 
