@@ -101,6 +101,12 @@ class CompareConfig(BaseModel):
     text_threshold: float = Field(
         default=0.85, ge=0, le=1, description="text: rapidfuzz normalized similarity at or above which texts are equal"
     )
+    text_max_length: int = Field(
+        default=10_000,
+        ge=1,
+        description="text: above this many characters (either side) similarity is measured in linear time, as "
+        "the overlap of the two texts' word multisets, instead of rapidfuzz's edit-based ratio (quadratic)",
+    )
     text_min_length: int = Field(
         default=32,
         ge=0,
@@ -155,6 +161,11 @@ class CompareConfig(BaseModel):
     # --- report
     max_examples: int = Field(default=5, ge=0, description="side-by-side examples per field in the report")
     max_listed: int = Field(default=50, ge=0, description="missing/extra outputs listed by key in the report")
+    max_fields_listed: int = Field(
+        default=500,
+        ge=1,
+        description="fields listed in the reports (worst first) and in each reason; the rest are counted by status",
+    )
 
     @field_validator("ignore", "map_paths")
     @classmethod
@@ -229,7 +240,7 @@ def parse_path(path: str, what: str = "path") -> list[Step]:
             steps.append(("name", json.loads(m.group(1))))
             i = m.end()
         else:
-            raise PathError(f"{what} {path!r}: cannot read {path[i:i + 12]!r} at position {i}")
+            raise PathError(f"{what} {path!r}: cannot read {path[i : i + 12]!r} at position {i}")
     return steps
 
 

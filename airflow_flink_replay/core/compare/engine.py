@@ -84,12 +84,19 @@ def _preview(flat: dict[str, Any], limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: Longest value shown in an example (a 575 KB text would make the report as big).
+EXAMPLE_VALUE_CHARS = 4000
+#: Most fields shown per example (differing fields first).
+EXAMPLE_FIELDS = 40
+
+
 def _json(v: Any) -> str:
     if v is MISSING:
         return "—"
-    if isinstance(v, str):
-        return v
-    return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+    if len(text) > EXAMPLE_VALUE_CHARS:
+        return text[:EXAMPLE_VALUE_CHARS] + f"… (+{len(text) - EXAMPLE_VALUE_CHARS:,} characters)"
+    return text
 
 
 def compare_runs(
@@ -186,12 +193,14 @@ def _compare(
         reasons.extend(audit_reasons)
     examples = _examples(fields, al.heaps, run_a, run_a2, run_b, diff, config)
     verdict = _verdict(reasons)
+    listed, omitted = fields[: config.max_fields_listed], Counter(f.status for f in fields[config.max_fields_listed :])
     return ComparisonResult(
         verdict=verdict,
         mode="noise_calibrated" if run_a2 is not None else "exact",
         method=describe_method(config, run_a2 is not None),
         reasons=reasons,
-        fields=fields,
+        fields=listed,
+        fields_omitted=dict(omitted),
         outputs=outputs,
         resources=resources,
         counts=counts,
@@ -708,7 +717,7 @@ class _StatusRule:
                 code=self.code,
                 severity=self.severity,
                 message=self.message(hits, f.config),
-                fields=[s.path for s in hits],
+                fields=[s.path for s in hits[: f.config.max_fields_listed]],
             )
         ]
 
@@ -742,6 +751,22 @@ def _field_msg(f: FieldStat) -> str:
     )
 
 
+#: Outputs larger than this (characters of text) get no deepdiff account (it may diff long texts line by line).
+STRUCTURE_MAX_CHARS = 200_000
+
+
+def _structure(deepdiff: Any, fa: dict[str, Any], fb: dict[str, Any]) -> str:
+    """deepdiff's account of A vs B for the reader, bounded; never fails a comparison."""
+    size = sum(len(v) for flat in (fa, fb) for v in flat.values() if isinstance(v, str))
+    if size > STRUCTURE_MAX_CHARS:
+        return "(outputs too large for a structural diff; see the fields above)"
+    try:
+        text = str(deepdiff(unflatten(fa), unflatten(fb), ignore_order=True).pretty())
+    except Exception:  # deepdiff is only for the reader
+        return ""
+    return text if len(text) <= EXAMPLE_VALUE_CHARS else text[:EXAMPLE_VALUE_CHARS] + "…"
+
+
 def _examples(
     fields: list[FieldStat],
     heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]],
@@ -766,6 +791,8 @@ def _examples(
             cd = diff(ea[0], eb[0])
             nd = diff(ea[0], ea2[0]) if ea2 is not None else {}
             paths = list(dict.fromkeys([*ea[0], *eb[0], *(ea2[0] if ea2 else {})]))
+            if len(paths) > EXAMPLE_FIELDS:  # differing fields first
+                paths = list(dict.fromkeys([*cd, *nd, *paths]))[:EXAMPLE_FIELDS]
             values = [
                 ExampleValue(
                     path=p,
@@ -778,10 +805,7 @@ def _examples(
                 )
                 for p in paths
             ]
-            try:
-                structure = DeepDiff(unflatten(ea[0]), unflatten(eb[0]), ignore_order=True).pretty()
-            except Exception:  # deepdiff is only for the reader; never fail a comparison on it
-                structure = ""
+            structure = _structure(DeepDiff, ea[0], eb[0])
             lines = {"baseline": ea[1], "candidate": eb[1]}
             if ea2 is not None:
                 lines["baseline_2"] = ea2[1]

@@ -152,6 +152,9 @@ class ComparisonResult(BaseModel):
     method: str = Field(description="the rule and statistic used, in words")
     reasons: list[Reason]
     fields: list[FieldStat] = Field(description="per-field rates, worst first")
+    fields_omitted: dict[str, int] = Field(
+        default_factory=dict, description="fields beyond max_fields_listed, not listed: their number by status"
+    )
     outputs: FieldStat | None = Field(
         default=None, description="the output-level rate: outputs with a difference in any field ('$')"
     )

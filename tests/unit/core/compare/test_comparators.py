@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,24 @@ def test_first_matching_rule_wins() -> None:
     resolver = ComparatorResolver(cfg)
     assert resolver.compare("$.meta.note", SUMMARY, SMALL_EDIT)[:3:2] == (True, "exact")
     assert resolver.compare("$.meta.title", SUMMARY, SMALL_EDIT)[:3:2] == (False, "text(>=0.5)")
+
+
+def test_long_texts_are_compared_in_linear_time() -> None:
+    """Above text_max_length the similarity is the overlap of word multisets (rapidfuzz's ratio is quadratic)."""
+    import time
+
+    from airflow_flink_replay.core.compare.comparators import word_overlap
+
+    rng = random.Random(1)
+    words = [f"w{rng.randrange(5000)}" for _ in range(100_000)]  # ~600 KB
+    a = " ".join(words)
+    b = " ".join([*words[:-1], "changed"])
+    other = " ".join(f"x{rng.randrange(5000)}" for _ in range(100_000))
+    resolver = ComparatorResolver(CompareConfig())
+    started = time.monotonic()
+    for _ in range(5):
+        assert resolver.compare("$.summary", a, b)[0] is False  # one word of 100,000: equal as text
+        differs, score, name = resolver.compare("$.summary", a, other)
+        assert differs and score < 0.1 and name == "text"
+    assert time.monotonic() - started < 5.0
+    assert word_overlap("a b c", "c b a") == 1.0 and word_overlap("a a", "a") == 2 / 3

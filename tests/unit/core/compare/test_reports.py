@@ -336,3 +336,28 @@ def test_junit_skips_inconclusive_side_effects(tmp_path: Path, n: int, x0: int, 
     skipped = chat.find("skipped")
     assert skipped is not None and skipped.get("message", "").startswith(f"{status}: ")
     assert suite.get("failures") == "0" and int(suite.get("skipped", "0")) == 2  # the side effect and the verdict
+
+
+def test_many_distinct_fields_are_capped_in_the_reports(tmp_path: Path) -> None:
+    """50k distinct field names made a 57 MB report.html: list the worst max_fields_listed, count the rest."""
+    from airflow_flink_replay.core.compare import CompareConfig, compare_runs, write_reports
+    from airflow_flink_replay.core.compare.synthetic import write_jsonl
+
+    n, k = 30, 2000
+
+    def outs(change: bool) -> list[dict]:
+        return [
+            {"id": f"r-{i}", **{f"f{j}": (j if not (change and j < 3) else -j - 1) for j in range(k)}} for i in range(n)
+        ]
+
+    a = write_jsonl(tmp_path / "a.jsonl", outs(False))
+    b = write_jsonl(tmp_path / "b.jsonl", outs(True))
+    result = compare_runs(a, b, key="$.id", config=CompareConfig(max_fields_listed=100, min_aligned=5))
+    assert len(result.fields) == 100
+    assert result.fields_omitted == {"ok": k + 1 - 100}
+    assert {f.path for f in result.fields[:3]} == {"$.f0", "$.f1", "$.f2"}  # the worst are listed
+    written = write_reports(result, tmp_path / "out")
+    html = Path(written["html"]).read_text()
+    assert "1901 more fields not listed (1901 ok)" in html
+    assert Path(written["html"]).stat().st_size < 300_000
+    assert Path(written["summary"]).stat().st_size < 300_000
