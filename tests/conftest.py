@@ -94,3 +94,5 @@ def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> N
         flink_taskmanagers(info.replay_flink_rest_url) < 1 or local.taskmanager_metaspace_used("replay") > 0.5
     ):
         local.restart_taskmanager("replay")
+    if info.replay_flink_rest_url:
+        local.recycle_if_worn("replay")  # the JobManager's metaspace: see docs/local-stack.md

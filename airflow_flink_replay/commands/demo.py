@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     results = {}
     for label, candidate, start in (("candidate v2", V2, 20_000), ("candidate v1", V1, 30_000)):
         _revive_taskmanager(stack)
+        if stack.replay_flink_rest_url and LocalStack(StackConfig()).recycle_if_worn("replay"):
+            print("recycled the replay cluster (its JobManager's metaspace was filling up: docs/local-stack.md)")
         print(f"\nrunning flink_agents_release_gate with {label} ({candidate}) ...")
         with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=start, rate=4):
             _airflow(env, "dags", "test", "flink_agents_release_gate", "-c", json.dumps({"candidate": candidate}),

@@ -605,6 +605,29 @@ class LocalStack:
         replay cluster between replay runs, never production's while production runs."""
         return self._restart(self._cluster(cluster), ("jobmanager", "taskmanager"))
 
+    def recycle_if_worn(self, cluster: str = "replay", min_free_mb: float = 250.0) -> bool:
+        """The local recycling policy: restart ``cluster`` when its JobManager has less than ``min_free_mb``
+        of metaspace left and no job runs on it (each Python submission leaves ~14 MB there; the
+        submitters refuse a run below 96 MB). Returns whether it recycled."""
+        info = self.info()
+        if info is None:
+            return False
+        url = info.rest_url(cluster)
+        try:
+            names = ",".join(("Status.JVM.Memory.Metaspace.Used", "Status.JVM.Memory.Metaspace.Max"))
+            for _ in range(2):  # REST serves a cached copy and refreshes it in the background
+                metrics = requests.get(f"{url}/jobmanager/metrics", params={"get": names}, timeout=5).json()
+                time.sleep(1.5)
+            values = {m["id"]: float(m["value"]) for m in metrics}
+            free = (values["Status.JVM.Memory.Metaspace.Max"] - values["Status.JVM.Memory.Metaspace.Used"]) / 2**20
+            running = requests.get(f"{url}/jobs/overview", timeout=5).json()["jobs"]
+        except (requests.RequestException, KeyError, ValueError):
+            return False
+        if free >= min_free_mb or any(j["state"] not in ("FINISHED", "FAILED", "CANCELED") for j in running):
+            return False
+        self.recycle_cluster(cluster)
+        return True
+
     def _restart(self, cluster: ClusterLayout, roles: tuple[str, ...]) -> StackInfo:
         info = self.info()
         if info is None:

@@ -28,11 +28,19 @@ JARS = (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.
 RUN = "/jars/py_flink-python.jar/run"
 PLAN = "/jars/py_flink-python.jar/plan"
 MB = 2**20
-NO_JOBS = {"errors": ["org.apache.flink.runtime.rest.handler.RestHandlerException: Could not execute application.\n"
-                      "Caused by: org.apache.flink.util.FlinkRuntimeException: No jobs included in application."]}
-ABORTED = {"errors": ["org.apache.flink.client.program.ProgramInvocationException: The program plan could not be "
-                      "fetched - the program aborted pre-maturely. The root cause may be that the main method "
-                      "doesn't call `env.execute()` or `env.executeAsync()`."]}
+NO_JOBS = {
+    "errors": [
+        "org.apache.flink.runtime.rest.handler.RestHandlerException: Could not execute application.\n"
+        "Caused by: org.apache.flink.util.FlinkRuntimeException: No jobs included in application."
+    ]
+}
+ABORTED = {
+    "errors": [
+        "org.apache.flink.client.program.ProgramInvocationException: The program plan could not be "
+        "fetched - the program aborted pre-maturely. The root cause may be that the main method "
+        "doesn't call `env.execute()` or `env.executeAsync()`."
+    ]
+}
 
 
 def metrics(used_mb: float, max_mb: float) -> tuple[int, Any]:
@@ -54,14 +62,19 @@ PROGRAM = FlinkPythonProgram(module="airflow_flink_replay.flink.replay_job", job
 @pytest.mark.parametrize(
     ("details", "collision"),
     [
-        ("java.lang.IllegalArgumentException\n\tat org.apache.flink.client.python.PythonEnvUtils.setGatewayServer",
-         True),
+        (
+            "java.lang.IllegalArgumentException\n\tat org.apache.flink.client.python.PythonEnvUtils.setGatewayServer",
+            True,
+        ),
         ("Could not execute application.\nCaused by: No jobs included in application.", True),
         ("The program plan could not be fetched - the program aborted pre-maturely.", True),
         ("The main method caused an error: null\nCaused by: java.lang.IllegalArgumentException", True),
         # the program itself failed: retrying would only fail again, and hide the traceback
-        ("The program plan could not be fetched - the program aborted pre-maturely.\n"
-         "Caused by: java.lang.RuntimeException: Python process exits with code: 1", False),
+        (
+            "The program plan could not be fetched - the program aborted pre-maturely.\n"
+            "Caused by: java.lang.RuntimeException: Python process exits with code: 1",
+            False,
+        ),
         ("Caused by: java.lang.IllegalStateException: Cannot map checkpoint/savepoint state for operator x", False),
     ],
 )
@@ -112,7 +125,7 @@ def test_a_plan_taken_by_a_concurrent_run_is_fetched_again(fake: tuple[FakeFlink
 def test_a_job_another_run_submitted_is_reattached_never_submitted_twice(
     fake: tuple[FakeFlink, str], tmp_path: Path
 ) -> None:
-    """"No jobs included in application": this program's execute() went through the other request, whose
+    """ "No jobs included in application": this program's execute() went through the other request, whose
     executor submitted it. Submitting again would run the replay twice: the job is found by its name."""
     state, url = fake
     state.on("GET", "/jars", JARS)
