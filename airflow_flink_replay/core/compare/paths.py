@@ -203,8 +203,8 @@ class Flattener:
     def _is_map(self, collapsed: str, objects: int, names_total: int, distinct: int) -> bool:
         if any(p.fullmatch(collapsed) for p in self._maps):
             return True
-        if not self._map_min_keys or distinct < self._map_min_keys or not objects:
-            return False
+        if collapsed == "$" or not self._map_min_keys or distinct < self._map_min_keys or not objects:
+            return False  # the output itself is a record, never a map (sparse top-level fields stay fields)
         return names_total / objects <= distinct / 4
 
     def collapse_maps(self) -> dict[str, str]:

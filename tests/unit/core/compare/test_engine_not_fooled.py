@@ -252,3 +252,12 @@ def test_generated_jitter_in_every_run_passes_with_the_band(tmp_path: Path) -> N
     a2 = write_jsonl(tmp_path / "a2.jsonl", make_run(N, "baseline_2", 2, **jitter))
     b = write_jsonl(tmp_path / "b.jsonl", make_run(N, "candidate", 3, **jitter))
     assert compare_runs(a, b, a2, key="$.id").verdict == "PASS"
+
+
+def test_sparse_top_level_fields_are_never_collapsed(tmp_path: Path) -> None:
+    """The output object itself is a record: 40 optional top-level fields, two per output, stay fields."""
+    recs = [{"id": f"r-{i}", f"opt{i % 40}": i, f"opt{(i + 1) % 40}": "x"} for i in range(N)]
+    a, a2, b = write3(tmp_path, recs, recs, recs)
+    result = compare_runs(a, b, a2, key="$.id")
+    assert "$.id" in {f.path for f in result.fields} and "$.*" not in {f.path for f in result.fields}
+    assert len(result.fields) == 41
