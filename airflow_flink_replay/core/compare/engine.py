@@ -193,7 +193,8 @@ def _compare(
         reasons.extend(audit_reasons)
     examples = _examples(fields, al.heaps, run_a, run_a2, run_b, diff, config)
     verdict = _verdict(reasons)
-    listed, omitted = fields[: config.max_fields_listed], Counter(f.status for f in fields[config.max_fields_listed :])
+    listed = fields[: config.max_fields_listed]
+    omitted: Counter[str] = Counter(f.status for f in fields[config.max_fields_listed :])
     return ComparisonResult(
         verdict=verdict,
         mode="noise_calibrated" if run_a2 is not None else "exact",
