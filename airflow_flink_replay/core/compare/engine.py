@@ -156,6 +156,12 @@ def compare_runs(
     gc.disable()
     try:
         return _compare(baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener, started)
+    except RecursionError:  # a safety net: lines and outputs too deep are refused with their line before this
+        raise CompareInputError(
+            "inputs",
+            "a value nested too deeply to compare (e.g. a list kept whole by a set rule). Fix: flatten it in the "
+            "agent's output, or leave it out with --ignore",
+        ) from None
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ def base_record(i: int, variant: str = "baseline", index: int = 0) -> dict[str, 
     }
 
 
-def make_run(
+def iter_run(
     n: int,
     variant: str = "baseline",
     seed: int = 0,
@@ -51,8 +51,8 @@ def make_run(
     jitter: float = 0.0,
     drop: float = 0.0,
     outputs_per_key: int = 1,
-) -> list[dict[str, Any]]:
-    """Outputs of one run of ``n`` keys.
+) -> Iterator[dict[str, Any]]:
+    """Outputs of one run of ``n`` keys, one at a time (see :func:`make_run`).
 
     :param paraphrase: fraction of outputs whose summary is reworded (LLM noise).
     :param label_change: fraction of keys whose label flips (a real regression).
@@ -61,7 +61,6 @@ def make_run(
     :param drop: fraction of outputs left out (missing outputs).
     """
     rng = random.Random(f"{variant}:{seed}")
-    out = []
     for i in range(n):
         for j in range(outputs_per_key):
             rec = base_record(i, variant, j)
@@ -79,8 +78,17 @@ def make_run(
                 rec["score"] = round(rec["score"] + rng.uniform(-jitter, jitter), 6)
             if drop and rng.random() < drop:
                 continue
-            out.append(rec)
-    return out
+            yield rec
+
+
+def make_run(
+    n: int,
+    variant: str = "baseline",
+    seed: int = 0,
+    **knobs: Any,
+) -> list[dict[str, Any]]:
+    """Outputs of one run of ``n`` keys as a list; the knobs are :func:`iter_run`'s."""
+    return list(iter_run(n, variant, seed, **knobs))
 
 
 def _selected(i: int, fraction: float, salt: int = 0) -> bool:
