@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100_000], help="aligned outputs per run (sizes)")
     parser.add_argument("--budget", type=float, default=10.0, help="seconds allowed for the comparison")
+    parser.add_argument(
+        "--spill-above-mb", type=int, default=512, help="partition on disk above this input size (0 = always)"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep inputs and reports in this folder")
     args = parser.parse_args(argv)
     if len(args.n) > 1:  # one process per size: max RSS is per process
@@ -34,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.n:
             print(f"--- n = {n:,}", flush=True)
             cmd = [sys.executable, __file__, "--n", str(n), "--budget", str(args.budget * n / 100_000)]
+            cmd += ["--spill-above-mb", str(args.spill_above_mb)]
             codes.append(subprocess.run([*cmd, *(["--keep", str(args.keep / str(n))] if args.keep else [])]).returncode)
         return max(codes)
     args.n = args.n[0]
@@ -51,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         gen = time.perf_counter() - t0
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-        config = CompareConfig(fields=[FieldRule(path="$.score", comparator="numeric", abs_tol=1e-3)])
+        config = CompareConfig(
+            fields=[FieldRule(path="$.score", comparator="numeric", abs_tol=1e-3)], spill_above_mb=args.spill_above_mb
+        )
         t1, c1 = time.perf_counter(), time.process_time()
         result = compare_runs(a, b, a2, key="$.id", config=config)
         compare_s, compare_cpu = time.perf_counter() - t1, time.process_time() - c1
@@ -69,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"reports       {report_s:.2f} s  (summary.json, report.html, junit.xml)")
         print(f"peak memory   {peak_mb:,.0f} MiB max RSS (before comparing: {rss_before / 1024:,.0f} MiB)")
-        print(f"input size    {sum(p.stat().st_size for p in (a, a2, b)) / 2**20:,.0f} MiB in 3 files")
+        size = sum(p.stat().st_size for p in (a, a2, b)) / 2**20
+        spilled = args.spill_above_mb == 0 or size > args.spill_above_mb
+        print(f"input size    {size:,.0f} MiB in 3 files ({'partitioned on disk' if spilled else 'in memory'})")
         print(f"verdict       {result.verdict}: {[r.code for r in result.reasons]}")
         ok = compare_s < args.budget
         print(f"budget        {'OK' if ok else 'OVER'}: {compare_s:.2f} s vs {args.budget:.1f} s")

@@ -7,7 +7,7 @@ the replay job's ``_replay`` field, the order within a key is the order of the i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,9 @@ class Run:
     unkeyed: int = 0
     unkeyed_lines: list[int] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
+    #: a few flattened outputs, to name the comparator of fields that never differ (a spilled run keeps
+    #: no outputs in memory)
+    samples: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _replay_order(obj: dict[str, Any]) -> tuple[int, int] | None:
@@ -43,10 +46,32 @@ def _replay_order(obj: dict[str, Any]) -> tuple[int, int] | None:
 def load_run(name: str, source: Source, key: Callable[[Any], Any], flattener: Flattener) -> Run:
     """Read, flatten and group one run's outputs (raises CompareInputError on bad input)."""
     run = Run(name=name, source=source_name(source))
+    return fill_run(run, iter_json_lines(source), key, flattener)
+
+
+def flatten_output(
+    flatten: Callable[[dict[str, Any]], dict[str, Any]], obj: dict[str, Any], source: str, lineno: int
+) -> dict[str, Any]:
+    """``flatten(obj)``; an output nested too deeply is bad input naming its line."""
+    try:
+        return flatten(obj)
+    except NestingError as err:
+        raise CompareInputError(
+            source,
+            f"output nested more than {MAX_DEPTH} levels deep (at {err}). Fix: flatten that structure in the "
+            "agent's output, or leave it out with --ignore",
+            line=lineno,
+        ) from None
+
+
+def fill_run(
+    run: Run, records: Iterable[tuple[int, dict[str, Any]]], key: Callable[[Any], Any], flattener: Flattener
+) -> Run:
+    """Flatten and group ``(line number, object)`` records into ``run`` (one partition of it, when spilled)."""
     by_key = run.by_key
     paths = run.paths
     flatten = flattener.flatten
-    for lineno, obj in iter_json_lines(source):
+    for lineno, obj in records:
         run.count += 1
         kv = key(obj)
         if kv is MISSING:
@@ -55,15 +80,7 @@ def load_run(name: str, source: Source, key: Callable[[Any], Any], flattener: Fl
                 run.unkeyed_lines.append(lineno)
             continue
         k = key_text(kv)
-        try:
-            flat = flatten(obj)
-        except NestingError as err:
-            raise CompareInputError(
-                run.source,
-                f"output nested more than {MAX_DEPTH} levels deep (at {err}). Fix: flatten that structure in the "
-                "agent's output, or leave it out with --ignore",
-                line=lineno,
-            ) from None
+        flat = flatten_output(flatten, obj, run.source, lineno)
         paths.update(flat)
         entry = (flat, lineno, _replay_order(obj))
         entries = by_key.get(k)

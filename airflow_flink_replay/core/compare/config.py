@@ -158,6 +158,16 @@ class CompareConfig(BaseModel):
         default=True, description="FAIL if the candidate calls a resource/method the baseline never called"
     )
 
+    # --- large inputs
+    spill_above_mb: int | None = Field(
+        default=512,
+        ge=0,
+        description="inputs larger than this together (MiB) are partitioned by key on disk and compared "
+        "partition by partition, so memory stays bounded (0 = always, None = never)",
+    )
+    spill_part_mb: int = Field(default=64, ge=1, description="input MiB per partition when spilling")
+    spill_dir: str | None = Field(default=None, description="folder for the partitions (default: the temp folder)")
+
     # --- report
     max_examples: int = Field(default=5, ge=0, description="side-by-side examples per field in the report")
     max_listed: int = Field(default=50, ge=0, description="missing/extra outputs listed by key in the report")

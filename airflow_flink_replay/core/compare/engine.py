@@ -11,12 +11,16 @@ import gc
 import heapq
 import itertools
 import json
+import math
+import os
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, TypeGuard
 
 from airflow_flink_replay.core.compare.alignment import Entry, Run, load_run
 from airflow_flink_replay.core.compare.audit import compare_audits
@@ -36,6 +40,7 @@ from airflow_flink_replay.core.compare.result import (
     Unmatched,
     Verdict,
 )
+from airflow_flink_replay.core.compare.spill import partition_run
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
 
 #: Order of reasons of equal severity in the report (the first one is the headline).
@@ -178,26 +183,156 @@ def _compare(
     flattener: Flattener,
     started: float,
 ) -> ComparisonResult:
-    """Load, align, compute field statistics, decide; then audits, examples and the result."""
+    """Load and align in memory, or partitioned on disk when the inputs are large; then conclude."""
+    parts = _spill_parts(config, baseline, candidate, baseline_2)
+    if not parts:
+        aligned = _align_in_memory(baseline, candidate, baseline_2, getter, flattener, config)
+        return _conclude(aligned, key, config, audit_sources, flattener, started)
+    with tempfile.TemporaryDirectory(prefix="afr-compare-", dir=config.spill_dir) as tmp:
+        aligned = _align_spilled(baseline, candidate, baseline_2, getter, flattener, config, Path(tmp), parts)
+        return _conclude(aligned, key, config, audit_sources, flattener, started)
+
+
+@dataclass
+class _Aligned:
+    """The runs (their counts, paths and samples), the alignment, and how to fetch outputs for examples."""
+
+    run_a: Run
+    run_b: Run
+    run_a2: Run | None
+    al: _Alignment
+    diff: Differ
+    resolver: ComparatorResolver
+    keys_ab: Set[str]
+    n_keys: int
+    #: the runs restricted to some keys (all of them in memory; reloaded from disk when spilled)
+    example_runs: Callable[[set[str]], tuple[Run, Run | None, Run]]
+
+
+def _align_in_memory(
+    baseline: Source,
+    candidate: Source,
+    baseline_2: Source | None,
+    getter: Any,
+    flattener: Flattener,
+    config: CompareConfig,
+) -> _Aligned:
     run_a = load_run("baseline", baseline, getter, flattener)
     run_b = load_run("candidate", candidate, getter, flattener)
     run_a2 = load_run("baseline_2", baseline_2, getter, flattener) if baseline_2 is not None else None
     _collapse_maps([r for r in (run_a, run_b, run_a2) if r is not None], flattener.collapse_maps())
+    resolver = ComparatorResolver(config)
+    band = None
+    if run_a2 is not None and config.numeric_noise_band:
+        band = NumericBand(config.numeric_noise_quantile)
+        band.finish(_learn_band(band, run_a, run_a2))
+    diff = Differ(resolver, band)
+    al = _align(run_a, run_b, run_a2, diff, config.max_examples, _Alignment(max_listed=config.max_listed))
+    keys_ab = run_a.by_key.keys() | run_b.by_key.keys()
+    n_keys = len(keys_ab | (run_a2.by_key.keys() if run_a2 is not None else set()))
+    return _Aligned(run_a, run_b, run_a2, al, diff, resolver, keys_ab, n_keys, lambda _keys: (run_a, run_a2, run_b))
+
+
+def _spill_parts(config: CompareConfig, *sources: Source | None) -> int:
+    """How many partitions to spill the runs into (0: compare in memory)."""
+    if config.spill_above_mb is None:
+        return 0
+    sizes = [os.path.getsize(s) if _is_file(s) else None for s in sources if s is not None]
+    total = sum(size or 0 for size in sizes)
+    if config.spill_above_mb > 0 and (None in sizes or total <= config.spill_above_mb * 2**20):
+        return 0  # small enough, or streams (their size is unknown)
+    return max(2, math.ceil(total / (config.spill_part_mb * 2**20)))
+
+
+def _is_file(source: Source) -> TypeGuard[str | os.PathLike[str]]:
+    return isinstance(source, str | os.PathLike) and os.path.isfile(source)
+
+
+def _align_spilled(
+    baseline: Source,
+    candidate: Source,
+    baseline_2: Source | None,
+    getter: Any,
+    flattener: Flattener,
+    config: CompareConfig,
+    folder: Path,
+    parts: int,
+) -> _Aligned:
+    """Partition the runs by key on disk (:mod:`.spill`), learn the band, then align partition by partition."""
+    sa = partition_run("baseline", baseline, getter, flattener, folder, parts)
+    sb = partition_run("candidate", candidate, getter, flattener, folder, parts)
+    sa2 = partition_run("baseline_2", baseline_2, getter, flattener, folder, parts) if baseline_2 is not None else None
+    changed = flattener.collapse_maps()
+    spilled = [s for s in (sa, sb, sa2) if s is not None]
+    _collapse_maps([s.run for s in spilled], changed, samples=True)
+
+    def load(i: int, keys: set[str] | None = None) -> tuple[Run, Run | None, Run]:
+        ra, rb = sa.load(i, getter, flattener, keys), sb.load(i, getter, flattener, keys)
+        ra2 = sa2.load(i, getter, flattener, keys) if sa2 is not None else None
+        _collapse_maps([r for r in (ra, rb, ra2) if r is not None], changed)
+        return ra, ra2, rb
 
     resolver = ComparatorResolver(config)
-    band = _learn_band(run_a, run_a2, config) if run_a2 is not None and config.numeric_noise_band else None
+    band = None
+    if sa2 is not None and config.numeric_noise_band:
+        band = NumericBand(config.numeric_noise_quantile)
+        pairs = 0
+        for i in range(parts):
+            ra, ra2, rb = load(i)
+            assert ra2 is not None
+            pairs += _learn_band(band, ra, ra2)
+            del ra, ra2, rb  # before the next partition is loaded: one partition in memory at a time
+        band.finish(pairs)
     diff = Differ(resolver, band)
-    al = _align(run_a, run_b, run_a2, diff, config.max_examples)
-    fields = _field_stats(al, run_a, run_b, run_a2, resolver, diff, config)
+    al = _Alignment(max_listed=config.max_listed)
+    keys_ab: set[str] = set()
+    n_keys = 0
+    for i in range(parts):
+        ra, ra2, rb = load(i)
+        _align(ra, rb, ra2, diff, config.max_examples, al)
+        part_keys = ra.by_key.keys() | rb.by_key.keys()
+        keys_ab |= part_keys
+        n_keys += len(part_keys | (ra2.by_key.keys() if ra2 is not None else set()))
+        del ra, ra2, rb, part_keys
+
+    def example_runs(keys: set[str]) -> tuple[Run, Run | None, Run]:
+        runs = [load(i, keys) for i in sorted({hash(k) % parts for k in keys})]
+        return _merged([r[0] for r in runs]), _merged([r[1] for r in runs]), _merged([r[2] for r in runs])  # type: ignore[return-value]
+
+    return _Aligned(sa.run, sb.run, sa2.run if sa2 else None, al, diff, resolver, keys_ab, n_keys, example_runs)
+
+
+def _merged(runs: list[Any]) -> Run | None:
+    if not runs or runs[0] is None:
+        return None
+    out = Run(name=runs[0].name, source=runs[0].source)
+    for r in runs:
+        out.by_key.update(r.by_key)
+    return out
+
+
+def _conclude(
+    aligned: _Aligned,
+    key: str,
+    config: CompareConfig,
+    audit_sources: AuditSources | None,
+    flattener: Flattener,
+    started: float,
+) -> ComparisonResult:
+    """Field statistics, decision, audits and examples from an alignment: the result."""
+    run_a, run_b, run_a2, al, diff = aligned.run_a, aligned.run_b, aligned.run_a2, aligned.al, aligned.diff
+    fields = _field_stats(al, run_a, run_b, run_a2, aligned.resolver, diff, config)
     outputs = _outputs_stat(al, run_a2 is not None, config)
-    counts = _counts(al, run_a, run_b, run_a2)
+    counts = _counts(al, run_a, run_b, run_a2, aligned.n_keys)
     reasons = _decide(_Facts(fields, outputs, counts, run_a, run_a2 is not None, config, key))
     reasons.extend(_unmatched_rules(config, flattener, run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set())))
     resources: list[ResourceStat] = []
     if audit_sources is not None and audit_sources.given():
-        resources, audit_reasons = _audits(audit_sources, counts, run_a.by_key.keys() | run_b.by_key.keys(), config)
+        resources, audit_reasons = _audits(audit_sources, counts, aligned.keys_ab, config)
         reasons.extend(audit_reasons)
-    examples = _examples(fields, al.heaps, run_a, run_a2, run_b, diff, config)
+    shown = _shown_fields(fields, al.heaps)
+    ex_a, ex_a2, ex_b = aligned.example_runs({k for f in shown for _, k, _ in al.heaps[f.path]})
+    examples = _examples(shown, al.heaps, ex_a, ex_a2, ex_b, diff, config)
     verdict = _verdict(reasons)
     listed = fields[: config.max_fields_listed]
     omitted: Counter[str] = Counter(f.status for f in fields[config.max_fields_listed :])
@@ -215,8 +350,8 @@ def _compare(
         ignore=flattener.ignore,
         inputs=_inputs(run_a, run_a2, run_b, audit_sources),
         examples=examples,
-        missing=[_unmatched(k, i, e) for k, i, e in al.missing[: config.max_listed]],
-        extra=[_unmatched(k, i, e) for k, i, e in al.extra[: config.max_listed]],
+        missing=[_unmatched(k, i, e) for k, i, e in al.missing],
+        extra=[_unmatched(k, i, e) for k, i, e in al.extra],
         config=config,
         duration_s=round(time.monotonic() - started, 3),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -232,8 +367,12 @@ class _Alignment:
     cand_only: Counter[str] = field(default_factory=Counter)
     aligned_noise: int = 0
     aligned_cand: int = 0
+    #: the first ``max_listed`` missing and extra outputs (for the report) and how many there are
+    max_listed: int = 50
     missing: list[tuple[str, int, Entry]] = field(default_factory=list)
     extra: list[tuple[str, int, Entry]] = field(default_factory=list)
+    n_missing: int = 0
+    n_extra: int = 0
     missing_a2: int = 0
     extra_a2: int = 0
     #: outputs with a difference in any field: noise pairs, candidate pairs, candidate pairs where A = A'
@@ -242,6 +381,17 @@ class _Alignment:
     cand_any_only: int = 0
     #: per path, a min-heap of the most telling examples: ((candidate-only, 1 - similarity, -order), key, index)
     heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]] = field(default_factory=dict)
+    tie: Iterator[int] = field(default_factory=itertools.count)
+
+    def add_missing(self, k: str, i: int, e: Entry) -> None:
+        self.n_missing += 1
+        if len(self.missing) < self.max_listed:
+            self.missing.append((k, i, e))
+
+    def add_extra(self, k: str, i: int, e: Entry) -> None:
+        self.n_extra += 1
+        if len(self.extra) < self.max_listed:
+            self.extra.append((k, i, e))
 
     def keep_example(self, path: str, item: tuple[tuple[int, float, int], str, int], max_ex: int) -> None:
         h = self.heaps.setdefault(path, [])
@@ -251,10 +401,11 @@ class _Alignment:
             heapq.heapreplace(h, item)
 
 
-def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int) -> _Alignment:
-    """Walk A's keys once: diff each output with its counterpart in A' (noise) and in B (candidate)."""
-    al = _Alignment()
-    tie = itertools.count()
+def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int, al: _Alignment) -> _Alignment:
+    """Walk A's keys once: diff each output with its counterpart in A' (noise) and in B (candidate).
+
+    Adds to ``al`` (a partitioned comparison calls it once per partition)."""
+    tie = al.tie
     empty: list[Entry] = []
     b_keys = run_b.by_key
     a2_keys = run_a2.by_key if run_a2 is not None else None
@@ -274,7 +425,7 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
                 else:
                     al.missing_a2 += 1
             if i >= len(lb):
-                al.missing.append((k, i, ea))
+                al.add_missing(k, i, ea)
                 continue
             al.aligned_cand += 1
             cd = diff(fa, lb[i][0])
@@ -290,18 +441,20 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
                 if max_ex:  # ties: the earliest output wins
                     al.keep_example(p, ((1 if only else 0, 1.0 - score, -next(tie)), k, i), max_ex)
         if len(lb) > len(la):
-            al.extra.extend((k, j, lb[j]) for j in range(len(la), len(lb)))
+            for j in range(len(la), len(lb)):
+                al.add_extra(k, j, lb[j])
         if la2 is not None and len(la2) > len(la):
             al.extra_a2 += len(la2) - len(la)
     for k, lb in b_keys.items():
         if k not in run_a.by_key:
-            al.extra.extend((k, j, e) for j, e in enumerate(lb))
+            for j, e in enumerate(lb):
+                al.add_extra(k, j, e)
     if a2_keys is not None:
         al.extra_a2 += sum(len(la2) for k, la2 in a2_keys.items() if k not in run_a.by_key)
     return al
 
 
-def _collapse_maps(runs: list[Run], changed: dict[str, str]) -> None:
+def _collapse_maps(runs: list[Run], changed: dict[str, str], samples: bool = False) -> None:
     """Re-key every output's leaves below a map keyed by ids to the collapsed path (one :class:`Group` per
     collapsed path and output), so a change anywhere below counts once per output."""
     if not changed:
@@ -309,25 +462,30 @@ def _collapse_maps(runs: list[Run], changed: dict[str, str]) -> None:
     for run in runs:
         for entries in run.by_key.values():
             for idx, (flat, line, order) in enumerate(entries):
-                if not any(p in changed for p in flat):
-                    continue
-                new: dict[str, Any] = {}
-                for p, v in flat.items():
-                    c = changed.get(p)
-                    if c is None:
-                        new[p] = v
-                    else:
-                        group = new.get(c)
-                        if group is None:
-                            group = new[c] = Group()
-                        group[p] = v
-                entries[idx] = (new, line, order)
+                if any(p in changed for p in flat):
+                    entries[idx] = (_collapsed(flat, changed), line, order)
+        if samples:
+            run.samples = [_collapsed(flat, changed) for flat in run.samples]
         run.paths = {changed.get(p, p) for p in run.paths}
 
 
-def _learn_band(run_a: Run, run_a2: Run, config: CompareConfig) -> NumericBand:
-    """How far each numeric field moves between baseline and baseline-2 (before the candidate is judged)."""
-    band = NumericBand(config.numeric_noise_quantile)
+def _collapsed(flat: dict[str, Any], changed: dict[str, str]) -> dict[str, Any]:
+    new: dict[str, Any] = {}
+    for p, v in flat.items():
+        c = changed.get(p)
+        if c is None:
+            new[p] = v
+        else:
+            group = new.get(c)
+            if group is None:
+                group = new[c] = Group()
+            group[p] = v
+    return new
+
+
+def _learn_band(band: NumericBand, run_a: Run, run_a2: Run) -> int:
+    """Learn how far numeric fields move between baseline and baseline-2 (before the candidate is judged);
+    returns the number of aligned pairs seen."""
     pairs = 0
     a2_keys = run_a2.by_key
     for k, la in run_a.by_key.items():
@@ -338,8 +496,7 @@ def _learn_band(run_a: Run, run_a2: Run, config: CompareConfig) -> NumericBand:
             pairs += 1
             if ea[0] != ea2[0]:
                 band.learn_pair(ea[0], ea2[0])
-    band.finish(pairs)
-    return band
+    return pairs
 
 
 def _outputs_stat(al: _Alignment, has_noise: bool, config: CompareConfig) -> FieldStat:
@@ -429,18 +586,17 @@ def _with_band(stat: FieldStat, band: NumericBand | None) -> FieldStat:
     return stat
 
 
-def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None) -> Counts:
+def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None, n_keys: int) -> Counts:
     has_noise = run_a2 is not None
-    a2_keys = run_a2.by_key.keys() if run_a2 is not None else set()
     return Counts(
         baseline=run_a.count,
         baseline_2=run_a2.count if run_a2 else None,
         candidate=run_b.count,
-        keys=len(run_a.by_key.keys() | run_b.by_key.keys() | a2_keys),
+        keys=n_keys,
         aligned_candidate=al.aligned_cand,
         aligned_noise=al.aligned_noise if has_noise else None,
-        missing_in_candidate=len(al.missing),
-        extra_in_candidate=len(al.extra),
+        missing_in_candidate=al.n_missing,
+        extra_in_candidate=al.n_extra,
         missing_in_baseline_2=al.missing_a2 if has_noise else None,
         extra_in_baseline_2=al.extra_a2 if has_noise else None,
         unkeyed={r.name: r.unkeyed for r in (run_a, run_a2, run_b) if r is not None and r.unkeyed},
@@ -497,10 +653,10 @@ def _names(source: Source | list[Source] | None) -> str | None:
 def _sample(path: str, *runs: Run) -> Any:
     """A value of ``path`` from the first outputs that have it (to name the comparator of equal fields)."""
     for run in runs:
-        for entries in itertools.islice(run.by_key.values(), 200):
-            for flat, _, _ in entries:
-                if path in flat:
-                    return flat[path]
+        flats = run.samples or (e[0] for entries in itertools.islice(run.by_key.values(), 200) for e in entries)
+        for flat in flats:
+            if path in flat:
+                return flat[path]
     return MISSING
 
 
@@ -774,6 +930,11 @@ def _structure(deepdiff: Any, fa: dict[str, Any], fb: dict[str, Any]) -> str:
     return text if len(text) <= EXAMPLE_VALUE_CHARS else text[:EXAMPLE_VALUE_CHARS] + "…"
 
 
+def _shown_fields(fields: list[FieldStat], heaps: dict[str, Any]) -> list[FieldStat]:
+    """The fields that get side-by-side examples: the worst eight that differ."""
+    return [f for f in fields if f.candidate_diffs and f.path in heaps][:8]
+
+
 def _examples(
     fields: list[FieldStat],
     heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]],
@@ -786,8 +947,7 @@ def _examples(
     from deepdiff import DeepDiff
 
     out: list[Example] = []
-    shown_fields = [f for f in fields if f.candidate_diffs and f.path in heaps][:8]
-    for f in shown_fields:
+    for f in fields:
         for (only, badness, _), k, i in sorted(heaps[f.path], reverse=True):
             ea = run_a.by_key[k][i]
             eb = run_b.by_key[k][i]

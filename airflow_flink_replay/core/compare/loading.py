@@ -65,6 +65,12 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
 
     Raises :class:`CompareInputError` for a missing file, a line that is not JSON, or not a JSON object.
     """
+    for lineno, _line, obj in iter_json_records(source):
+        yield lineno, obj
+
+
+def iter_json_records(source: Source) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Like :func:`iter_json_lines`, with each line's text too: ``(line_number, line, object)``."""
     name = source_name(source)
     stream: IO[str]
     if isinstance(source, str | os.PathLike):
@@ -104,7 +110,7 @@ def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
                     f"expected a JSON object, got {type(obj).__name__}; each line must be one object",
                     line=lineno,
                 )
-            yield lineno, obj
+            yield lineno, line, obj
     except UnicodeDecodeError as err:
         raise not_utf8(source, err, lineno_before=lineno) from None
     finally:

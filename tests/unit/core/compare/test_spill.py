@@ -1,0 +1,98 @@
+"""Spilled comparison (runs partitioned by key on disk) gives the in-memory result (issue 13 §3, memory)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.core.compare import CompareConfig, compare_runs
+from airflow_flink_replay.core.compare.synthetic import make_audit, make_run, write_jsonl
+
+N = 600
+
+
+def _maps(n: int, variant: str, flip: float) -> list[dict[str, Any]]:
+    rng = random.Random(variant)
+    out = []
+    for o in make_run(n, variant, 1, paraphrase=0.2, jitter=0.002, outputs_per_key=2):
+        sku = f"SKU{o['id'][2:]}"
+        o["decision_by_sku"] = {sku: "approve" if rng.random() >= flip else "reject"}
+        out.append(o)
+    return out
+
+
+def _comparable(result) -> dict[str, Any]:
+    data = result.model_dump(exclude={"duration_s", "generated_at", "examples", "missing", "extra", "config"})
+    data["missing"] = sorted((m.key, m.index) for m in result.missing)
+    data["extra"] = sorted((m.key, m.index) for m in result.extra)
+    data["example_fields"] = sorted({e.field for e in result.examples})
+    return data
+
+
+@pytest.mark.parametrize("with_noise", [True, False], ids=["noise-calibrated", "exact"])
+def test_spilled_comparison_equals_in_memory(tmp_path: Path, with_noise: bool) -> None:
+    base = _maps(N, "baseline", 0.0)
+    a = write_jsonl(tmp_path / "a.jsonl", [*base, {"no_key": 1}])
+    a2 = write_jsonl(tmp_path / "a2.jsonl", _maps(N, "baseline_2", 0.0)[: N * 2 - 6])  # missing in A'
+    b_recs = _maps(N, "candidate", 0.3)[10:]  # missing in B
+    b_recs += [{**b_recs[0], "id": f"extra-{i}"} for i in range(4)]  # extra in B
+    b = write_jsonl(tmp_path / "b.jsonl", b_recs)
+    audits = {
+        "baseline": write_jsonl(tmp_path / "aa.jsonl", make_audit(base, "baseline")),
+        "candidate": write_jsonl(tmp_path / "ab.jsonl", make_audit(b_recs, "candidate", extra_tool_keys=0.1)),
+    }
+    a2_arg = a2 if with_noise else None
+    memory = compare_runs(a, b, a2_arg, key="$.id", audits=audits)
+    spilled = compare_runs(
+        a, b, a2_arg, key="$.id", audits=audits, config=CompareConfig(spill_above_mb=0, spill_part_mb=1)
+    )
+    assert memory.verdict == "FAIL"
+    assert "$.decision_by_sku.*" in {f.path for f in memory.fields}
+    assert _comparable(spilled) == _comparable(memory)
+    assert len(spilled.examples) == len(memory.examples)
+
+
+def test_default_compares_small_inputs_in_memory_and_never_spills_streams(tmp_path: Path) -> None:
+    from airflow_flink_replay.core.compare.engine import _spill_parts
+
+    a = write_jsonl(tmp_path / "a.jsonl", make_run(50, "baseline", 1))
+    assert _spill_parts(CompareConfig(), a, a, None) == 0
+    assert _spill_parts(CompareConfig(spill_above_mb=0, spill_part_mb=1), a, a, None) == 2
+    with a.open() as stream:
+        assert _spill_parts(CompareConfig(spill_above_mb=1), stream, a, None) == 0
+    assert _spill_parts(CompareConfig(spill_above_mb=None), a, a, a) == 0
+
+
+SCRIPT = """
+import resource, sys
+from airflow_flink_replay.core.compare import CompareConfig, compare_runs
+spill = sys.argv[4] == "spill"
+config = CompareConfig(spill_above_mb=0 if spill else None, spill_part_mb=4)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result = compare_runs(sys.argv[1], sys.argv[3], sys.argv[2], key="$.id", config=config)
+print(result.verdict, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_spilling_bounds_memory(tmp_path: Path) -> None:
+    """The same comparison in a fresh process: spilled, the growth of peak RSS is a fraction of in memory."""
+    from airflow_flink_replay.core.compare.synthetic import iter_run
+
+    n = 60_000
+    paths = [
+        write_jsonl(tmp_path / f"{v}.jsonl", iter_run(n, v, s, paraphrase=0.2))
+        for v, s in (("baseline", 1), ("baseline_2", 2), ("candidate", 3))
+    ]
+    grown = {}
+    for mode in ("memory", "spill"):
+        out = subprocess.run(
+            [sys.executable, "-c", SCRIPT, *map(str, paths), mode], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert out[0] == "PASS"
+        grown[mode] = int(out[1])
+    assert grown["spill"] < grown["memory"] / 2, grown
