@@ -75,7 +75,8 @@ class _ReaderConsumerHook(KafkaConsumerHook):
 
 
 class KafkaOffsetsHook(KafkaBaseHook):
-    """Read offsets, counts and timestamps; create and delete topics (connection type ``kafka``).
+    """Read offsets, counts and timestamps (connection type ``kafka``); topics are created and deleted by
+    its subclass :class:`~airflow_flink_replay.hooks.kafka_topics.KafkaTopicsHook`.
 
     :param kafka_config_id: the Kafka connection (extra = confluent-kafka config with ``bootstrap.servers``).
     :param timeout: seconds for each metadata / offsets request.
@@ -92,11 +93,6 @@ class KafkaOffsetsHook(KafkaBaseHook):
     def admin(self) -> Any:
         """The provider's AdminClient for this connection."""
         return self._admin_hook.get_conn
-
-    @property
-    def admin_hook(self) -> KafkaAdminClientHook:
-        """The provider's admin hook (``create_topic`` / ``delete_topic``)."""
-        return self._admin_hook
 
     def _reader(self) -> Consumer:
         if self._consumer is None:

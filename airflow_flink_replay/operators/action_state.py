@@ -10,6 +10,10 @@ topic with production's partition count; the replay job's ``kafkaActionStateTopi
 Both record production's action-state topic end offsets (before / after) as evidence that the replay did
 not write there. Production may keep writing meanwhile (it was resumed), so a moved offset is not proof
 of a leak by itself: the report shows both numbers and says so.
+
+The Kafka work (admin futures, the checks against the broker, undoing a partial creation) is
+:class:`~airflow_flink_replay.hooks.kafka_topics.KafkaTopicsHook`'s: each ``execute`` is one hook call
+that returns the typed XCom.
 """
 
 from __future__ import annotations
@@ -17,43 +21,25 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
-from confluent_kafka.admin import NewTopic
-from pydantic import BaseModel, Field
 
-from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+from airflow_flink_replay.exceptions import ActionStateIsolationError
+from airflow_flink_replay.hooks.kafka_topics import ActionStateCleanup, ActionStateIsolation, KafkaTopicsHook
+
+__all__ = [
+    "ActionStateCleanup",
+    "ActionStateIsolation",
+    "DeleteReplayTopicsOperator",
+    "IsolateActionStateOperator",
+    "replay_topic_name",
+]
 
 _LEGAL = re.compile(r"[^a-zA-Z0-9._-]")
 _MAX_TOPIC = 249
-
-
-class ActionStateIsolation(BaseModel):
-    """XCom of :class:`IsolateActionStateOperator`."""
-
-    production_topic: str
-    partitions: int
-    topics: dict[str, str] = Field(description="variant -> fresh action-state topic")
-    created: list[str] = Field(description="topics this task created (the others existed empty: a retry)")
-    production_end_offsets_before: dict[int, int]
-    recorded_at: datetime
-
-
-class ActionStateCleanup(BaseModel):
-    """XCom of :class:`DeleteReplayTopicsOperator`: what was deleted and the production evidence."""
-
-    deleted: list[str]
-    missing: list[str]
-    replay_topic_end_offsets: dict[str, dict[int, int]] = Field(description="what each replay topic held")
-    production_topic: str | None = None
-    production_end_offsets_before: dict[int, int] | None = None
-    production_end_offsets_after: dict[int, int] | None = None
-    production_records_written_meanwhile: int | None = None
-    note: str = ""
 
 
 def replay_topic_name(production_topic: str, run_key: str, variant: str) -> str:
@@ -136,87 +122,25 @@ class IsolateActionStateOperator(BaseOperator):
         return names
 
     @cached_property
-    def hook(self) -> KafkaOffsetsHook:
-        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
-        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+    def hook(self) -> KafkaTopicsHook:
+        """The Kafka topics hook (closing it only drops its reading consumer)."""
+        return KafkaTopicsHook(kafka_config_id=self.kafka_config_id)
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Check, create, and return :class:`ActionStateIsolation` as JSON."""
         run_key = self.run_key or str(context.get("run_id") or "manual")
         names = self.plan_topics(run_key)
-        hook = self.hook
-        created: list[str] = []
         try:
-            prod_exists = hook.topic_exists(self.production_topic)
-            if prod_exists:
-                prod_partitions = len(hook.partitions(self.production_topic))
-                before = hook.end_offsets(self.production_topic)
-            elif self.partitions is None:
-                raise AirflowException(
-                    f"production's action-state topic {self.production_topic!r} does not exist, so its partition "
-                    "count is unknown. Fix: check the name (kafkaActionStateTopic) or pass partitions="
-                )
-            else:
-                prod_partitions, before = self.partitions, {}
-            partitions = self.partitions or prod_partitions
-            if prod_exists and partitions != prod_partitions:
-                self.log.warning("partitions=%s differs from production's %s", partitions, prod_partitions)
-            to_create = []
-            for variant, topic in names.items():
-                if hook.topic_exists(topic):
-                    if hook.has_data(topic):
-                        raise AirflowException(
-                            f"action-state topic {topic!r} for variant {variant!r} already has data "
-                            f"({hook.end_offsets(topic)}): a replay must start with no recorded actions. "
-                            "Fix: delete it (DeleteReplayTopicsOperator) or use another run key"
-                        )
-                    existing = len(hook.partitions(topic))
-                    if existing != partitions:
-                        raise AirflowException(
-                            f"existing empty topic {topic!r} has {existing} partitions, production has {partitions}. "
-                            "Fix: delete it and let this task create it"
-                        )
-                    self.log.info("reusing existing empty topic %s (variant %s)", topic, variant)
-                else:
-                    to_create.append(topic)
-            if to_create:
-                futures = hook.admin.create_topics(
-                    [
-                        NewTopic(
-                            t,
-                            num_partitions=partitions,
-                            replication_factor=self.replication_factor,
-                            config=dict(self.topic_config),
-                        )
-                        for t in to_create
-                    ],
-                    request_timeout=hook.timeout,
-                )
-                errors = []
-                for topic, future in futures.items():
-                    try:
-                        future.result()
-                        created.append(topic)
-                    except Exception as err:
-                        errors.append(f"{topic}: {err}")
-                if errors:
-                    raise AirflowException(f"could not create action-state topics: {'; '.join(errors)}")
-            result = ActionStateIsolation(
-                production_topic=self.production_topic,
-                partitions=partitions,
-                topics=names,
-                created=created,
-                production_end_offsets_before=before,
-                recorded_at=datetime.now(UTC),
+            result = self.hook.isolate_action_state(
+                self.production_topic,
+                names,
+                partitions=self.partitions,
+                replication_factor=self.replication_factor,
+                config=self.topic_config,
             )
-        except BaseException:
-            if created:
-                self.log.warning("deleting the topics created before the failure: %s", created)
-                _delete(hook, created)
-            raise
-        finally:
-            hook.close()
-        self.log.info("action-state topics per variant (%s partitions, compacted): %s", partitions, names)
+        except ActionStateIsolationError as err:
+            raise AirflowException(str(err)) from err
+        self.log.info("action-state topics per variant (%s partitions, compacted): %s", result.partitions, names)
         if self.manifest_uri:
             from airflow_flink_replay.core.manifest import ManifestError
             from airflow_flink_replay.core.manifest_io import record_isolation
@@ -229,15 +153,6 @@ class IsolateActionStateOperator(BaseOperator):
                 raise AirflowException(f"cannot record the topics in the manifest {self.manifest_uri}: {err}") from err
             self.log.info("recorded in manifest %s (digest %s)", self.manifest_uri, sealed.digest)
         return result.model_dump(mode="json")
-
-
-def _delete(hook: KafkaOffsetsHook, topics: Sequence[str]) -> tuple[list[str], list[str]]:
-    existing = [t for t in topics if hook.topic_exists(t)]
-    missing = [t for t in topics if t not in existing]
-    if existing:
-        for _topic, future in hook.admin.delete_topics(existing, request_timeout=hook.timeout).items():
-            future.result()
-    return existing, missing
 
 
 class DeleteReplayTopicsOperator(BaseOperator):
@@ -271,47 +186,21 @@ class DeleteReplayTopicsOperator(BaseOperator):
         self.kafka_config_id = kafka_config_id
 
     @cached_property
-    def hook(self) -> KafkaOffsetsHook:
-        """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
-        return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+    def hook(self) -> KafkaTopicsHook:
+        """The Kafka topics hook (closing it only drops its reading consumer)."""
+        return KafkaTopicsHook(kafka_config_id=self.kafka_config_id)
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Delete and return :class:`ActionStateCleanup` as JSON."""
         iso = dict(self.isolation or {})
-        production = self.production_topic or iso.get("production_topic")
         topics = list(dict.fromkeys([*(iso.get("topics") or {}).values(), *(self.topics or [])]))
-        if production and production in topics:
-            raise AirflowException(
-                f"refusing to delete {production!r}: it is production's action-state topic. Fix: pass only the "
-                "replay topics"
-            )
-        hook = self.hook
         try:
-            held = {t: hook.end_offsets(t) for t in topics if hook.topic_exists(t)}
-            after = hook.end_offsets(production) if production and hook.topic_exists(production) else None
-            deleted, missing = _delete(hook, topics)
-        finally:
-            hook.close()
-        before = {int(p): int(o) for p, o in (iso.get("production_end_offsets_before") or {}).items()} or None
-        meanwhile = None
-        note = ""
-        if before is not None and after is not None:
-            meanwhile = sum(after.get(p, 0) - o for p, o in before.items())
-            note = f"production's action-state topic advanced by {meanwhile} record(s) during the replay" + (
-                ": production was running and may have written them; the replay jobs were pointed at "
-                f"{sorted(held) or topics} only"
-                if meanwhile
-                else ": nothing was written there"
+            result = self.hook.delete_replay_topics(
+                topics,
+                production_topic=self.production_topic or iso.get("production_topic"),
+                production_end_offsets_before=iso.get("production_end_offsets_before"),
             )
-        result = ActionStateCleanup(
-            deleted=deleted,
-            missing=missing,
-            replay_topic_end_offsets=held,
-            production_topic=production,
-            production_end_offsets_before=before,
-            production_end_offsets_after=after,
-            production_records_written_meanwhile=meanwhile,
-            note=note,
-        )
-        self.log.info("deleted replay topics %s (missing: %s). %s", deleted, missing, note)
+        except ActionStateIsolationError as err:
+            raise AirflowException(str(err)) from err
+        self.log.info("deleted replay topics %s (missing: %s). %s", result.deleted, result.missing, result.note)
         return result.model_dump(mode="json")
