@@ -1,6 +1,7 @@
-"""RestPythonSubmitter under concurrency: the per-JobManager lock, collision retries, the metaspace guard.
+"""RestPythonSubmitter: the request it sends, unanswered runs never resubmitted, the Python traceback taken
+from the JobManager log, and under concurrency the per-JobManager lock, collision retries, the metaspace guard.
 
-Flink is played by the scripted HTTP server of ``tests/unit/test_flink_rest.py`` (real requests, urllib3,
+Flink is played by the scripted HTTP server of ``tests/fake_flink.py`` (real requests, urllib3,
 pydantic); the lock is a real ``flock`` contended by a real second process.
 """
 
@@ -20,9 +21,11 @@ from airflow_flink_replay.hooks.flink_submit import (
     RestPythonSubmitter,
     _concurrent_driver,
     get_submitter,
+    program_failure_cause,
+    python_traceback_from_log,
 )
-from tests.unit.test_flink_rest import FakeFlink, make_hook
-from tests.unit.test_flink_rest import fake as fake  # the scripted Flink (a fixture)
+from tests.fake_flink import FakeFlink, make_hook
+from tests.fake_flink import fake as fake  # the scripted Flink (a fixture)
 
 JARS = (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.1.jar", "uploaded": 1}]})
 RUN = "/jars/py_flink-python.jar/run"
@@ -193,3 +196,76 @@ def test_submitters_find_flink_through_the_connection_not_the_working_directory(
         get_submitter("cli", make_hook("http://127.0.0.1:1"))
     rest = get_submitter("rest", make_hook("http://127.0.0.1:1", python_jar=str(tmp_path / "flink-python.jar")))
     assert rest._local_python_jar() == tmp_path / "flink-python.jar"  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------- submission over REST, failure causes
+
+
+def test_rest_submission_with_an_unanswered_run_is_not_resubmitted(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("GET", "/jars", (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.1.jar"}]}))
+    state.on("POST", "/jars/py_flink-python.jar/run", (504, {}), (200, {"jobid": "j9"}))
+    program = FlinkPythonProgram(module="jobs.prod", job_name="prod")
+    with pytest.raises(FlinkSubmissionError) as info:
+        RestPythonSubmitter(make_hook(url)).submit(program)
+    assert state.calls[("POST", "/jars/py_flink-python.jar/run")] == 1
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("Submitting jobs.prod over REST: outcome unknown.")
+    assert "Flink may have started the job anyway" in first and "a job named 'prod'" in first
+
+
+def test_rest_submitter_sends_the_program_savepoint_and_parallelism(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on(
+        "GET",
+        "/jars",
+        (200, {"files": [{"id": "old_flink-python.jar", "name": "flink-python-2.2.1.jar", "uploaded": 1},
+                         {"id": "new_flink-python.jar", "name": "flink-python-2.2.1.jar", "uploaded": 2},
+                         {"id": "other.jar", "name": "other.jar", "uploaded": 3}]}),
+    )  # fmt: skip
+    state.on("POST", "/jars/new_flink-python.jar/run", (200, {"jobid": "j9"}))
+    program = FlinkPythonProgram(module="jobs.prod", program_args=["--x", "1"], job_name="prod", parallelism=1)
+    submitted = RestPythonSubmitter(make_hook(url)).submit(
+        program, savepoint_path="file:/sp/savepoint-1", allow_non_restored_state=True, parallelism=2, job_name="p2"
+    )
+    assert submitted.job_id == "j9" and submitted.savepoint_path == "file:/sp/savepoint-1"
+    (body,) = state.bodies[("POST", "/jars/new_flink-python.jar/run")]
+    assert body == {
+        "entryClass": "org.apache.flink.client.python.PythonDriver",
+        "programArgsList": ["-pym", "jobs.prod", "--x", "1"],
+        "savepointPath": "file:/sp/savepoint-1",
+        "allowNonRestoredState": True,
+        "parallelism": 2,
+        "flinkConfiguration": {"parallelism.default": "2", "pipeline.name": "p2"},
+    }
+
+
+_DRIVER = "2026-11-29 08:54:58,742 INFO  org.apache.flink.client.python.PythonDriver                  [] - "
+_ENV = "2026-11-29 08:54:58,700 INFO  org.apache.flink.client.python.PythonEnvUtils [] - Starting Python process "
+JM_LOG = "\n".join(
+    [
+        _ENV + "with environment variables: {...}, command: /venv/bin/python -u /jobs/other.py --a 1",
+        _DRIVER + "Traceback (most recent call last):",
+        _DRIVER + "ValueError: not mine",
+        _ENV + "with environment variables: {...}, command: /venv/bin/python -u /jobs/job.py --x 1",
+        _DRIVER + "--------------------------- Python Process Started --------------------------",
+        _DRIVER + "Traceback (most recent call last):",
+        _DRIVER + '  File "/jobs/job.py", line 3, in <module>',
+        _DRIVER + "RuntimeError: BOOM",
+        _DRIVER + "--------------------------- Python Process Exited ---------------------------",
+        "2026-11-29 08:54:58,764 ERROR org.apache.flink.client.python.PythonDriver [] - Run python process failed",
+        "java.lang.RuntimeException: Python process exits with code: 1",
+    ]
+)
+
+
+def test_python_traceback_is_taken_from_this_programs_run_in_the_jm_log() -> None:
+    program = FlinkPythonProgram(entry_point="/jobs/job.py", program_args=["--x", "1"])
+    text = python_traceback_from_log(JM_LOG, program)
+    assert text.splitlines() == [
+        "Traceback (most recent call last):",
+        '  File "/jobs/job.py", line 3, in <module>',
+        "RuntimeError: BOOM",
+    ]
+    assert program_failure_cause(text) == "RuntimeError: BOOM"
+    assert python_traceback_from_log(JM_LOG, FlinkPythonProgram(entry_point="/jobs/absent.py")) == ""

@@ -1,16 +1,25 @@
 """QuiesceAndSavepointOperator and ResumeJobOperator with a stubbed Flink hook: each defers to its trigger on
 the first-try path and on the reattach path, hands what it knew to ``execute_complete`` through ``carry``,
-and asks the trigger to cancel the job on kill only for a job the task itself submitted."""
+and asks the trigger to cancel the job on kill only for a job the task itself submitted. Under dag.test()
+against the scripted Flink of ``tests/fake_flink.py``: the requests they send and the pages they link;
+deterministic trigger ids; resume picks only a savepoint of its own run."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_flink_replay.core.flink_models import AsyncOperationStatus, ProductionPlan, QuiesceResult
+from airflow_flink_replay.core.flink_models import (
+    AsyncOperationStatus,
+    CheckpointStats,
+    FlinkPythonProgram,
+    ProductionPlan,
+    QuiesceResult,
+)
 from airflow_flink_replay.operators import flink as flink_ops
 from airflow_flink_replay.operators.flink import (
     QuiesceAndSavepointOperator,
@@ -18,8 +27,11 @@ from airflow_flink_replay.operators.flink import (
     ResumeCarry,
     ResumeJobOperator,
     operation_trigger_id,
+    savepoint_of_run,
 )
 from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
+from tests.fake_flink import JOB, FakeFlink
+from tests.fake_flink import fake as fake  # the scripted Flink (a fixture)
 from tests.unit.operators.stubs import StubFlinkHook, StubSubmitter, context, job
 
 PROD = "a" * 32
@@ -111,3 +123,144 @@ def test_resume_reattaches_to_running_production_and_never_cancels_it(monkeypatc
     trigger = deferred.value.trigger
     assert trigger.job_id == live and trigger.carry["reattached"] is True
     assert trigger.cancel_on_kill is False  # production that this task did not start stays up
+
+
+# ------------------------------------------------- trigger ids, savepoints of a run, under dag.test
+
+
+def test_trigger_ids_are_deterministic_per_task_instance_and_attempt() -> None:
+    a = operation_trigger_id("dag", "run", "task", -1, "job", "drain", 0)
+    assert a == operation_trigger_id("dag", "run", "task", -1, "job", "drain", 0)
+    assert len(a) == 32 and int(a, 16) >= 0
+    assert a != operation_trigger_id("dag", "run2", "task", -1, "job", "drain", 0)
+    assert a != operation_trigger_id("dag", "run", "task", -1, "job", "drain", 1)
+
+
+def test_quiesce_and_resume_under_dag_test_send_their_requests_and_link_the_right_pages(
+    fake: tuple[FakeFlink, str], airflow_db: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quiesce (drain, NATIVE, deferred) → resume against the fake endpoint under dag.test(): the stop and run
+    bodies, the result's format and timestamps, and each task's Flink link through ``FlinkJobLink.get_link``
+    (the drained job is FINISHED: the dashboard shows it under #/job/completed/, the resumed one under running)."""
+    from datetime import UTC, datetime
+
+    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.models.xcom import XComModel
+    from airflow.sdk import DAG, task
+    from airflow.utils.session import create_session
+
+    from airflow_flink_replay.links.flink import FlinkJobLink
+    from airflow_flink_replay.operators.flink import (
+        QuiesceAndSavepointOperator,
+        ResumeJobOperator,
+        run_path_segment,
+    )
+    from tests.jobs.harness import run_dag_test, unique
+
+    state, url = fake
+    end_ms = 1_795_000_000_123
+    state.on("GET", "/jobs/j1", (200, JOB), (200, {**JOB, "state": "FINISHED", "end-time": end_ms}))
+    state.on("POST", "/jobs/j1/stop", (202, {"request-id": "echoed"}))
+    done = {"status": {"id": "COMPLETED"}, "operation": {"location": "file:/sp/run/savepoint-j1"}}
+    state.on("GET", "/jobs/j1/savepoints/*", (200, {"status": {"id": "IN_PROGRESS"}}), (200, done))
+    state.on("GET", "/jobs/overview", (200, {"jobs": []}))
+    state.on("GET", "/jars", (200, {"files": [{"id": "py_flink-python.jar", "name": "flink-python-2.2.1.jar"}]}))
+    state.on("POST", "/jars/py_flink-python.jar/run", (200, {"jobid": "j2"}))
+    state.on("GET", "/jobs/j2", (200, {**JOB, "jid": "j2"}))
+    conn = {"conn_type": "flink_rest", "host": url, "extra": {"retries": 1}}
+    conn_file = tmp_path / "conns.json"
+    conn_file.write_text(json.dumps({"flink_links": conn}))
+    # a conn id of its own: Airflow caches the secrets backends (conn file) of the first dag.test() in a process
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_LINKS", json.dumps(conn))
+    seen: dict[str, Any] = {}
+    dag_id = unique("cp-links")
+    program = FlinkPythonProgram(module="jobs.prod", job_name="prod")
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        quiesce = QuiesceAndSavepointOperator(
+            task_id="quiesce", job_id="j1", mode="drain", target_directory="file:///sp", format_type="native",
+            flink_conn_id="flink_links", poll_interval=0.05, deferrable=True,
+        )  # fmt: skip
+        resume = ResumeJobOperator(
+            task_id="resume", program=program, quiesce_result=quiesce.output, flink_conn_id="flink_links",
+            poll_interval=0.05, deferrable=True,
+        )  # fmt: skip
+
+        @task
+        def links(q: dict[str, Any], r: dict[str, Any], **context: Any) -> None:
+            ti = context["ti"]
+            seen["quiesce"], seen["resume"] = q, r
+            for task_id in ("quiesce", "resume"):
+                key = TaskInstanceKey(ti.dag_id, task_id, ti.run_id, 1, -1)
+                seen[f"{task_id}_link"] = FlinkJobLink().get_link(ti.task.dag.get_task(task_id), ti_key=key)
+
+        quiesce >> resume
+        links(quiesce.output, resume.output)
+    started = datetime.now(UTC)
+    dr = run_dag_test(dag, str(conn_file))
+    assert {ti.task_id: ti.state for ti in dr.get_task_instances()} == dict.fromkeys(
+        ("quiesce", "resume", "links"), "success"
+    )
+
+    (stop,) = state.bodies[("POST", "/jobs/j1/stop")]
+    trigger_id = operation_trigger_id(dag_id, dr.run_id, "quiesce", -1, "j1", "drain", 0)
+    assert stop == {
+        "drain": True,
+        "formatType": "NATIVE",
+        "targetDirectory": "file:///sp" + run_path_segment(dag_id, dr.run_id).rstrip("/"),
+        "triggerId": trigger_id,
+    }
+    assert f"/jobs/j1/savepoints/{trigger_id}" in state.paths("GET")  # the trigger polled that very id
+    q = seen["quiesce"]
+    assert (q["format_type"], q["mode"], q["savepoint_path"]) == ("NATIVE", "drain", "file:/sp/run/savepoint-j1")
+    requested, completed = (
+        datetime.fromisoformat(q["requested_at"]),
+        datetime.fromisoformat(q["savepoint_completed_at"]),
+    )
+    assert started <= requested <= completed <= datetime.now(UTC)
+    assert datetime.fromisoformat(q["job_stopped_at"]) == datetime.fromtimestamp(end_ms / 1000, UTC)
+    (run,) = state.bodies[("POST", "/jars/py_flink-python.jar/run")]
+    assert run == {
+        "entryClass": "org.apache.flink.client.python.PythonDriver",
+        "programArgsList": ["-pym", "jobs.prod"],
+        "savepointPath": "file:/sp/run/savepoint-j1",
+        "allowNonRestoredState": False,
+        "flinkConfiguration": {"pipeline.name": "prod"},
+    }
+    assert seen["resume"]["job_id"] == "j2" and seen["resume"]["stopped_at"] == q["requested_at"]
+
+    assert seen["quiesce_link"] == f"{url}/#/job/completed/j1/overview"
+    assert seen["resume_link"] == f"{url}/#/job/running/j2/overview"
+    with create_session() as session:  # what the UI's extra-links endpoint reads
+        stored = {
+            x.task_id: XComModel.deserialize_value(x)
+            for x in session.query(XComModel).filter_by(dag_id=dag_id, key=FlinkJobLink().xcom_key)
+        }
+    assert stored == {"quiesce": seen["quiesce_link"], "resume": seen["resume_link"]}
+
+
+def test_resume_only_picks_a_savepoint_of_this_run() -> None:
+    run = "manual__2026-11-29T09:00:00+00:00"
+    run_dir = "manual__2026-11-29T09_00_00_00_00"  # the quiesce's sanitized run directory
+    stats = CheckpointStats.model_validate(
+        {
+            "latest": {
+                "savepoint": {
+                    "id": 9,
+                    "status": "COMPLETED",
+                    "is_savepoint": True,
+                    "external_path": f"file:/sp/other_dag/{run_dir}/savepoint-9",
+                }
+            },
+            "history": [
+                {
+                    "id": 7,
+                    "status": "COMPLETED",
+                    "is_savepoint": True,
+                    "external_path": f"file:/sp/replay/{run_dir}/sp-7",
+                },
+                {"id": 8, "status": "COMPLETED", "is_savepoint": False, "external_path": "file:/chk/chk-8"},
+            ],
+        }
+    )
+    assert savepoint_of_run(stats, "replay", run) == f"file:/sp/replay/{run_dir}/sp-7"
+    assert savepoint_of_run(stats, "replay", "manual__2026-11-30T09:00:00+00:00") is None

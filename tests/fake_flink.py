@@ -1,0 +1,127 @@
+"""A scripted Flink REST endpoint for unit tests: a real local HTTP server playing Flink.
+
+The server (``http.server`` in a thread) answers scripted responses per path, so 503s, slow answers and
+Flink-shaped errors can be injected; everything else (requests, urllib3 Retry, aiohttp, pydantic) is real.
+Use the ``fake`` fixture (``from tests.fake_flink import fake as fake``) for a served ``FakeFlink`` and its
+URL, ``make_hook`` for a ``FlinkRestHook`` on it with short backoffs. ``JOB`` and ``JAVA_ERROR`` are the
+Flink-shaped job details and Java error text the tests script answers with.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+JAVA_ERROR = (
+    "org.apache.flink.runtime.rest.handler.RestHandlerException: Could not execute application.\n"
+    "\tat org.apache.flink.runtime.webmonitor.handlers.JarRunHandler.lambda$handleRequest$1(JarRunHandler.java:114)\n"
+    "\tat java.base/java.lang.Thread.run(Thread.java:840)\n"
+    "Caused by: java.lang.IllegalStateException: Cannot map checkpoint/savepoint state for operator abc\n"
+    "\t... 4 more\n"
+)
+
+JOB = {
+    "jid": "j1",
+    "name": "prod",
+    "state": "RUNNING",
+    "start-time": 1,
+    "end-time": -1,
+    "maxParallelism": -1,
+    "timestamps": {"RUNNING": 5},
+    "vertices": [
+        {"id": "v1", "name": "Source: in", "parallelism": 1, "maxParallelism": 128, "status": "RUNNING"},
+        {"id": "v2", "name": "action-execute-operator -> Map", "parallelism": 2, "maxParallelism": 256,
+         "status": "RUNNING"},
+    ],
+}  # fmt: skip
+
+
+class FakeFlink:
+    """Scripted answers: ``routes[(method, path)]`` is a list of (status, body, delay) used in turn.
+
+    A route path ending in ``*`` answers every path with that prefix (ids the code under test derives).
+    Every request's body is recorded in ``bodies[(method, path)]`` (JSON decoded, else the raw bytes).
+    """
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], list[tuple[int, Any, float]]] = {}
+        self.calls: dict[tuple[str, str], int] = defaultdict(int)
+        self.bodies: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        self.headers: list[dict[str, str]] = []
+
+    def on(self, method: str, path: str, *answers: tuple[int, Any] | tuple[int, Any, float]) -> None:
+        self.routes[(method, path)] = [(a[0], a[1], a[2] if len(a) > 2 else 0.0) for a in answers]  # type: ignore[misc]
+
+    def record(self, method: str, path: str, raw: bytes) -> None:
+        try:
+            self.bodies[(method, path)].append(json.loads(raw) if raw else None)
+        except ValueError:
+            self.bodies[(method, path)].append(raw)
+
+    def answer(self, method: str, path: str) -> tuple[int, Any, float]:
+        self.calls[(method, path)] += 1
+        answers = self.routes.get((method, path))
+        if answers is None:
+            prefixed = [k for k in self.routes if k[0] == method and k[1].endswith("*") and path.startswith(k[1][:-1])]
+            answers = self.routes[prefixed[0]] if prefixed else None
+        if not answers:
+            return 404, {"errors": ["Not found: " + path]}, 0.0
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    def paths(self, method: str) -> list[str]:
+        """Paths called with ``method``."""
+        return [p for (m, p) in self.calls if m == method]
+
+
+def serve(state: FakeFlink, port: int = 0) -> ThreadingHTTPServer:
+    """Serve ``state`` on 127.0.0.1:``port`` (0: any free port) in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            state.headers.append(dict(self.headers))
+            length = int(self.headers.get("Content-Length") or 0)
+            state.record(self.command, self.path, self.rfile.read(length) if length else b"")
+            status, body, delay = state.answer(self.command, self.path)
+            if delay:
+                time.sleep(delay)
+            payload = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeFlink, str]]:
+    state = FakeFlink()
+    server = serve(state)
+    yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def make_hook(url: str, **kwargs: Any) -> FlinkRestHook:
+    settings = FlinkRestSettings(base_url=url, retries=kwargs.pop("retries", 2), backoff_factor=0.01, **kwargs)
+    return FlinkRestHook(settings=settings)
