@@ -124,6 +124,34 @@ def test_connection_fields_and_extras(monkeypatch: pytest.MonkeyPatch) -> None:
     assert FlinkRestHook("flink_url").job_ui_url("j1") == "http://10.0.0.1:8081/#/job/running/j1/overview"
 
 
+def test_ui_extra_fields_configure_the_hook() -> None:
+    """What the form stores in the extra (including fields left empty, stored as null) configures the hook."""
+    from airflow.models.connection import Connection
+
+    from airflow_flink_replay.hooks.flink_rest import settings_from_connection
+
+    conn = Connection(
+        conn_id="f",
+        conn_type="flink_rest",
+        host="https://flink.example:8443",
+        extra=json.dumps({"bearer_token": "s3cret", "verify": False, "timeout": 7, "retries": None}),
+    )
+    s = settings_from_connection(conn)
+    assert s.base_url == "https://flink.example:8443"
+    assert s.headers["Authorization"] == "Bearer s3cret" and s.verify is False and s.timeout == 7
+    assert s.retries == 3  # an empty form field means the default
+    blank = settings_from_connection(
+        Connection(
+            conn_id="g",
+            conn_type="flink_rest",
+            host="127.0.0.1",
+            port=8081,
+            extra=json.dumps({"bearer_token": None, "verify": None, "timeout": None}),
+        )
+    )
+    assert "Authorization" not in blank.headers and blank.verify is True and blank.timeout == 30
+
+
 def test_savepoint_wait_reports_failure_cause_and_timeout(fake: tuple[FakeFlink, str]) -> None:
     state, url = fake
     state.on("POST", "/jobs/j1/savepoints", (202, {"request-id": "t1"}))

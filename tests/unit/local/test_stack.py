@@ -1,4 +1,4 @@
-"""Clear errors from `stack up` before anything starts."""
+"""Clear errors from `stack up` before anything starts: a taken port is named with the flag that moves it."""
 
 from __future__ import annotations
 
@@ -27,12 +27,3 @@ def test_a_taken_port_is_named_with_the_fix(tmp_path: Path) -> None:
         with pytest.raises(StackSetupError, match=rf"kafka_port={port}.*--kafka-port"):
             stack.up()
     assert not (tmp_path / "s" / "stack.json").exists()
-
-
-def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from airflow_flink_replay.local.components import find_java_home
-
-    monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(StackSetupError, match=r"No Java found.*JAVA_HOME"):
-        find_java_home()

@@ -10,7 +10,7 @@ import yaml
 
 from tests.unit.test_replay_spec_and_preflight import _spec
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS = Path(__file__).resolve().parents[3] / "dags"
 
 
 @pytest.fixture
