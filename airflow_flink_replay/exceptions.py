@@ -5,16 +5,182 @@ The classes keep the built-in base they had before they moved here (``ValueError
 ``RuntimeError`` for a failed step), so existing ``except ValueError`` code still catches them.
 
 Pure: imports neither Airflow nor PyFlink, so ``core/`` and the job side (``flink/``) raise these too.
-The modules that defined them before still import them, so their old import paths keep working.
+The modules that defined them before import them back, so their old import paths keep working
+(``from airflow_flink_replay.core.manifest import ManifestError``); new code imports from here.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_flink_replay.core.identity import IdentityReport
+
+__all__ = [
+    "ActionStateIsolationError",
+    "CompareInputError",
+    "FlinkJobFailedError",
+    "FlinkJobNotFoundError",
+    "FlinkOperationFailedError",
+    "FlinkOperationTimeoutError",
+    "FlinkOutcomeUnknownError",
+    "FlinkReplayError",
+    "FlinkRestError",
+    "FlinkSubmissionError",
+    "FlinkUnreachableError",
+    "ForkConflictError",
+    "IdentityMismatchError",
+    "KafkaTopicError",
+    "ManifestError",
+    "ManifestTamperedError",
+    "NestingError",
+    "NotAForkError",
+    "PathError",
+    "PreflightError",
+    "ReplayPolicyBlocked",
+    "SpecError",
+    "StackSetupError",
+    "UsageError",
+]
 
 
 class FlinkReplayError(Exception):
     """Base of every error of airflow-flink-replay."""
 
 
+# ------------------------------------------------------------------------------- specs and manifests
+class SpecError(FlinkReplayError, ValueError):
+    """A replay spec (or a run's overrides) is invalid; the message names the field and the fix."""
+
+
+class PreflightError(FlinkReplayError, ValueError):
+    """The replay must not start; the message lists every problem with its fix."""
+
+
+class ManifestError(FlinkReplayError, ValueError):
+    """A manifest is invalid; ``problems`` holds one ``field: what is wrong. Fix: ...`` line each."""
+
+    def __init__(self, problems: list[str], title: str = "invalid replay manifest") -> None:
+        self.problems = list(problems)
+        super().__init__(f"{title}:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class ManifestTamperedError(ManifestError):
+    """The stored digest does not match the content: the manifest changed after it was sealed."""
+
+
+class IdentityMismatchError(FlinkReplayError, ValueError):
+    """The savepoint does not map onto the replay job; ``report`` says why and how to fix it."""
+
+    def __init__(self, report: IdentityReport) -> None:
+        self.report = report
+        super().__init__(report.render())
+
+
+# ------------------------------------------------------------------------------------------ compare
+class CompareInputError(FlinkReplayError, ValueError):
+    """An input that cannot be read: names the file, the line and the fix."""
+
+    def __init__(self, source: str, message: str, line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+class PathError(FlinkReplayError, ValueError):
+    """A JSONPath that cannot be parsed (or a rule that is not a JSONPath)."""
+
+
+class NestingError(FlinkReplayError, ValueError):
+    """An output nested deeper than the flattener allows; the message is the path where it stopped."""
+
+
+class UsageError(FlinkReplayError):
+    """Bad command-line usage; ``flink-replay compare`` exits with ``EXIT_USAGE``."""
+
+
+# -------------------------------------------------------------------------------------- Flink REST
+class FlinkRestError(FlinkReplayError):
+    """A Flink REST call failed. ``cause`` is Flink's own message; ``details`` the full text."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str,
+        job_id: str | None = None,
+        url: str | None = None,
+        status_code: int | None = None,
+        cause: str | None = None,
+        details: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.job_id = job_id
+        self.url = url
+        self.status_code = status_code
+        self.cause = cause
+        self.details = details
+
+
+class FlinkUnreachableError(FlinkRestError):
+    """No answer from the REST endpoint after the retries."""
+
+
+class FlinkOutcomeUnknownError(FlinkRestError):
+    """A non-idempotent call (job run, jar upload, savepoint/stop without trigger id) was sent but got no
+    usable answer (read timeout, dropped connection, 502/503/504). Flink may have acted on it; it is not
+    resent. The message says how to check (e.g. ``GET /jobs/overview`` for a job that started anyway)."""
+
+
+class FlinkJobNotFoundError(FlinkRestError):
+    """The job id is unknown to the cluster."""
+
+
+class FlinkOperationFailedError(FlinkRestError):
+    """An async operation (savepoint, stop-with-savepoint) completed with a failure cause."""
+
+
+class FlinkOperationTimeoutError(FlinkRestError):
+    """An async operation or a job-state wait did not finish in time."""
+
+
+class FlinkJobFailedError(FlinkRestError):
+    """A job ended FAILED/CANCELED while we waited for another state."""
+
+
+class FlinkSubmissionError(FlinkReplayError, RuntimeError):
+    """A job submission failed; the message carries the program's or Flink's real cause."""
+
+    def __init__(self, message: str, *, cause: str = "", output: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.output = output
+
+
 # ------------------------------------------------------------------------------------------- Kafka
+class KafkaTopicError(FlinkReplayError, RuntimeError):
+    """A topic is missing or cannot be read; the message names the topic and the fix."""
+
+
 class ActionStateIsolationError(FlinkReplayError, RuntimeError):
     """The replay's action-state topics cannot be isolated (or cleaned up) safely; names the topic and the fix."""
+
+
+# -------------------------------------------------------------------------------------------- Mem0
+class ForkConflictError(FlinkReplayError, RuntimeError):
+    """The fork target is in use by something other than a fork of the same run."""
+
+
+class NotAForkError(FlinkReplayError, RuntimeError):
+    """A namespace without this project's fork provenance was asked to be dropped."""
+
+
+# ----------------------------------------------------------------------------- job side and stack
+class ReplayPolicyBlocked(FlinkReplayError, RuntimeError):
+    """A resource call the replay policy blocks (raised inside the replay job, ``flink/proxies.py``)."""
+
+
+class StackSetupError(FlinkReplayError, RuntimeError):
+    """A part of the local stack could not be set up; the message says what to do."""

@@ -15,12 +15,10 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from airflow_flink_replay.exceptions import UsageError
+
 #: Exit code for bad usage or unreadable input (argparse's own 2 would read as INCONCLUSIVE).
 EXIT_USAGE = 3
-
-
-class UsageError(Exception):
-    """Bad command-line usage; exits with :data:`EXIT_USAGE`."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -175,8 +173,9 @@ def printable(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Compare, write the reports, print the verdict; return the exit code."""
-    from airflow_flink_replay.core.compare import EXIT_CODES, CompareInputError, compare_runs, write_reports
+    from airflow_flink_replay.core.compare import EXIT_CODES, compare_runs, write_reports
     from airflow_flink_replay.core.compare.result import WARNING_CODES
+    from airflow_flink_replay.exceptions import CompareInputError
 
     try:
         config = build_config(args)

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from airflow_flink_replay.core.manifest import ManifestError
 from airflow_flink_replay.core.manifest_io import load_manifest, savepoint_problems
+from airflow_flink_replay.exceptions import ManifestError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from airflow_flink_replay.local.components import StackSetupError
+from airflow_flink_replay.exceptions import StackSetupError
 from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
 

@@ -32,18 +32,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_flink_replay.core.manifest import AgentVertex
+from airflow_flink_replay.exceptions import IdentityMismatchError
 
 AGENT_OPERATOR_NAME = "action-execute-operator"
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _TAG = re.compile(r"<[^>]+>")
-
-
-class IdentityMismatchError(ValueError):
-    """The savepoint does not map onto the replay job; ``report`` says why and how to fix it."""
-
-    def __init__(self, report: IdentityReport) -> None:
-        self.report = report
-        super().__init__(report.render())
 
 
 # ------------------------------------------------------------------------------------------- plans

@@ -35,6 +35,8 @@ from pydantic import (
     model_validator,
 )
 
+from airflow_flink_replay.exceptions import ManifestError, ManifestTamperedError
+
 #: The manifest format this code writes and reads.
 SCHEMA_VERSION = 1
 
@@ -60,18 +62,6 @@ _MISSING_FIXES: dict[str, str] = {
     "capture.partitions": "list the offset window of every partition of the capture topic",
     "run_id": "give the replay run id (the Airflow run id is a good choice)",
 }
-
-
-class ManifestError(ValueError):
-    """A manifest is invalid; ``problems`` holds one ``field: what is wrong. Fix: ...`` line each."""
-
-    def __init__(self, problems: list[str], title: str = "invalid replay manifest") -> None:
-        self.problems = list(problems)
-        super().__init__(f"{title}:\n" + "\n".join(f"  - {p}" for p in self.problems))
-
-
-class ManifestTamperedError(ManifestError):
-    """The stored digest does not match the content: the manifest changed after it was sealed."""
 
 
 def _fail(problem: str, fix: str) -> ValueError:

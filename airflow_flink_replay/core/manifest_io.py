@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
-from airflow_flink_replay.core.manifest import ManifestError, ReplayManifest
+from airflow_flink_replay.core.manifest import ReplayManifest
+from airflow_flink_replay.exceptions import ManifestError
 
 
 class _Openable(Protocol):

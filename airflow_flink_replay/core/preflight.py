@@ -10,14 +10,11 @@ import re
 from dataclasses import dataclass, field
 
 from airflow_flink_replay.core.replay_spec import ReplaySpec
+from airflow_flink_replay.exceptions import PreflightError
 
 AGENT_OPERATOR_NAME = "action-execute-operator"
 #: Vertex names that betray event-time windows or timers (Flink's own operator names).
 _EVENT_TIME = re.compile(r"(EventTime|TumblingEventTime|SlidingEventTime|EventTimeSession|Window\()", re.I)
-
-
-class PreflightError(ValueError):
-    """The replay must not start; the message lists every problem with its fix."""
 
 
 @dataclass

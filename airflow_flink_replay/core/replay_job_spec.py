@@ -27,11 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
     EventTime,
-    ManifestError,
-    ManifestTamperedError,
     ReplayManifest,
 )
 from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.exceptions import ManifestError, ManifestTamperedError
 
 __all__ = [
     "ReplayInput",

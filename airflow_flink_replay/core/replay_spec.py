@@ -19,15 +19,12 @@ from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.exceptions import SpecError
 
 QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
 VARIANTS = ("baseline", "baseline_2", "candidate")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,62}$")
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-class SpecError(ValueError):
-    """A replay spec (or a run's overrides) is invalid; the message names the field and the fix."""
 
 
 class ProductionJob(BaseModel):

@@ -40,6 +40,7 @@ from pydantic import PrivateAttr
 
 from airflow_flink_replay.core.audit import AuditRecord
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
+from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
 
 _log = logging.getLogger(__name__)
@@ -53,10 +54,6 @@ __all__ = [
     "guarded_call",
     "rewrite_plan_resources",
 ]
-
-
-class ReplayPolicyBlocked(RuntimeError):
-    """A resource call the replay policy blocks."""
 
 
 # --------------------------------------------------------------------------------------------- audit sink

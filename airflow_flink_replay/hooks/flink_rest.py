@@ -40,6 +40,15 @@ from airflow_flink_replay.core.flink_models import (
     JobPlan,
     JobsOverview,
 )
+from airflow_flink_replay.exceptions import (
+    FlinkJobFailedError,
+    FlinkJobNotFoundError,
+    FlinkOperationFailedError,
+    FlinkOperationTimeoutError,
+    FlinkOutcomeUnknownError,
+    FlinkRestError,
+    FlinkUnreachableError,
+)
 
 #: PythonDriver: the entry class that runs a Python Flink program from the flink-python jar.
 PYTHON_DRIVER = "org.apache.flink.client.python.PythonDriver"
@@ -49,56 +58,8 @@ RETRY_STATUSES = (502, 503, 504)
 UI_COMPLETED_STATES = frozenset({"FINISHED", "FAILED", "CANCELED"})
 
 
-# --------------------------------------------------------------------------------------------- errors
-
-
-class FlinkRestError(Exception):
-    """A Flink REST call failed. ``cause`` is Flink's own message; ``details`` the full text."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        operation: str,
-        job_id: str | None = None,
-        url: str | None = None,
-        status_code: int | None = None,
-        cause: str | None = None,
-        details: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.job_id = job_id
-        self.url = url
-        self.status_code = status_code
-        self.cause = cause
-        self.details = details
-
-
-class FlinkUnreachableError(FlinkRestError):
-    """No answer from the REST endpoint after the retries."""
-
-
-class FlinkOutcomeUnknownError(FlinkRestError):
-    """A non-idempotent call (job run, jar upload, savepoint/stop without trigger id) was sent but got no
-    usable answer (read timeout, dropped connection, 502/503/504). Flink may have acted on it; it is not
-    resent. The message says how to check (e.g. ``GET /jobs/overview`` for a job that started anyway)."""
-
-
-class FlinkJobNotFoundError(FlinkRestError):
-    """The job id is unknown to the cluster."""
-
-
-class FlinkOperationFailedError(FlinkRestError):
-    """An async operation (savepoint, stop-with-savepoint) completed with a failure cause."""
-
-
-class FlinkOperationTimeoutError(FlinkRestError):
-    """An async operation or a job-state wait did not finish in time."""
-
-
-class FlinkJobFailedError(FlinkRestError):
-    """A job ended FAILED/CANCELED while we waited for another state."""
+# The errors (FlinkRestError and its subclasses) live in airflow_flink_replay.exceptions; imported above, so
+# their old import path (airflow_flink_replay.hooks.flink_rest) keeps working.
 
 
 _FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")

@@ -37,13 +37,8 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram, JobPlan, SubmittedJob
-from airflow_flink_replay.hooks.flink_rest import (
-    PYTHON_DRIVER,
-    FlinkOutcomeUnknownError,
-    FlinkRestError,
-    FlinkRestHook,
-    flink_cause,
-)
+from airflow_flink_replay.exceptions import FlinkOutcomeUnknownError, FlinkRestError, FlinkSubmissionError
+from airflow_flink_replay.hooks.flink_rest import PYTHON_DRIVER, FlinkRestHook, flink_cause
 
 SubmitterKind = Literal["rest", "cli"]
 T = TypeVar("T")
@@ -130,15 +125,6 @@ class PythonDriverLock:
 
 
 _JAVA_FRAME = re.compile(r"^\s+(at \S+\(.*\)$|\.\.\. \d+ more)")
-
-
-class FlinkSubmissionError(RuntimeError):
-    """A job submission failed; the message carries the program's or Flink's real cause."""
-
-    def __init__(self, message: str, *, cause: str = "", output: str = "") -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.output = output
 
 
 class FlinkJobSubmitter(ABC):

@@ -30,9 +30,7 @@ from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
 from airflow.providers.apache.kafka.hooks.consume import KafkaConsumerHook
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-
-class KafkaTopicError(RuntimeError):
-    """A topic is missing or cannot be read; the message names the topic and the fix."""
+from airflow_flink_replay.exceptions import KafkaTopicError
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,12 @@ from airflow_flink_replay.core.memory import (
     check_fork_pair,
     combine_digests,
 )
+from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
 from airflow_flink_replay.hooks.mem0_backend import Mem0Backend, untouched_report
 from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
 from airflow_flink_replay.hooks.mem0_oss import OssMem0Backend
 from airflow_flink_replay.hooks.mem0_stores import (
     DEFAULT_BATCH,
-    ForkConflictError,
-    NotAForkError,
     StoreAdapter,
     StoredMemory,
 )

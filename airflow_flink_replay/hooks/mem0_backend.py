@@ -27,7 +27,8 @@ from airflow_flink_replay.core.memory import (
     diff_snapshots,
     has_provenance,
 )
-from airflow_flink_replay.hooks.mem0_stores import ForkConflictError, NotAForkError, StoredMemory
+from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
+from airflow_flink_replay.hooks.mem0_stores import StoredMemory
 
 __all__ = [
     "ForkBaseline",

@@ -54,8 +54,9 @@ from airflow_flink_replay.core.memory import (
     memory_digest,
     rewrite_payload,
 )
+from airflow_flink_replay.exceptions import ForkConflictError
 from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
-from airflow_flink_replay.hooks.mem0_stores import ForkConflictError, StoredMemory
+from airflow_flink_replay.hooks.mem0_stores import StoredMemory
 
 log = logging.getLogger(__name__)
 

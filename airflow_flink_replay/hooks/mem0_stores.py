@@ -28,17 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_flink_replay.exceptions import ForkConflictError as ForkConflictError
+from airflow_flink_replay.exceptions import NotAForkError as NotAForkError
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 5000
-
-
-class ForkConflictError(RuntimeError):
-    """The fork target is in use by something other than a fork of the same run."""
-
-
-class NotAForkError(RuntimeError):
-    """A namespace without this project's fork provenance was asked to be dropped."""
 
 
 @dataclass

@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import airflow_flink_replay
+from airflow_flink_replay.exceptions import StackSetupError
 
 #: What the cluster's Python needs (STACK.md: flink-agents 0.3+ is an sdist that cannot build offline).
 FLINK_SIDE_REQUIREMENTS: tuple[str, ...] = (
@@ -35,10 +36,6 @@ CONNECTOR_WHEEL = (
         "pyflink/lib/kafka-clients.jar": "kafka-clients-3.9.1.jar",
     },
 )
-
-
-class StackSetupError(RuntimeError):
-    """A part of the local stack could not be set up; the message says what to do."""
 
 
 def _run(cmd: list[str], what: str, log: Path) -> None:

@@ -22,8 +22,8 @@ import requests
 import yaml
 from pydantic import BaseModel, Field
 
+from airflow_flink_replay.exceptions import StackSetupError
 from airflow_flink_replay.local.components import (
-    StackSetupError,
     ensure_connector_jars,
     ensure_flink_venv,
     ensure_tansu,

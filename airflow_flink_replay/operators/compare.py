@@ -19,12 +19,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.compare import (
     CompareConfig,
-    CompareInputError,
     ComparisonResult,
     Reason,
     compare_runs,
     write_reports,
 )
+from airflow_flink_replay.exceptions import CompareInputError
 from airflow_flink_replay.links.report import ReplayReportLink
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")

@@ -36,8 +36,8 @@ from airflow_flink_replay.core.flink_models import (
     SubmittedJob,
 )
 from airflow_flink_replay.core.manifest_io import normalized_location
+from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import (
-    FlinkRestError,
     FlinkRestHook,
 )
 from airflow_flink_replay.hooks.flink_submit import SubmitterKind, get_submitter

@@ -23,7 +23,6 @@ from airflow_flink_replay.core.capture_window import StartOffsets, link_start_of
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
     EventTime,
-    ManifestError,
     PartitionWindow,
     ReplayManifest,
     SerializerSpec,
@@ -36,6 +35,7 @@ from airflow_flink_replay.core.manifest_io import (
     save_manifest,
     savepoint_problems,
 )
+from airflow_flink_replay.exceptions import ManifestError
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 
 

@@ -18,7 +18,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.memory import Mem0Namespace
-from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
+from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
+from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
 NamespaceArg = Mem0Namespace | dict[str, Any] | str
 

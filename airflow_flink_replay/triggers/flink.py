@@ -31,8 +31,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import (
-    FlinkRestError,
     FlinkRestHook,
     flink_cause,
     savepoint_timeout_error,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from airflow_flink_replay.core.compare.config import AuditRule, CompareConfig, FieldRule
 from airflow_flink_replay.core.compare.engine import AuditSources, compare_runs, describe_method
-from airflow_flink_replay.core.compare.loading import AuditRecord, CompareInputError
+from airflow_flink_replay.core.compare.loading import AuditRecord
 from airflow_flink_replay.core.compare.reports import EXIT_CODES, render_html, render_junit, write_reports
 from airflow_flink_replay.core.compare.result import (
     ComparisonResult,
@@ -21,6 +21,7 @@ from airflow_flink_replay.core.compare.result import (
     ResourceStat,
     Verdict,
 )
+from airflow_flink_replay.exceptions import CompareInputError
 
 __all__ = [
     "EXIT_CODES",

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_flink_replay.core.compare.loading import MAX_DEPTH, CompareInputError, Source, iter_json_lines, source_name
-from airflow_flink_replay.core.compare.paths import MISSING, Flattener, NestingError, key_text
+from airflow_flink_replay.core.compare.loading import MAX_DEPTH, Source, iter_json_lines, source_name
+from airflow_flink_replay.core.compare.paths import MISSING, Flattener, key_text
+from airflow_flink_replay.exceptions import CompareInputError, NestingError
 
 #: One output: (flattened fields, line number in its file, (partition, offset) of its input or None).
 Entry = tuple[dict[str, Any], int, tuple[int, int] | None]

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from airflow_flink_replay.exceptions import PathError
+
 #: Comparator names. ``auto`` picks one by the value's type (see :func:`CompareConfig.default_comparator`).
 ComparatorName = Literal["auto", "exact", "numeric", "text", "set", "multiset", "ignore"]
 ListMode = Literal["auto", "index", "set", "multiset"]
@@ -188,10 +190,6 @@ class CompareConfig(BaseModel):
             if is_under(rule.regex, path):
                 return rule
         return None
-
-
-class PathError(ValueError):
-    """A JSONPath that cannot be parsed (or a rule that is not a JSONPath)."""
 
 
 #: One step of a path or rule: ("name", str), ("index", int), ("any_index", None), ("any_name", None) for

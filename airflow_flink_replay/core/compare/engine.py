@@ -25,9 +25,9 @@ from typing import Any, Literal, TypeGuard
 from airflow_flink_replay.core.compare.alignment import Entry, Run, load_run
 from airflow_flink_replay.core.compare.audit import compare_audits
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
-from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, PathError, canonical_path, is_under
+from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, canonical_path, is_under
 from airflow_flink_replay.core.compare.differ import Differ, NumericBand
-from airflow_flink_replay.core.compare.loading import MAX_DEPTH, CompareInputError, Source, read_audit, source_name
+from airflow_flink_replay.core.compare.loading import MAX_DEPTH, Source, read_audit, source_name
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, Group, compile_key, unflatten
 from airflow_flink_replay.core.compare.result import (
     ComparisonResult,
@@ -42,6 +42,7 @@ from airflow_flink_replay.core.compare.result import (
 )
 from airflow_flink_replay.core.compare.spill import partition_run
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
+from airflow_flink_replay.exceptions import CompareInputError, PathError
 
 #: Order of reasons of equal severity in the report (the first one is the headline).
 REASON_ORDER = (

@@ -11,19 +11,10 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from airflow_flink_replay.core.audit import AuditRecord
+from airflow_flink_replay.exceptions import CompareInputError
 
 #: A run's outputs or audit: a local path, or an open text stream (e.g. from ObjectStoragePath.open()).
 Source = str | os.PathLike[str] | IO[str]
-
-
-class CompareInputError(ValueError):
-    """An input that cannot be read: names the file, the line and the fix."""
-
-    def __init__(self, source: str, message: str, line: int | None = None) -> None:
-        self.source = source
-        self.line = line
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {message}")
 
 
 def source_name(source: Source) -> str:

@@ -11,8 +11,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from airflow_flink_replay.core.compare.config import ListMode, PathError, is_under, path_pattern, segment
+from airflow_flink_replay.core.compare.config import ListMode, is_under, path_pattern, segment
 from airflow_flink_replay.core.jsonpath import simple_steps
+from airflow_flink_replay.exceptions import NestingError, PathError
 
 __all__ = ["MISSING", "Flattener", "Group", "PathError", "child_path", "compile_key", "key_text", "unflatten"]
 
@@ -90,10 +91,6 @@ def key_text(value: Any) -> str:
 def child_path(parent: str, name: str) -> str:
     """``$.a`` + ``b`` -> ``$.a.b``; ``$.a`` + ``x y`` -> ``$.a['x y']`` (the canonical form, no JSON escapes)."""
     return parent + segment(name)
-
-
-class NestingError(ValueError):
-    """An output nested deeper than the flattener allows; the message is the path where it stopped."""
 
 
 class Group(dict[str, Any]):
