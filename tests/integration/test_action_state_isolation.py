@@ -60,7 +60,7 @@ def test_two_variants_two_fresh_topics_then_cleanup(
 
     from airflow_flink_replay.core.manifest import ReplayManifest
     from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest
-    from tests.unit.test_manifest import _data
+    from tests.unit.core.test_manifest import _data
 
     manifest_uri = f"file://{tmp_path}/manifest.json"
     save_manifest(ReplayManifest.parse(_data(), verify=False), manifest_uri)

@@ -1,8 +1,6 @@
-"""Pure model of the Mem0 fork (core/memory.py) and the offline hashing embedder."""
+"""Pure model of the Mem0 fork (core/memory.py): namespaces, fork pairs, ids, fingerprints, snapshots, provenance."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 
@@ -23,7 +21,6 @@ from airflow_flink_replay.core.memory import (
     split_chunks,
     strip_provenance,
 )
-from airflow_flink_replay.memory.offline import hashing_embed
 
 
 def test_namespace_coercion_and_errors() -> None:
@@ -95,17 +92,3 @@ def test_rewrite_payload_keeps_content_and_adds_provenance() -> None:
     assert out[FORK_ID_FIELD] == "run" and out[FORK_SOURCE_ID_FIELD] == "m1" and has_provenance(out)
     assert strip_provenance(out) == {**payload, "user_id": "replay-1"}
     assert payload["user_id"] == "prod" and not has_provenance(payload)
-
-
-def test_hashing_embedder_is_deterministic_normalised_and_meaningful() -> None:
-    a, b = hashing_embed("customer likes green tea"), hashing_embed("customer likes green tea")
-    assert a == b and len(a) == 64 and math.isclose(sum(v * v for v in a), 1.0)
-    tea, tea2, bike = hashing_embed("green tea"), hashing_embed("likes green tea a lot"), hashing_embed("red bicycle")
-
-    def cos(x: list[float], y: list[float]) -> float:
-        return sum(p * q for p, q in zip(x, y, strict=True))
-
-    assert cos(tea, tea2) > cos(tea, bike) + 0.2
-    assert hashing_embed("", 8) == [1.0] + [0.0] * 7
-    with pytest.raises(ValueError):
-        hashing_embed("x", 1)
