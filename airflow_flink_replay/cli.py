@@ -1,33 +1,30 @@
 """``flink-replay``: the command line (stack, compare, manifest, demo).
 
 Each sub-command lives in ``airflow_flink_replay.commands.<name>`` with ``add_parser(subparsers)``; this
-module only wires them, so importing it stays cheap.
+module only wires them. They are imported explicitly: a command module missing from an installation is a
+packaging error and fails at once, with its name, instead of the command silently disappearing from
+``--help``. The command modules keep their heavy imports inside the functions that need them.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from airflow_flink_replay.commands import compare, demo, manifest, stack
+
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("stack", "compare", "manifest", "demo")
+COMMANDS = (stack, compare, manifest, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every available sub-command."""
+    """The top-level parser with every sub-command."""
     parser = argparse.ArgumentParser(
         prog="flink-replay",
         description="Replay a changed Flink Agents job on production state, and gate it.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"airflow_flink_replay.commands.{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"airflow_flink_replay.commands.{name}":
-                continue  # not built yet
-            raise
+    for module in COMMANDS:
         module.add_parser(sub)
     return parser
 

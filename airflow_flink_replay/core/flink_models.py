@@ -257,12 +257,6 @@ class JarFile(_FlinkModel):
     uploaded: int = 0
 
 
-class JarRunResult(_FlinkModel):
-    """``POST /jars/{id}/run``."""
-
-    job_id: str = Field(alias="jobid")
-
-
 # ------------------------------------------------------------------------------- control-plane results
 
 
@@ -273,11 +267,6 @@ class VertexInfo(BaseModel):
     name: str
     parallelism: int
     max_parallelism: int | None = None
-
-    @property
-    def is_agent_operator(self) -> bool:
-        """True for the Flink Agents operator's vertex."""
-        return AGENT_OPERATOR_NAME in self.name
 
 
 class ProductionPlan(BaseModel):
