@@ -18,6 +18,7 @@ defaults are the Kafka record timestamp and monotonous watermarks.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -164,6 +165,41 @@ def _window_of(capture: CaptureInput) -> ReplayWindow:
 def load_window_from_manifest(location: str) -> ReplayWindow:
     """The replay window of the (verified) manifest at ``location``."""
     return _window_of(load_replay_manifest(location).capture)
+
+
+#: Flink job names this package builds stay within this many characters.
+JOB_NAME_MAX = 200
+#: The per-run prefix stays within this many, leaving the rest for the variant.
+_JOB_NAME_PREFIX_MAX = 150
+
+
+def _shortened(text: str, limit: int, digest_of: str) -> str:
+    """``text`` when it fits in ``limit``; else its beginning + ``-`` + 16 hex of sha256(``digest_of``)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(digest_of.encode()).hexdigest()[:16]
+    return f"{text[: limit - len(digest) - 1]}-{digest}"
+
+
+def replay_job_name_prefix(dag_id: str, run_id: str) -> str:
+    """``afr-replay-<dag_id>-<run_id>-``: what every replay job name of one DAG run starts with.
+
+    The variant follows (:func:`replay_job_name`); the cleanup task cancels the jobs whose name starts with
+    it. A DAG id + run id too long for ``JOB_NAME_MAX`` keep their beginning and get a digest of both in
+    place of the rest, so the prefix stays unique per run and every variant keeps its own suffix.
+    """
+    middle = _shortened(f"{dag_id}-{run_id}", _JOB_NAME_PREFIX_MAX - len("afr-replay--"), f"{dag_id}\n{run_id}")
+    return f"afr-replay-{middle}-"
+
+
+def replay_job_name(dag_id: str, run_id: str, variant: str) -> str:
+    """The Flink job name of one replay variant: :func:`replay_job_name_prefix` + the variant.
+
+    At most ``JOB_NAME_MAX`` characters; a variant name too long for the rest is shortened with a digest,
+    so two variants never share a name.
+    """
+    prefix = replay_job_name_prefix(dag_id, run_id)
+    return prefix + _shortened(variant, JOB_NAME_MAX - len(prefix), variant)
 
 
 class ReplayJobSpec(BaseModel):

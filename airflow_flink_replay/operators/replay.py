@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan, ReplayPins, check_identity
-from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
 from airflow_flink_replay.core.run_record import file_digest
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
@@ -131,7 +131,7 @@ class SubmitReplayJobOperator(BaseOperator):
                 spec = spec.model_copy(update=update)
         if not spec.job_name:
             ti = context["ti"]
-            spec = spec.model_copy(update={"job_name": f"afr-replay-{ti.dag_id}-{ti.run_id}-{spec.variant}"[:200]})
+            spec = spec.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, spec.variant)})
         return spec
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:

@@ -13,16 +13,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_flink_replay.core.replay_job_spec import replay_job_name_prefix
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 
 #: Flink states after which a job needs no cancelling.
 _ENDED = frozenset({"FINISHED", "FAILED", "CANCELED"})
-
-
-def replay_job_name_prefix(dag_id: str, run_id: str) -> str:
-    """``afr-replay-<dag_id>-<run_id>-``: the name every replay job of one DAG run starts with (the variant
-    follows; see ``SubmitReplayJobOperator``)."""
-    return f"afr-replay-{dag_id}-{run_id}-"
 
 
 class CancelLeftoverReplaysOperator(BaseOperator):

@@ -1,4 +1,5 @@
-"""ReplayJobSpec: argv round trip, sealed-manifest windows and timing, tamper refusal, clear errors."""
+"""ReplayJobSpec: argv round trip, sealed-manifest windows and timing, tamper refusal, clear errors; the replay
+job names (unique per run and variant, matchable by the run's prefix, also for long ids)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from airflow_flink_replay.core.manifest import EventTime, ManifestError, Manifes
 from airflow_flink_replay.core.manifest_io import save_manifest
 from airflow_flink_replay.core.policy import ReplayPolicy
 from airflow_flink_replay.core.replay_job_spec import (
+    JOB_NAME_MAX,
     ReplayJobSpec,
     ReplayTiming,
     load_window_from_manifest,
+    replay_job_name,
+    replay_job_name_prefix,
     timing_from_capture,
 )
 
@@ -244,3 +248,33 @@ def test_replay_program_is_a_module_unless_a_path_is_given() -> None:
     path = SubmitReplayJobOperator(task_id="r2", spec=spec, savepoint_path=None, replay_program="/opt/rj.py")
     assert path._program(spec).driver_args()[:2] == ["-py", "/opt/rj.py"]
     assert default.driver_args()[-2:] == spec.to_argv()[-2:]
+
+
+VARIANTS = ("baseline", "baseline_2", "candidate")
+
+
+def test_replay_job_names_are_readable_for_ordinary_ids() -> None:
+    run_id = "manual__2026-01-01T00:00:00+00:00"
+    assert replay_job_name_prefix("gate", run_id) == f"afr-replay-gate-{run_id}-"
+    assert replay_job_name("gate", run_id, "baseline_2") == f"afr-replay-gate-{run_id}-baseline_2"
+
+
+def test_long_dag_and_run_ids_keep_the_variants_apart_and_the_prefix_matching() -> None:
+    """Issue 13 §4: cut at 200 characters, all three variants used to get one name and cleanup matched none."""
+    dag_id, run_id = "release_gate_" + "d" * 180, "manual__" + "r" * 242
+    assert len(run_id) == 250
+    prefix = replay_job_name_prefix(dag_id, run_id)
+    names = [replay_job_name(dag_id, run_id, v) for v in VARIANTS]
+    assert len(set(names)) == 3
+    assert all(n.startswith(prefix) and n.endswith(v) for n, v in zip(names, VARIANTS, strict=True))
+    assert max(map(len, names)) <= JOB_NAME_MAX
+    assert prefix.startswith("afr-replay-release_gate_ddd") and prefix.endswith("-")
+    # another run (or DAG) that shares the first 130 characters gets another prefix, so cleanup leaves it alone
+    other = replay_job_name_prefix(dag_id, run_id[:-1] + "x")
+    assert other != prefix and not any(n.startswith(other) for n in names)
+    assert replay_job_name_prefix(dag_id, run_id) == prefix  # deterministic: a retry finds its job
+
+
+def test_a_too_long_variant_is_shortened_with_a_digest() -> None:
+    names = {replay_job_name("gate", "r1", "v" * 300 + tail) for tail in ("a", "b")}
+    assert len(names) == 2 and all(len(n) <= JOB_NAME_MAX and n.startswith("afr-replay-gate-r1-") for n in names)
