@@ -8,6 +8,7 @@ thresholds, keep the fork) come from the DAG run's params/conf and override the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,30 @@ QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
 VARIANTS = ("baseline", "baseline_2", "candidate")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,62}$")
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+#: Characters Kafka does not allow in a topic name, and its longest topic name.
+_ILLEGAL_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]")
+MAX_TOPIC_NAME = 249
+
+
+def is_legal_topic_name(name: str) -> bool:
+    """True for a Kafka-legal topic name: 1-249 of ``[a-zA-Z0-9._-]``."""
+    return 0 < len(name) <= MAX_TOPIC_NAME and not _ILLEGAL_TOPIC_CHARS.search(name)
+
+
+def replay_topic_name(production_topic: str, run_key: str, variant: str) -> str:
+    """The replay's action-state topic of one variant: ``<production topic>-replay-<run key>-<variant>``.
+
+    The one naming rule for replay topics (the DAG's ``resolve`` task through
+    :meth:`ReplaySpec.action_state_topic`, ``IsolateActionStateOperator``'s default). Always Kafka-legal:
+    other characters become ``-``, and a name longer than 249 characters keeps its beginning and ends in a
+    digest of the whole, so names stay distinct.
+    """
+    name = _ILLEGAL_TOPIC_CHARS.sub("-", f"{production_topic}-replay-{run_key}-{variant}")
+    if len(name) > MAX_TOPIC_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        name = f"{name[: MAX_TOPIC_NAME - 13]}-{digest}"
+    return name
+
 
 
 class ProductionJob(BaseModel):
@@ -164,8 +189,9 @@ class ReplaySpec(BaseModel):
         return f"replay-{self.name}-{run_tag}-{variant}".replace("_", "-")
 
     def action_state_topic(self, run_tag: str, variant: str) -> str:
-        """The isolated action-state topic of a variant."""
-        return f"replay-{self.name}-{run_tag}-{variant}-action-state".replace("_", "-")
+        """The isolated action-state topic of a variant: :func:`replay_topic_name` with run key
+        ``<name>-<run_tag>``, i.e. ``<production topic>-replay-<name>-<run_tag>-<variant>``."""
+        return replay_topic_name(self.production.action_state_topic, f"{self.name}-{run_tag}", variant)
 
     def agent_factory_for(self, variant: str) -> str:
         """The agent each variant runs: production's for both baselines, the candidate's otherwise."""

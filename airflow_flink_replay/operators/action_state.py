@@ -18,8 +18,6 @@ that returns the typed XCom.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_flink_replay.core.replay_spec import is_legal_topic_name, replay_topic_name
 from airflow_flink_replay.exceptions import ActionStateIsolationError
 from airflow_flink_replay.hooks.kafka_topics import ActionStateCleanup, ActionStateIsolation, KafkaTopicsHook
 
@@ -37,18 +36,6 @@ __all__ = [
     "IsolateActionStateOperator",
     "replay_topic_name",
 ]
-
-_LEGAL = re.compile(r"[^a-zA-Z0-9._-]")
-_MAX_TOPIC = 249
-
-
-def replay_topic_name(production_topic: str, run_key: str, variant: str) -> str:
-    """``<production>-replay-<run>-<variant>``, made legal for Kafka and at most 249 characters."""
-    name = _LEGAL.sub("-", f"{production_topic}-replay-{run_key}-{variant}")
-    if len(name) > _MAX_TOPIC:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-        name = f"{name[: _MAX_TOPIC - 13]}-{digest}"
-    return name
 
 
 class IsolateActionStateOperator(BaseOperator):
@@ -112,7 +99,7 @@ class IsolateActionStateOperator(BaseOperator):
                     "the replay would reuse production's recorded LLM/tool results and write into production's "
                     "topic. Fix: give the variant its own topic (leave topics= unset for generated names)"
                 )
-            if not name or _LEGAL.search(name) or len(name) > _MAX_TOPIC:
+            if not is_legal_topic_name(name):
                 raise AirflowException(
                     f"{name!r} (variant {variant!r}) is not a legal Kafka topic name. Fix: use at most 249 of "
                     "[a-zA-Z0-9._-]"
