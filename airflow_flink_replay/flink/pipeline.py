@@ -17,8 +17,8 @@ from typing import Any
 
 from pyflink.datastream.functions import ProcessFunction
 
+from airflow_flink_replay.flink.agent_pin import AgentPin, pin_agent_operator
 from airflow_flink_replay.flink.capture import CaptureConfig, CaptureTee
-from airflow_flink_replay.flink.identity import AgentPin, pin_agent_operator
 
 NORMALISE_UID = "afr-normalise"
 CAPTURE_UID = "afr-capture-tee"
@@ -144,7 +144,7 @@ def build_agent_pipeline(
 ) -> Any:
     """Wire ``source`` (a DataStream of JSON strings) through the agent; returns a DataStream of JSON strings.
 
-    ``pin`` pins the agent operator (see :mod:`airflow_flink_replay.flink.identity`); ``capture`` adds the
+    ``pin`` pins the agent operator (see :mod:`airflow_flink_replay.flink.agent_pin`); ``capture`` adds the
     capture tee; ``plan_hook`` may rewrite the compiled ``AgentPlan`` before it is handed to Flink (the replay
     wraps resources in policy proxies there); ``output_extra`` is merged into every output object;
     ``output_timing_key`` adds the record's event time and the current watermark under that key (a process

@@ -71,9 +71,9 @@ def production_timing(args: argparse.Namespace) -> Any:
 def build_production(env: Any, args: argparse.Namespace) -> Any:
     """Add the production pipeline to ``env``."""
     from airflow_flink_replay.flink.agent_build import load_agent_factory
+    from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.capture import CaptureConfig
     from airflow_flink_replay.flink.event_time import watermark_strategy_for
-    from airflow_flink_replay.flink.identity import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars, string_sink, unbounded_source
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
 

@@ -84,7 +84,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     import importlib
 
     from airflow_flink_replay.flink.agent_build import isolate_runtime, load_agent_factory
-    from airflow_flink_replay.flink.identity import AgentPin
+    from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
 

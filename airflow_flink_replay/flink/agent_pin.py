@@ -1,4 +1,5 @@
-"""Stable identity of the agent operator ("action-execute-operator") across production and replay jobs.
+"""The agent pin: the agent operator ("action-execute-operator") keeps its identity across production and
+replay jobs. (Checking that a savepoint maps onto a replay plan is :mod:`airflow_flink_replay.core.identity`.)
 
 Flink Agents' ``to_datastream()`` returns the map *after* the agent operator, and the agent operator gets an
 auto-generated, topology-derived id: change anything upstream (a different source, an extra watermark
