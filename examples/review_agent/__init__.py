@@ -5,9 +5,12 @@ Layout:
 - ``common/``: what both versions share — the deterministic local chat model connection
   (:class:`~examples.review_agent.common.chat_model.DeterministicReviewModel`), the side-effecting
   ``notify_support`` tool, the Mem0-backed long-term memory resource and the review event generator.
+- ``common/triage.py``: what the agent does (count, recall, ask the model, remember, emit), shared by every
+  version as module-level functions.
 - ``v1/`` and ``v2/``: the two agent builds (same module layout, ``agent.py`` + ``prompts.py``); v2 changes
-  only the prompt. ``build_agent`` in ``vN/agent.py`` is the agent factory
-  (``"examples.review_agent.v1.agent:build_agent"``).
+  only the prompt. Each ``agent.py`` declares the agent class (Flink Agents reads actions and resources from
+  the class's own ``__dict__``, so v2 cannot subclass v1's) and delegates to ``common/triage.py``.
+  ``build_agent`` in ``vN/agent.py`` is the agent factory (``"examples.review_agent.v1.agent:build_agent"``).
 
 What v2 changes (asserted by the tests and the demo; :func:`examples.review_agent.common.generator.v2_changes_label`):
 reviews with ``rating == 3`` whose text contains ``"late delivery"`` (case-insensitive) are labelled
