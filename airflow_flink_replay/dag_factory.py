@@ -74,7 +74,7 @@ def build_replay_dag(
         memory = stages.memory(spec, run)
         replay = stages.replay(spec, run)
         compare = stages.compare(spec, run, gate=gate)
-        cleanup = stages.cleanup(spec, run, isolate=replay.isolate)
+        cleanup = stages.cleanup(spec, run, isolate=replay.isolate, cap=capture)
         stages.wire(capture, memory, replay, compare, cleanup)
     return dag
 

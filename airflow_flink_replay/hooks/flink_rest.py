@@ -31,6 +31,7 @@ from urllib3.util.retry import Retry
 
 from airflow_flink_replay.core.flink_models import (
     AsyncOperationStatus,
+    CheckpointRecord,
     CheckpointStats,
     ClusterOverview,
     JarFile,
@@ -40,6 +41,7 @@ from airflow_flink_replay.core.flink_models import (
     JobPlan,
     JobsOverview,
 )
+from airflow_flink_replay.core.manifest_io import normalized_location
 from airflow_flink_replay.exceptions import (
     FlinkJobFailedError,
     FlinkJobNotFoundError,
@@ -60,6 +62,26 @@ UI_COMPLETED_STATES = frozenset({"FINISHED", "FAILED", "CANCELED"})
 
 # The errors (FlinkRestError and its subclasses) live in airflow_flink_replay.exceptions; imported above, so
 # their old import path (airflow_flink_replay.hooks.flink_rest) keeps working.
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """What became of one quiesce task's stop-with-savepoint (:meth:`FlinkRestHook.stop_outcome`).
+
+    ``job_state`` is the stopped job's state once no stop of the task is in flight (``UNKNOWN`` when the
+    cluster no longer knows the job); ``savepoint`` the savepoint of this run, if the stop produced one.
+    """
+
+    job_id: str
+    job_state: str
+    trigger_id: str
+    savepoint: str | None
+    end_time: int | None = None  # epoch ms, when the job ended
+
+    @property
+    def kept_running(self) -> bool:
+        """The job still runs once no operation of this run is in flight: reattach, never resubmit."""
+        return self.job_state == "RUNNING"
 
 
 _FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")
@@ -481,6 +503,123 @@ class FlinkRestHook(BaseHook):
                 raise savepoint_timeout_error(job_id, trigger_id, operation, timeout)
             time.sleep(poll_interval)
 
+    # ------------------------------------------------------------------- this run's stop (quiesce/resume)
+
+    def operation_status(self, job_id: str, trigger_id: str) -> AsyncOperationStatus | None:
+        """The status of savepoint/stop ``trigger_id``, or ``None`` when Flink does not know it (never
+        triggered, or forgotten after ``rest.async.store-duration``)."""
+        try:
+            return self.get_savepoint_status(job_id, trigger_id)
+        except FlinkRestError as err:
+            if err.status_code == 404:
+                return None
+            raise
+
+    def find_operation(self, job_id: str, trigger_ids: Iterable[str]) -> tuple[str, AsyncOperationStatus | None]:
+        """The operation of one task instance among its per-attempt ``trigger_ids`` (in attempt order).
+
+        Returns (id, status) of the first that is in progress or succeeded; a failed one moves on to the
+        next attempt's id; the first id Flink does not know ends the search as (that id, ``None``): the id
+        a new attempt uses. Raises :class:`FlinkOperationFailedError` when every id was used and failed.
+        """
+        last: tuple[str, AsyncOperationStatus | None] | None = None
+        for trigger_id in trigger_ids:
+            status = self.operation_status(job_id, trigger_id)
+            if status is None or status.status == "IN_PROGRESS" or status.succeeded:
+                return trigger_id, status
+            self.log.warning(
+                "savepoint/stop %s of job %s failed: %s", trigger_id, job_id, flink_cause(status.failure_cause)
+            )
+            last = (trigger_id, status)
+        cause = flink_cause(last[1].failure_cause) if last and last[1] else "no attempt id given"
+        raise FlinkOperationFailedError(
+            f"every savepoint/stop attempt of job {job_id} failed (last trigger {last[0] if last else '-'}): {cause}",
+            operation="savepoint status",
+            job_id=job_id,
+            cause=cause,
+        )
+
+    def run_savepoint(
+        self, job_id: str, directory: str, *, attempts: int = 1, interval: float = 1.5
+    ) -> CheckpointRecord | None:
+        """The newest completed savepoint of ``job_id`` inside ``directory``, from the job's checkpoint
+        statistics (where a savepoint is found after Flink forgot the operation that took it).
+
+        ``directory`` is a quiesce's run directory (``file:///sp/<dag>/<run>``) or only its per-run part
+        (``/<dag>/<run>/``): a savepoint matches when its location contains it as whole path segments.
+        Flink caches the statistics for ``web.refresh-interval`` (3 s): ``attempts`` > 1 looks again every
+        ``interval`` seconds. An unreadable job (unknown, REST error) has none.
+        """
+        for attempt in range(max(1, attempts)):
+            try:
+                found = savepoint_in(self.get_checkpoints(job_id), directory)
+            except FlinkRestError:
+                return None
+            if found:
+                return found
+            if attempt + 1 < attempts:
+                time.sleep(interval)
+        return None
+
+    def stop_outcome(
+        self,
+        job_id: str,
+        trigger_ids: Iterable[str],
+        run_directory: str,
+        *,
+        stopping: bool = True,
+        timeout: float = 600.0,
+        poll_interval: float = 0.5,
+    ) -> StopOutcome:
+        """What became of the stop-with-savepoint of ``job_id`` that one quiesce task triggered.
+
+        ``trigger_ids`` are that task's deterministic per-attempt ids, ``run_directory`` its savepoint
+        directory (or the per-run part of it). A job that is RUNNING while one of these stops is in flight
+        is not "running": this waits (``timeout``) until the operation ended, then reports either
+        ``kept_running`` (no stop succeeded and the job still runs: reattach) or ``stopped`` with the
+        savepoint it produced (found by the operation, or in the job's statistics when Flink forgot it).
+        A stopped job without a savepoint of this run has ``savepoint=None``. ``stopping=False`` (a
+        savepoint-only quiesce) does not wait for the job to finish after its savepoint. Raises
+        :class:`FlinkOperationTimeoutError` when the operation is still in progress at the deadline.
+        """
+        ids = list(trigger_ids)
+        deadline = time.monotonic() + timeout
+        trigger_id, status = self.find_operation(job_id, ids) if ids else ("", None)
+        while status is not None and status.status == "IN_PROGRESS":
+            if time.monotonic() >= deadline:
+                raise FlinkOperationTimeoutError(
+                    f"the stop-with-savepoint {trigger_id} of job {job_id} is still in progress after {timeout:g} s: "
+                    "production may still be stopping. Fix: wait for it (Flink UI, checkpoints tab) and run the "
+                    "resume again, which reattaches to it",
+                    operation="stop with savepoint",
+                    job_id=job_id,
+                )
+            self.log.info("stop %s of job %s still in progress: waiting before resuming", trigger_id, job_id)
+            time.sleep(poll_interval)
+            trigger_id, status = self.find_operation(job_id, ids)
+        savepoint = str(status.location) if status is not None and status.succeeded else None
+        try:
+            job = self.get_job(job_id)
+        except FlinkJobNotFoundError:
+            return StopOutcome(job_id, "UNKNOWN", trigger_id, savepoint)
+        if stopping and savepoint is not None and job.state not in ("FINISHED", "FAILED", "CANCELED"):
+            # the savepoint is complete; the job finishes its tasks right after (~seconds)
+            remaining = max(5.0, deadline - time.monotonic())
+            with contextlib.suppress(FlinkRestError):
+                job = self.wait_for_job_state(job_id, ("FINISHED",), timeout=remaining, poll_interval=poll_interval)
+        if savepoint is None and job.state != "RUNNING":
+            # Flink forgot the operation, or this is a job that ended some other way: the statistics tell
+            record = self.run_savepoint(job_id, run_directory, attempts=3)
+            savepoint = record.external_path if record else None
+        return StopOutcome(job_id, job.state, trigger_id, savepoint, job.end_time if job.end_time > 0 else None)
+
+    def restored_savepoint(self, job_id: str) -> str | None:
+        """Where ``job_id`` restored its state from (``latest.restored.external_path`` of its checkpoint
+        statistics), or ``None`` (started empty, or not reported yet)."""
+        data = self._request("GET", f"/jobs/{job_id}/checkpoints", operation="get checkpoints", job_id=job_id)
+        restored = ((data or {}).get("latest") or {}).get("restored") or {}
+        return restored.get("external_path") or None
+
     # ------------------------------------------------------------------------------------------ jars
 
     def list_jars(self) -> list[JarFile]:
@@ -778,6 +917,16 @@ def _parse_response(status: int, text: str, url: str, operation: str, job_id: st
         cause=cause,
         details=raw,
     )
+
+
+def savepoint_in(stats: CheckpointStats, directory: str) -> CheckpointRecord | None:
+    """The newest completed savepoint in ``stats`` whose location lies inside ``directory`` (a whole
+    directory or only its trailing segments, e.g. ``/<dag>/<run>/``), matched segment by segment."""
+    wanted = "/" + normalized_location(directory).strip("/") + "/"
+    for record in stats.savepoints():
+        if record.external_path and wanted in "/" + normalized_location(record.external_path).lstrip("/") + "/":
+            return record
+    return None
 
 
 def savepoint_location_or_raise(status: AsyncOperationStatus, job_id: str, trigger_id: str, operation: str) -> str:

@@ -8,23 +8,27 @@ default_deferrable``, ``defer()`` to a trigger, finish in ``execute_complete``) 
   acknowledges a repeated ``triggerId`` without starting a second savepoint/stop, so a retry reattaches
   to the same operation; when Flink no longer remembers it, a completed savepoint of this run is found in
   the job's checkpoint statistics (the savepoint lives in a per-run directory) and reused. It never stops
-  or savepoints twice and never falls back to a checkpoint.
-- the resume task does not start a second copy of production: a job with production's name that is
-  already running is reattached to, and a quiesce that never stopped production makes resume a no-op.
+  or savepoints twice and never falls back to a checkpoint. Before it stops production it checks that
+  production's JobManager has the metaspace headroom for the resubmission (which is never refused).
+- the resume task answers for production's job as it was before the quiesce and for THIS run's stop (the
+  same deterministic trigger ids): a job that RUNS while that stop is in flight is not "running", so
+  resume waits for the stop to end, then reattaches (the stop failed) or resubmits from its savepoint. It
+  never starts a second copy of production: an earlier try's resubmission is reattached to, and a quiesce
+  that never stopped production makes resume a no-op. The lookups live in :class:`FlinkRestHook`
+  (``find_operation``, ``run_savepoint``, ``stop_outcome``), one implementation for both operators.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypedDict
 
 from airflow.sdk import BaseOperator, conf
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_flink_replay.core.flink_models import (
     AGENT_OPERATOR_NAME,
@@ -35,12 +39,13 @@ from airflow_flink_replay.core.flink_models import (
     ResumeResult,
     SubmittedJob,
 )
-from airflow_flink_replay.core.manifest_io import normalized_location
-from airflow_flink_replay.exceptions import FlinkRestError
+from airflow_flink_replay.exceptions import FlinkOperationFailedError, FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import (
     FlinkRestHook,
+    StopOutcome,
+    savepoint_in,
 )
-from airflow_flink_replay.hooks.flink_submit import SubmitterKind, get_submitter
+from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter, SubmitterKind, get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
 
@@ -86,11 +91,13 @@ def run_path_segment(dag_id: str, run_id: str) -> str:
 
 def savepoint_of_run(stats: CheckpointStats, dag_id: str, run_id: str) -> str | None:
     """The newest completed savepoint of a job taken into this DAG run's quiesce directory, if any."""
-    segment = run_path_segment(dag_id, run_id)
-    for record in stats.savepoints():
-        if record.external_path and segment in normalized_location(record.external_path) + "/":
-            return record.external_path
-    return None
+    record = savepoint_in(stats, run_path_segment(dag_id, run_id))
+    return record.external_path if record else None
+
+
+def operation_trigger_ids(dag_id: str, run_id: str, task_id: str, map_index: int, job_id: str, mode: str) -> list[str]:
+    """Every trigger id one quiesce task instance may use, in attempt order (see :func:`operation_trigger_id`)."""
+    return [operation_trigger_id(dag_id, run_id, task_id, map_index, job_id, mode, n) for n in range(MAX_ATTEMPT_IDS)]
 
 
 def _ti_parts(context: Any) -> tuple[str, str, str, int]:
@@ -189,14 +196,6 @@ class QuiesceAndSavepointOperator(BaseOperator):
                 )
         return base.rstrip("/") + run_path_segment(dag_id, run_id).rstrip("/")
 
-    def _known_status(self, hook: FlinkRestHook, trigger_id: str) -> Any:
-        try:
-            return hook.get_savepoint_status(self.job_id, trigger_id)
-        except FlinkRestError as err:
-            if err.status_code == 404:
-                return None
-            raise
-
     def execute(self, context: Any) -> Any:
         """Record the plan, then trigger (or reattach to) this run's savepoint/stop and wait for it."""
         if self.mode not in MODES:
@@ -219,8 +218,8 @@ class QuiesceAndSavepointOperator(BaseOperator):
                 return self._wait(context, hook, trigger_id, plan, requested_at=datetime.now(UTC), reused=True)
 
         # 2. Flink forgot the operation: a savepoint of this run in the job's statistics is reused.
-        existing = self._savepoint_of_this_run(hook, run_dir) if earlier_tries else None
-        if existing is not None:
+        existing = hook.run_savepoint(self.job_id, run_dir) if earlier_tries else None
+        if existing is not None and existing.external_path:
             self.log.info("Reusing savepoint %s of this run (taken by an earlier try)", existing.external_path)
             return self._finish(
                 context,
@@ -239,7 +238,9 @@ class QuiesceAndSavepointOperator(BaseOperator):
                 "running production job"
             )
 
-        # 3. Trigger once.
+        # 3. Trigger once, only when production could be resubmitted afterwards.
+        if self.mode != "savepoint":
+            self._check_room_for_resume(hook)
         requested_at = datetime.now(UTC)
         if self.mode == "savepoint":
             hook.trigger_savepoint(self.job_id, run_dir, format_type=self.format_type, trigger_id=trigger_id)
@@ -255,26 +256,41 @@ class QuiesceAndSavepointOperator(BaseOperator):
     ) -> tuple[str, Any]:
         """(trigger id, status) of an in-progress or successful operation of an earlier try, or
         (the first unused trigger id, None). A failed operation moves on to the next attempt's id."""
-        for attempt in range(MAX_ATTEMPT_IDS):
-            trigger_id = operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, attempt)
-            status = self._known_status(hook, trigger_id)
-            if status is None:
-                return trigger_id, None
-            if status.status == "IN_PROGRESS" or status.succeeded:
-                return trigger_id, status
-            self.log.warning("Earlier %s %s failed: %s; trying again", self.operation, trigger_id, status.failure_cause)
-        raise AirflowException(f"{MAX_ATTEMPT_IDS} {self.operation} attempts of job {self.job_id} failed")
-
-    def _savepoint_of_this_run(self, hook: FlinkRestHook, run_dir: str) -> Any:
+        ids = operation_trigger_ids(dag_id, run_id, task_id, map_index, self.job_id, self.mode)
         try:
-            stats = hook.get_checkpoints(self.job_id)
-        except FlinkRestError:
-            return None
-        prefix = normalized_location(run_dir) + "/"
-        for record in stats.savepoints():
-            if record.external_path and normalized_location(record.external_path).startswith(prefix):
-                return record
-        return None
+            return hook.find_operation(self.job_id, ids)
+        except FlinkOperationFailedError as err:
+            raise AirflowException(
+                f"{MAX_ATTEMPT_IDS} {self.operation} attempts of job {self.job_id} failed: {err}"
+            ) from err
+
+    def _check_room_for_resume(self, hook: FlinkRestHook) -> None:
+        """Refuse to stop production when its JobManager could not take the resubmission afterwards.
+
+        Resuming production runs a Python submission on production's JobManager, and that submission
+        is never refused (bringing production back wins over the metaspace guard). So the guard runs
+        here, before anything is stopped: below the connection's ``min_metaspace_headroom_mb`` of free
+        metaspace, the resubmission could kill the JobManager, and production with it.
+        """
+        headroom = hook.settings.min_metaspace_headroom_mb
+        if not headroom:
+            return
+        try:
+            memory = hook.jobmanager_memory()
+        except FlinkRestError as err:  # metrics off or not yet reported: nothing to judge by
+            self.log.warning("JobManager metaspace unknown (%s): stopping production without the check", err)
+            return
+        free = memory.metaspace_free_mb
+        if free is not None and free < headroom:
+            raise AirflowFailException(
+                f"Production was NOT stopped: its JobManager at {hook.base_url} has {free:.0f} MB of metaspace "
+                f"free ({memory.metaspace_used / 2**20:.0f} of {memory.metaspace_max / 2**20:.0f} MB used), less "
+                f"than the {headroom:g} MB (min_metaspace_headroom_mb of connection {self.flink_conn_id!r}) that "
+                "resubmitting production after the savepoint needs; that resubmission could kill the JobManager "
+                "(OutOfMemoryError: Metaspace) with production on it. Fix: restart production's JobManager in a "
+                "maintenance window (or raise jobmanager.memory.jvm-metaspace.size), then run the replay again; "
+                "see docs/real-cluster.md#jobmanager-metaspace"
+            )
 
     def _wait(
         self,
@@ -402,9 +418,12 @@ class ResumeJobOperator(BaseOperator):
     """Resubmits production from a savepoint, waits until it RUNS again and reports the downtime.
 
     Meant for ``trigger_rule="all_done"`` (the default here) so production comes back even when a task
-    between stop and resume failed. Resubmission goes through a :class:`FlinkJobSubmitter` (REST by
-    default). Idempotent: if production (a job with its name) already runs, that job is reattached to;
-    if the quiesce never stopped production (``savepoint`` mode), nothing is submitted.
+    between stop and resume failed, and for retries with backoff (every step is idempotent). Resubmission
+    goes through a :class:`FlinkJobSubmitter` (REST by default) whose metaspace guard is off for it:
+    bringing production back wins (the quiesce checks the headroom before it stops anything).
+    Idempotent: a job with production's name other than the stopped one (an earlier try's resubmission) is
+    reattached to; a stopped job that still RUNS once this run's stop is no longer in flight is reattached
+    to; if the quiesce never stopped production (``savepoint`` mode), nothing is submitted.
 
     :param program: how to submit production (:class:`FlinkPythonProgram` or its dict; templated).
     :param quiesce_result: the quiesce task's result (e.g. ``quiesce.output``; templated). Gives the
@@ -417,13 +436,18 @@ class ResumeJobOperator(BaseOperator):
     :param timeout: seconds to wait until RUNNING.
     :param all_tasks_running: RUNNING means every vertex runs (records flow again), not only the job.
     :param cancel_on_kill: cancel the submitted job when the task is killed (off: production must stay up).
-    :param production_job_id: production's job id (templated). Used only when the quiesce result is missing
-        (the quiesce task failed after Flink had stopped the job): if that job is FINISHED with a savepoint
-        in THIS run's quiesce directory, production is resumed from it (logged loudly); never from an older
-        savepoint or a checkpoint.
+    :param production_job_id: production's Flink job id as it was before the quiesce (templated). Used when
+        the quiesce result is missing (the quiesce task failed, timed out or was killed, maybe while Flink was
+        still stopping the job): resume waits until the stop this run triggered (found by its deterministic
+        trigger ids) is no longer in flight, then reattaches to that job if it still RUNS (the stop failed),
+        or resubmits from the savepoint the stop produced (found by the operation, or in THIS run's quiesce
+        directory); never from an older savepoint or a checkpoint. A RUNNING job with a stop in flight is
+        not "running".
     :param quiesce_mode: the run's quiesce mode (templated). ``existing`` (an earlier savepoint is replayed,
         production was never stopped) skips this task, so production is never resubmitted by a run that did
-        not stop it.
+        not stop it. With the quiesce task's id it gives the trigger ids of this run's stop.
+    :param quiesce_task_id: the task id of the quiesce whose stop this resume answers for.
+    :param stop_timeout: seconds to wait for this run's stop to end when it is still in flight.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     """
 
@@ -454,6 +478,8 @@ class ResumeJobOperator(BaseOperator):
         cancel_on_kill: bool = False,
         production_job_id: str | None = None,
         quiesce_mode: str | None = None,
+        quiesce_task_id: str = "quiesce",
+        stop_timeout: float = 900.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -474,6 +500,8 @@ class ResumeJobOperator(BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self.production_job_id = production_job_id
         self.quiesce_mode = quiesce_mode
+        self.quiesce_task_id = quiesce_task_id
+        self.stop_timeout = float(stop_timeout)
         self.deferrable = deferrable
         self._submitted_job_id: str | None = None
 
@@ -483,7 +511,7 @@ class ResumeJobOperator(BaseOperator):
         return FlinkRestHook(self.flink_conn_id)
 
     def execute(self, context: Any) -> Any:
-        """Submit (or reattach), then wait until RUNNING."""
+        """Reattach, or wait out this run's stop and submit from its savepoint; then wait until RUNNING."""
         if self.quiesce_mode == "existing":
             raise AirflowSkipException("quiesce_mode=existing: this run never stopped production, nothing to resume")
         if not (self.quiesce_result or self.production_job_id or self.savepoint_path):
@@ -496,6 +524,7 @@ class ResumeJobOperator(BaseOperator):
         program = FlinkPythonProgram.model_validate(self.program)
         name = self.job_name or (quiesce.job_name if quiesce else None) or program.job_name
         stopped_at = quiesce.requested_at if quiesce else None
+        job_id = quiesce.job_id if quiesce is not None else self.production_job_id
 
         if quiesce is not None and not quiesce.production_stopped:
             self.log.info(
@@ -514,15 +543,14 @@ class ResumeJobOperator(BaseOperator):
                 reattached=True,
             )
         if name:
-            stopped_job = quiesce.job_id if quiesce is not None else None
-            live = [j for j in hook.list_jobs().by_name(name, states=_LIVE_STATES) if j.jid != stopped_job]
+            # an earlier try of this task resubmitted production already: reattach (never a second copy)
+            live = [j for j in hook.list_jobs().by_name(name, states=_LIVE_STATES) if j.jid != job_id]
             if live:
-                job_id = live[0].jid
-                self.log.info("Production job %r already runs as %s: reattaching instead of resubmitting", name, job_id)
+                self.log.info("Production job %r already runs as %s: reattaching, not resubmitting", name, live[0].jid)
                 return self._wait(
                     context,
                     hook,
-                    job_id,
+                    live[0].jid,
                     name,
                     self._savepoint(quiesce),
                     datetime.now(UTC),
@@ -530,14 +558,62 @@ class ResumeJobOperator(BaseOperator):
                     reattached=True,
                 )
 
-        savepoint = self._savepoint(quiesce) or self._savepoint_of_this_run(context, hook, quiesce)
+        savepoint = self._savepoint(quiesce)
+        if quiesce is None and job_id:
+            # the quiesce task left no result (failed, timed out, killed): its stop may still be in flight
+            outcome = self._stop_outcome(context, hook, job_id)
+            if outcome.kept_running:
+                self.log.info("No stop of this run took effect: production job %s still RUNS, reattaching", job_id)
+                return self._wait(context, hook, job_id, name or "", None, datetime.now(UTC), None, reattached=True)
+            stopped_at = _ms(outcome.end_time)
+            if outcome.savepoint and not savepoint:
+                self.log.warning(
+                    "The quiesce task left no result, but production job %s is %s with savepoint %s of this run: "
+                    "resuming from it",
+                    job_id,
+                    outcome.job_state,
+                    outcome.savepoint,
+                )
+            savepoint = savepoint or outcome.savepoint
         if not savepoint:
-            hint = self._latest_savepoint_hint(hook, quiesce)
+            hint = self._latest_savepoint_hint(hook, job_id)
             raise AirflowException(
-                "ResumeJobOperator: no savepoint to resume from (the quiesce task produced no result and no "
-                f"savepoint_path was given). Production is not running.{hint}"
+                "ResumeJobOperator: no savepoint to resume from (the quiesce task produced no result, this run has "
+                f"no savepoint of job {job_id} and no savepoint_path was given). Production is not running.{hint}"
             )
+        return self._submit(context, hook, program, name, savepoint, stopped_at)
+
+    def _stop_outcome(self, context: Any, hook: FlinkRestHook, job_id: str) -> StopOutcome:
+        """What this run's stop did to ``job_id``, once it is no longer in flight (``FlinkRestHook.stop_outcome``)."""
+        dag_id, run_id, _, _ = _ti_parts(context)
+        mode = self.quiesce_mode if self.quiesce_mode in MODES else None
+        ids = operation_trigger_ids(dag_id, run_id, self.quiesce_task_id, -1, job_id, mode) if mode else []
+        try:
+            return hook.stop_outcome(
+                job_id,
+                ids,
+                run_path_segment(dag_id, run_id),
+                stopping=mode != "savepoint",
+                timeout=self.stop_timeout,
+                poll_interval=max(self.poll_interval, 0.5),
+            )
+        except FlinkRestError as err:
+            raise AirflowException(str(err)) from err
+
+    def _submit(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        program: FlinkPythonProgram,
+        name: str | None,
+        savepoint: str,
+        stopped_at: datetime | None,
+    ) -> Any:
+        """Resubmit production from ``savepoint``. The metaspace guard never refuses it: production coming
+        back wins (the quiesce checked the headroom before stopping)."""
         submitter = get_submitter(self.submitter, hook)
+        if isinstance(submitter, RestPythonSubmitter):
+            submitter.min_metaspace_headroom_mb = 0
         submitted: SubmittedJob = submitter.submit(
             program,
             savepoint_path=savepoint,
@@ -557,41 +633,17 @@ class ResumeJobOperator(BaseOperator):
             context, hook, submitted.job_id, name or "", savepoint, submitted.submitted_at, stopped_at, reattached=False
         )
 
-    def _savepoint_of_this_run(self, context: Any, hook: FlinkRestHook, quiesce: QuiesceResult | None) -> str | None:
-        if quiesce is not None or not self.production_job_id:
-            return None
-        try:
-            if hook.get_job(self.production_job_id).state != "FINISHED":
-                return None
-            dag_id, run_id, _, _ = _ti_parts(context)
-            found = None
-            for attempt in range(4):  # Flink caches checkpoint statistics for web.refresh-interval (3 s)
-                found = savepoint_of_run(hook.get_checkpoints(self.production_job_id), dag_id, run_id)
-                if found or attempt == 3:
-                    break
-                time.sleep(1.5)
-        except FlinkRestError:
-            return None
-        if found:
-            self.log.warning(
-                "The quiesce task left no result, but production job %s FINISHED with savepoint %s of this run: "
-                "resuming from it",
-                self.production_job_id,
-                found,
-            )
-        return found
-
     def _savepoint(self, quiesce: QuiesceResult | None) -> str | None:
         return self.savepoint_path or (quiesce.savepoint_path if quiesce else None)
 
-    def _latest_savepoint_hint(self, hook: FlinkRestHook, quiesce: QuiesceResult | None) -> str:
-        if quiesce is None:
+    def _latest_savepoint_hint(self, hook: FlinkRestHook, job_id: str | None) -> str:
+        if not job_id:
             return " Pass savepoint_path (the production job's latest savepoint is in the Flink UI)."
         try:
-            latest = hook.get_checkpoints(quiesce.job_id).latest_savepoint
+            latest = hook.get_checkpoints(job_id).latest_savepoint
         except FlinkRestError:
             latest = None
-        return f" Latest savepoint of job {quiesce.job_id}: {latest.external_path}" if latest else ""
+        return f" Latest savepoint of job {job_id}: {latest.external_path}" if latest else ""
 
     def _wait(
         self,

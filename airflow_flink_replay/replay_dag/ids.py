@@ -38,6 +38,7 @@ TASK_APPROVE = "approve"
 TASK_VERIFY_PRODUCTION_MEMORY = "verify_production_memory"
 TASK_CANCEL_LEFTOVER_REPLAYS = "cancel_leftover_replays"
 TASK_DELETE_REPLAY_TOPICS = "delete_replay_topics"
+TASK_ASSERT_PRODUCTION = "assert_production"
 TASK_RUN_RECORD = "run_record"
 
 

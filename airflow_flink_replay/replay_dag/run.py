@@ -113,7 +113,7 @@ def resolve_task(spec: ReplaySpec, dag_id: str) -> Any:
     Returns its XComArg: ``run[key]`` pulls one key of the resolved run when the consuming task runs.
     """
 
-    @task(task_id=ids.TASK_RESOLVE, multiple_outputs=True)
+    @task(task_id=ids.TASK_RESOLVE, multiple_outputs=True, retries=2)  # pure: the spec and the run's conf
     def resolve() -> dict[str, Any]:
         ctx = get_current_context()
         overrides = {**(ctx["params"] or {}), **((ctx["dag_run"].conf or {}) if ctx.get("dag_run") else {})}

@@ -10,6 +10,7 @@ also makes its task upstream; the one place that must read a task it does not de
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -30,6 +31,7 @@ from airflow_flink_replay.operators.mem0 import (
     VerifyMem0UntouchedOperator,
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
+from airflow_flink_replay.operators.production_check import AssertProductionOperator
 from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
@@ -39,6 +41,53 @@ from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
 
 #: The tasks of a stage: operators or XComArgs of decorated tasks (both take ``>>``).
 Task = Any
+
+
+def retry(times: int, *, delay_s: float = 10.0, backoff: bool = False) -> dict[str, Any]:
+    """Retry arguments of one task."""
+    return {
+        "retries": times,
+        "retry_delay": timedelta(seconds=delay_s),
+        "retry_exponential_backoff": 2.0 if backoff else 0,
+        "max_retry_delay": timedelta(minutes=2),
+    }
+
+
+NO_RETRY = retry(0)
+#: Each task's retries, with the reason. Set per task, never DAG-wide: a task whose retry could duplicate
+#: work (a second replay job, a second copy of production, a longer downtime) gets none, whatever the
+#: DAG's ``default_args`` say. A finding that a retry cannot change raises ``AirflowFailException``.
+#: :func:`wire` applies it to every stage's tasks (``resolve``, built in ``run``, retries twice: it is pure).
+RETRIES: dict[str, dict[str, Any]] = {
+    ids.TASK_PREFLIGHT: retry(2),  # read-only checks
+    ids.TASK_CHOOSE_START: retry(1),  # pure: reads the resolved mode
+    ids.TASK_OFFSETS_BEFORE_QUIESCE: retry(2),  # reads end offsets only
+    ids.TASK_QUIESCE: retry(1, delay_s=5),  # deterministic trigger id: a retry reattaches to the same stop
+    ids.TASK_START_OFFSETS: retry(2),  # reads end offsets only
+    ids.TASK_REUSE_MANIFEST: retry(2),  # validates an earlier manifest and writes the same one again
+    # resume is idempotent (reattaches to an earlier try's job, never a second production job): retried
+    # with backoff, so one transient REST error does not leave production stopped
+    ids.TASK_RESUME_PRODUCTION: retry(4, delay_s=5, backoff=True),
+    ids.TASK_CAPTURE_WINDOW: retry(2),  # reads offsets only
+    ids.TASK_MANIFEST: retry(2),  # writes the same manifest again
+    # the baseline's fork holds production stopped: a retry would lengthen the downtime (resume waits for it)
+    ids.fork_task("baseline"): NO_RETRY,
+    # a copy's retry removes its own leftovers (same fork id) or finds the fork complete
+    **{ids.fork_task(v): retry(1) for v in VARIANTS if v != "baseline"},
+    ids.TASK_ISOLATE_ACTION_STATE: retry(2),  # reuses the empty topics an earlier try created
+    ids.TASK_REPLAY_FROM: retry(2),  # reads XComs only
+    # a retried replay would submit again into the outputs and action-state topic of the failed or lost job
+    # (duplicated outputs): the run fails and is run again instead
+    **{ids.replay_task(v): NO_RETRY for v in VARIANTS},
+    ids.TASK_COMPARE: NO_RETRY,  # deterministic on its inputs: a retry gives the same verdict
+    ids.TASK_APPROVE: NO_RETRY,  # nothing transient in it
+    ids.TASK_VERIFY_PRODUCTION_MEMORY: retry(2),  # read-only
+    ids.TASK_CANCEL_LEFTOVER_REPLAYS: retry(2),  # cancelling a job twice is harmless
+    ids.TASK_DELETE_REPLAY_TOPICS: retry(2),  # a topic already gone counts as deleted
+    **{ids.drop_fork_task(v): retry(2) for v in VARIANTS},  # dropping a dropped fork is a no-op
+    ids.TASK_ASSERT_PRODUCTION: retry(2, delay_s=5),  # read-only; a real finding fails at once
+    ids.TASK_RUN_RECORD: NO_RETRY,  # it fails on purpose when a step failed: a retry fails the same way
+}
 
 
 @task.branch(task_id=ids.TASK_CHOOSE_START)
@@ -126,6 +175,7 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         job_name=prod.job_name,
         flink_conn_id=spec.flink_conn_id,
         quiesce_mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        quiesce_task_id=ids.TASK_QUIESCE,
         trigger_rule="all_done",
     )
     window: Any = CaptureWindowSensor(
@@ -256,18 +306,20 @@ def compare(spec: ReplaySpec, run: Any, *, gate: bool) -> Compare:
 
 @dataclass(frozen=True)
 class Cleanup:
-    """Everything that runs ``all_done`` after the replays, the run record last."""
+    """Everything that runs ``all_done`` after the replays: the production check, then the run record last."""
 
     verify: Task
     cancel: Task
     delete_topics: Task
     drops: list[Task]
+    assert_production: Task
     record: Task
 
 
-def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any) -> Cleanup:
+def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanup:
     """Stage cleanup: verify production's memory, cancel leftover replays, delete the replay topics, drop the
-    forks (unless kept), write the run record (which fails the run if any step failed)."""
+    forks (unless kept), assert production runs again from this run's savepoint (or was never touched),
+    write the run record (which fails the run if any step failed)."""
     verify = VerifyMem0UntouchedOperator(
         task_id=ids.TASK_VERIFY_PRODUCTION_MEMORY,
         target=run[ids.fork_key("baseline")],
@@ -295,14 +347,38 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any) -> Cleanup:
         )
         for variant in VARIANTS
     ]
+    assert_production = AssertProductionOperator(
+        task_id=ids.TASK_ASSERT_PRODUCTION,
+        job_name=spec.production.job_name,
+        production_job_id=cap.preflight.output[ids.XCOM_JOB_ID_KEY],
+        quiesce_result=cap.quiesce.output,
+        quiesce_mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        program=spec.production.program,
+        quiesce_task_id=ids.TASK_QUIESCE,
+        flink_conn_id=spec.flink_conn_id,
+        trigger_rule="all_done",
+    )
     record = RunRecordOperator(task_id=ids.TASK_RUN_RECORD, spec_name=spec.name, trigger_rule="all_done")
     cancel >> delete_topics >> drops
-    drops >> record
-    return Cleanup(verify, cancel, delete_topics, drops, record)
+    drops >> assert_production >> record
+    return Cleanup(verify, cancel, delete_topics, drops, assert_production, record)
+
+
+def _apply_retries(*stages: Any) -> None:
+    """Give every task of ``stages`` its :data:`RETRIES` entry."""
+    for stage in stages:
+        for value in vars(stage).values():
+            for task_ in value if isinstance(value, list) else [value]:
+                operator: Any = getattr(task_, "operator", task_)  # a decorated task's XComArg
+                if operator is None:  # a stage's optional task (compare's approve outside the gate)
+                    continue
+                for name, setting in RETRIES[operator.task_id].items():
+                    setattr(operator, name, setting)
 
 
 def wire(cap: Capture, mem: Memory, rep: Replay, cmp: Compare, cln: Cleanup) -> None:
-    """The edges between stages."""
+    """The edges between stages, and every task's retries (:data:`RETRIES`)."""
+    _apply_retries(cap, mem, rep, cmp, cln)
     # only the baseline's fork reads production's namespace: production resumes right after it, and the
     # two copies of that fork run while production is already back.
     cap.start_offsets >> mem.forks[0] >> cap.resume

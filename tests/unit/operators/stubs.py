@@ -3,6 +3,7 @@ real pydantic models of Flink's JSON and records every call; no network, no Airf
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,9 +11,11 @@ from airflow_flink_replay.core.flink_models import (
     AsyncOperationStatus,
     CheckpointStats,
     JobDetails,
+    JobManagerMemory,
     JobsOverview,
     SubmittedJob,
 )
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 
 AGENT = "action-execute-operator"
 
@@ -29,12 +32,38 @@ def job(jid: str, name: str, state: str = "RUNNING", *, vertices: bool = True) -
 
 
 class StubFlinkHook:
-    """The methods of ``FlinkRestHook`` the Flink operators call, answered from ``jobs`` and ``savepoints``."""
+    """The methods of ``FlinkRestHook`` the Flink operators call, answered from ``jobs`` and ``savepoints``.
+
+    The hook's own logic over those calls (``find_operation``, ``run_savepoint``, ``stop_outcome``,
+    ``wait_for_job_state``) is ``FlinkRestHook``'s, unchanged.
+    """
+
+    log = logging.getLogger("tests.stub_flink_hook")
+    settings = FlinkRestSettings(base_url="http://flink.test", min_metaspace_headroom_mb=96.0)
+    base_url = settings.base_url
+    operation_status = FlinkRestHook.operation_status
+    find_operation = FlinkRestHook.find_operation
+    run_savepoint = FlinkRestHook.run_savepoint
+    stop_outcome = FlinkRestHook.stop_outcome
+    wait_for_job_state = FlinkRestHook.wait_for_job_state
+    job_failure_cause = FlinkRestHook.job_failure_cause
 
     def __init__(self, jobs: list[JobDetails] | None = None) -> None:
         self.jobs = {j.jid: j for j in jobs or []}
         self.savepoints: dict[str, AsyncOperationStatus] = {}  # trigger id -> status
+        self.checkpoints: dict[str, Any] = {}  # job id -> GET /jobs/{id}/checkpoints JSON
+        self.restored: dict[str, str] = {}  # job id -> the savepoint it restored from
+        self.metaspace_free_mb = 400.0
         self.calls: list[tuple[str, Any]] = []
+
+    def jobmanager_memory(self) -> JobManagerMemory:
+        self.calls.append(("jobmanager_memory", None))
+        return JobManagerMemory(metaspace_max=512 * 2**20, metaspace_used=(512 - self.metaspace_free_mb) * 2**20)
+
+    def get_exceptions(self, job_id: str) -> Any:
+        from airflow_flink_replay.core.flink_models import JobExceptions
+
+        return JobExceptions.model_validate({})
 
     def job_ui_url(self, job_id: str, state: str | None = None) -> str:
         return f"http://flink.test/#/job/{job_id}"
@@ -60,7 +89,11 @@ class StubFlinkHook:
 
     def get_checkpoints(self, job_id: str) -> CheckpointStats:
         self.calls.append(("get_checkpoints", job_id))
-        return CheckpointStats.model_validate({"counts": {}, "history": []})
+        return CheckpointStats.model_validate(self.checkpoints.get(job_id) or {"counts": {}, "history": []})
+
+    def restored_savepoint(self, job_id: str) -> str | None:
+        self.calls.append(("restored_savepoint", job_id))
+        return self.restored.get(job_id)
 
     def stop_with_savepoint(self, job_id: str, target: str, **kwargs: Any) -> str:
         self.calls.append(("stop_with_savepoint", kwargs["trigger_id"]))

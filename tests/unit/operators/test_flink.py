@@ -264,3 +264,102 @@ def test_resume_only_picks_a_savepoint_of_this_run() -> None:
     )
     assert savepoint_of_run(stats, "replay", run) == f"file:/sp/replay/{run_dir}/sp-7"
     assert savepoint_of_run(stats, "replay", "manual__2026-11-30T09:00:00+00:00") is None
+
+
+# ------------------------------------------------- production always comes back (this run's stop)
+
+
+class StopInFlight(StubFlinkHook):
+    """Production RUNS while this run's stop is in progress; the stop completes after ``polls`` status reads,
+    and only then does the job finish."""
+
+    def __init__(self, trigger_id: str, polls: int, *, fails: bool = False) -> None:
+        super().__init__([job(PROD, "prod", "RUNNING")])
+        self.trigger_id, self.polls, self.fails = trigger_id, polls, fails
+        self.savepoints[trigger_id] = AsyncOperationStatus.model_validate({"status": {"id": "IN_PROGRESS"}})
+
+    def get_savepoint_status(self, job_id: str, trigger_id: str) -> AsyncOperationStatus:
+        if trigger_id == self.trigger_id and self.polls == 0:
+            if self.fails:
+                done = {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {"stack-trace": "timeout"}}}
+            else:
+                done = {"status": {"id": "COMPLETED"}, "operation": {"location": "file:///sp/dag/run/savepoint-9"}}
+                self.jobs[PROD] = job(PROD, "prod", "FINISHED")
+            self.savepoints[trigger_id] = AsyncOperationStatus.model_validate(done)
+        self.polls -= 1
+        return super().get_savepoint_status(job_id, trigger_id)
+
+
+def _resume_without_quiesce_result(hook: StubFlinkHook) -> ResumeJobOperator:
+    op = ResumeJobOperator(
+        task_id="resume_production", program={"entry_point": "/prod.py", "job_name": "prod"},
+        production_job_id=PROD, quiesce_mode="stop", poll_interval=0.01, deferrable=True,
+    )  # fmt: skip
+    op.__dict__["hook"] = hook
+    return op
+
+
+def _stop_id(ctx: dict[str, Any], attempt: int = 0) -> str:
+    return operation_trigger_id("dag", ctx["ti"].run_id, "quiesce", -1, PROD, "stop", attempt)
+
+
+def test_resume_waits_for_this_runs_stop_in_flight_then_resubmits_from_its_savepoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The quiesce task died while Flink was stopping production: the job still RUNS, but it is not
+    "running" — resume waits for the stop, then resubmits from the savepoint it produced (never reattaches)."""
+    ctx = context("resume_production")
+    hook = StopInFlight(_stop_id(ctx), polls=3)
+    submitter = StubSubmitter("b" * 32)
+    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: submitter)
+    with pytest.raises(TaskDeferred) as deferred:
+        _resume_without_quiesce_result(hook).execute(ctx)
+    assert deferred.value.trigger.job_id == "b" * 32 and deferred.value.trigger.carry["reattached"] is False
+    assert [s["savepoint_path"] for s in submitter.submitted] == ["file:///sp/dag/run/savepoint-9"]
+    assert hook.polls < 0  # it polled until the stop completed
+
+
+def test_resume_reattaches_when_this_runs_stop_failed_and_production_kept_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = context("resume_production")
+    hook = StopInFlight(_stop_id(ctx), polls=1, fails=True)
+    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: pytest.fail("a kept-running job is reattached"))
+    with pytest.raises(TaskDeferred) as deferred:
+        _resume_without_quiesce_result(hook).execute(ctx)
+    trigger = deferred.value.trigger
+    assert (trigger.job_id, trigger.carry["reattached"], trigger.cancel_on_kill) == (PROD, True, False)
+
+
+def test_resume_submission_is_never_refused_by_the_metaspace_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+
+    headroom: list[float | None] = []
+
+    class Recording(RestPythonSubmitter):
+        def submit(self, program: Any, **kwargs: Any) -> Any:
+            headroom.append(self.min_metaspace_headroom_mb)
+            return StubSubmitter("b" * 32).submit(program, **kwargs)
+
+    hook = StubFlinkHook([job(PROD, "prod", "FINISHED")])
+    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: Recording(h, min_metaspace_headroom_mb=96))
+    with pytest.raises(TaskDeferred):
+        _resume(hook).execute(context("resume_production"))
+    assert headroom == [0]  # bringing production back wins; the quiesce checked the headroom before stopping
+
+
+def test_quiesce_refuses_to_stop_production_without_room_for_its_resubmission() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    hook = StubFlinkHook([job(PROD, "prod")])
+    hook.metaspace_free_mb = 40.0
+    with pytest.raises(AirflowFailException) as refused:
+        _quiesce(hook).execute(context("quiesce"))
+    message = str(refused.value)
+    assert message.startswith("Production was NOT stopped: its JobManager at http://flink.test has 40 MB")
+    assert "less than the 96 MB (min_metaspace_headroom_mb" in message and "Fix: " in message
+    assert not [c for c in hook.calls if c[0] in ("stop_with_savepoint", "trigger_savepoint")]
+    hook.metaspace_free_mb = 200.0
+    with pytest.raises(TaskDeferred):
+        _quiesce(hook).execute(context("quiesce"))
+    assert [c[0] for c in hook.calls].count("stop_with_savepoint") == 1

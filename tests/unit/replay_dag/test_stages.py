@@ -1,5 +1,5 @@
 """The replay DAG's graph, built by the stage builders, is the one users and tests rely on: every task id,
-every task's direct upstream tasks and trigger rule (task ids are spelled out here on purpose: renaming a
+every task's direct upstream tasks, trigger rule and retries (task ids are spelled out here on purpose: renaming a
 constant in ``replay_dag.ids`` is a breaking change this test reports)."""
 
 from __future__ import annotations
@@ -40,7 +40,37 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "cancel_leftover_replays": (["compare", *REPLAYS, "verify_production_memory"], "all_done"),
     "delete_replay_topics": (["cancel_leftover_replays", "isolate_action_state", "resolve"], "all_done"),
     **{d: (["delete_replay_topics", "resolve"], "all_done") for d in DROPS},
-    "run_record": (DROPS, "all_done"),
+    # the production check: after every cleanup task, before the record (quiesce + preflight: XComArgs)
+    "assert_production": ([*DROPS, "preflight", "quiesce", "resolve"], "all_done"),
+    "run_record": (["assert_production"], "all_done"),
+}
+#: task id -> (retries, retry delay in seconds, exponential backoff multiplier): retried only where a retry
+#: cannot duplicate work (no second replay job, no second production job, no longer downtime)
+RETRIES: dict[str, tuple[int, float, float]] = {
+    "resolve": (2, 10, 0),
+    "preflight": (2, 10, 0),
+    "choose_start": (1, 10, 0),
+    "offsets_before_quiesce": (2, 10, 0),
+    "quiesce": (1, 5, 0),
+    "start_offsets": (2, 10, 0),
+    "reuse_manifest": (2, 10, 0),
+    "fork_memory_baseline": (0, 10, 0),
+    "fork_memory_baseline_2": (1, 10, 0),
+    "fork_memory_candidate": (1, 10, 0),
+    "resume_production": (4, 5, 2.0),
+    "capture_window": (2, 10, 0),
+    "manifest": (2, 10, 0),
+    "isolate_action_state": (2, 10, 0),
+    "replay_from": (2, 10, 0),
+    **{r: (0, 10, 0) for r in REPLAYS},
+    "compare": (0, 10, 0),
+    "approve": (0, 10, 0),
+    "verify_production_memory": (2, 10, 0),
+    "cancel_leftover_replays": (2, 10, 0),
+    "delete_replay_topics": (2, 10, 0),
+    **{d: (2, 10, 0) for d in DROPS},
+    "assert_production": (2, 5, 0),
+    "run_record": (0, 10, 0),
 }
 
 
@@ -52,7 +82,16 @@ def test_every_task_id_upstream_set_and_trigger_rule(tmp_path: Path, kind: str) 
     expected = {t: v for t, v in GATE_GRAPH.items() if kind == "gate" or t != "approve"}
     graph = {t.task_id: (sorted(t.upstream_task_ids), str(t.trigger_rule.value)) for t in dag.tasks}
     assert graph == {t: (sorted(up), rule) for t, (up, rule) in expected.items()}
-    assert all(t.retries == 0 for t in dag.tasks)
+    retries = {t.task_id: (t.retries, t.retry_delay.total_seconds(), t.retry_exponential_backoff) for t in dag.tasks}
+    assert retries == {t: v for t, v in RETRIES.items() if t in expected}
+
+
+def test_a_dag_wide_retry_default_never_reaches_a_task_that_could_duplicate(tmp_path: Path) -> None:
+    from airflow_flink_replay.dag_factory import build_replay_dag
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}"))
+    dag = build_replay_dag(spec, dag_id="gate", kind="gate", default_args={"retries": 5})
+    assert {t.task_id: t.retries for t in dag.tasks} == {t: v[0] for t, v in RETRIES.items()}
 
 
 def test_constants_name_the_dags_tasks() -> None:

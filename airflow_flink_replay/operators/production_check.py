@@ -1,0 +1,187 @@
+"""Step 9's check: the run ends by asserting production's state, or fails naming how to restore it.
+
+``AssertProductionOperator`` runs ``all_done`` after every cleanup task. It passes when production is
+RUNNING from THIS run's savepoint (the run stopped it and resume brought it back), or when the run never
+stopped it and it still runs; in every other case it fails, loudly, naming the savepoint to restore from
+and the ``flink run`` command that does it. It is the net under resume: whatever failed or was killed in
+between (a quiesce killed mid-stop, a resume whose retries ran out), a run never looks healthy while
+production is down.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any, NoReturn
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_flink_replay.core.flink_models import FlinkPythonProgram, QuiesceResult
+from airflow_flink_replay.core.manifest_io import normalized_location
+from airflow_flink_replay.exceptions import FlinkRestError
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, StopOutcome
+from airflow_flink_replay.hooks.flink_submit import CliPythonSubmitter
+from airflow_flink_replay.links.flink import FlinkJobLink
+from airflow_flink_replay.operators.flink import MODES, operation_trigger_ids, run_path_segment
+
+_LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING"})
+
+
+class AssertProductionOperator(BaseOperator):
+    """Assert that production runs again after the run: from this run's savepoint, or never touched.
+
+    Returns ``{"production": "resumed" | "untouched", "job_id", "savepoint", "restored_from"}``. Fails
+    (no retry: :class:`AirflowFailException`) when no job with production's name runs, when more than one
+    does, or when the one that runs was not restored from this run's savepoint; the message names the
+    savepoint and the command that restores production from it. REST errors fail the task normally, so
+    its retries cover a Flink that is briefly unreachable.
+
+    :param job_name: production's job name (templated).
+    :param production_job_id: production's job id before the quiesce (templated; preflight's).
+    :param quiesce_result: the quiesce task's result, if it produced one (templated).
+    :param quiesce_mode: the run's quiesce mode (templated); ``existing`` never touches production.
+    :param program: production's program (templated): renders the restore command.
+    :param quiesce_task_id: the quiesce task whose stop this run triggered (its trigger ids).
+    :param flink_conn_id: production's Flink REST connection.
+    :param timeout: seconds to wait for a stop of this run still in flight, and for production to run.
+    """
+
+    template_fields: Sequence[str] = ("job_name", "production_job_id", "quiesce_result", "quiesce_mode", "program")
+    operator_extra_links = (FlinkJobLink(),)
+    ui_color = "#e6f4ea"
+
+    def __init__(
+        self,
+        *,
+        job_name: str | None = None,
+        production_job_id: str | None = None,
+        quiesce_result: dict[str, Any] | None = None,
+        quiesce_mode: str | None = None,
+        program: FlinkPythonProgram | dict[str, Any] | None = None,
+        quiesce_task_id: str = "quiesce",
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("trigger_rule", "all_done")
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.production_job_id = production_job_id
+        self.quiesce_result = quiesce_result
+        self.quiesce_mode = quiesce_mode
+        self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
+        self.quiesce_task_id = quiesce_task_id
+        self.flink_conn_id = flink_conn_id
+        self.timeout = float(timeout)
+
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook of production's cluster."""
+        return FlinkRestHook(self.flink_conn_id)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Find what this run did to production, then check that production runs as it should."""
+        quiesce = QuiesceResult.model_validate(self.quiesce_result) if self.quiesce_result else None
+        job_id = quiesce.job_id if quiesce else self.production_job_id
+        if self.quiesce_mode == "existing" or not job_id:
+            self.log.info("This run never stopped production (quiesce mode %s): nothing to assert", self.quiesce_mode)
+            return {"production": "untouched", "job_id": job_id, "savepoint": None, "restored_from": None}
+        hook = self.hook
+        name = self.job_name or (quiesce.job_name if quiesce else None) or self._program_name() or ""
+        if quiesce is not None:
+            savepoint = quiesce.savepoint_path if quiesce.production_stopped else None
+        else:
+            outcome = self._outcome(context, hook, job_id)
+            savepoint = None if outcome.kept_running else outcome.savepoint
+            if not outcome.kept_running and not savepoint:
+                self._fail(hook, name, None, f"job {job_id} is {outcome.job_state} and this run has no savepoint of it")
+        live = [j.jid for j in hook.list_jobs().by_name(name, states=_LIVE_STATES)]
+        if savepoint is None:  # never stopped by this run: the same job must still run, alone
+            if live != [job_id]:
+                self._fail(
+                    hook,
+                    name,
+                    None,
+                    f"this run never stopped job {job_id}, yet the live jobs named {name!r} are {live or 'none'}",
+                )
+            self._running(hook, name, job_id, None)
+            FlinkJobLink.persist(context, hook.job_ui_url(job_id))
+            self.log.info("Production job %s (%s) was never stopped by this run and RUNS", job_id, name)
+            return {"production": "untouched", "job_id": job_id, "savepoint": None, "restored_from": None}
+        resumed = [jid for jid in live if jid != job_id]
+        if job_id in live or len(resumed) != 1:
+            self._fail(
+                hook,
+                name,
+                savepoint,
+                f"expected one resumed job named {name!r} and the stopped job {job_id} "
+                f"ended; live jobs: {live or 'none'}",
+            )
+        restored = self._running(hook, name, resumed[0], savepoint)
+        FlinkJobLink.persist(context, hook.job_ui_url(resumed[0]))
+        self.log.info("Production job %s (%s) RUNS, restored from this run's savepoint %s", resumed[0], name, restored)
+        return {"production": "resumed", "job_id": resumed[0], "savepoint": savepoint, "restored_from": restored}
+
+    def _outcome(self, context: Any, hook: FlinkRestHook, job_id: str) -> StopOutcome:
+        """This run's stop, once it is no longer in flight (the quiesce task left no result)."""
+        ti = context["ti"]
+        mode = self.quiesce_mode if self.quiesce_mode in MODES else None
+        ids = operation_trigger_ids(ti.dag_id, ti.run_id, self.quiesce_task_id, -1, job_id, mode) if mode else []
+        return hook.stop_outcome(
+            job_id, ids, run_path_segment(ti.dag_id, ti.run_id), stopping=mode != "savepoint", timeout=self.timeout
+        )
+
+    def _running(self, hook: FlinkRestHook, name: str, job_id: str, savepoint: str | None) -> str | None:
+        """Wait until ``job_id`` RUNS; with ``savepoint``, check it was restored from it. Returns where it
+        restored from (Flink reports it in the checkpoint statistics, refreshed every few seconds)."""
+        try:
+            hook.wait_for_job_state(job_id, ("RUNNING",), timeout=self.timeout, poll_interval=1.0)
+        except FlinkRestError as err:
+            self._fail(hook, name, savepoint, f"job {job_id} does not run: {err}")
+        if savepoint is None:
+            return None
+        restored = None
+        for _ in range(8):  # web.refresh-interval: the statistics may lag the restore by a few seconds
+            restored = hook.restored_savepoint(job_id)
+            if restored:
+                break
+            time.sleep(1.5)
+        if not restored or normalized_location(restored) != normalized_location(savepoint):
+            self._fail(hook, name, savepoint, f"job {job_id} runs but restored from {restored or 'no savepoint'}")
+        return restored
+
+    def _program_name(self) -> str | None:
+        return FlinkPythonProgram.model_validate(self.program).job_name if self.program else None
+
+    def _fail(self, hook: FlinkRestHook, name: str, savepoint: str | None, finding: str) -> NoReturn:
+        """Fail loudly: what was found, the savepoint to restore from and the command that does it."""
+        if savepoint is None:
+            try:
+                latest = (
+                    hook.get_checkpoints(str(self.production_job_id)).latest_savepoint
+                    if self.production_job_id
+                    else None
+                )
+            except FlinkRestError:
+                latest = None
+            savepoint = latest.external_path if latest else None
+        where = savepoint or "<the production job's latest savepoint (Flink UI, checkpoints tab)>"
+        message = (
+            f"PRODUCTION IS NOT RUNNING AS IT SHOULD after this replay run: {finding}. "
+            f"Restore production {name!r} from savepoint {where}: {self._restore_command(hook, where)} "
+            "(or clear this run's resume_production task, which resubmits it from the same savepoint)"
+        )
+        self.log.error("%s", message)
+        raise AirflowFailException(message)
+
+    def _restore_command(self, hook: FlinkRestHook, savepoint: str) -> str:
+        """``flink run -d -m <jobmanager> -s <savepoint> ...`` for production's program."""
+        address = hook.base_url.split("://", 1)[-1]
+        home = hook.settings.flink_home or "$FLINK_HOME"
+        if not self.program:
+            return f"{home}/bin/flink run -d -m {address} -s {shlex.quote(savepoint)} <production's program>"
+        command = CliPythonSubmitter(home).command(FlinkPythonProgram.model_validate(self.program), savepoint)
+        return f"{home}/bin/flink " + shlex.join([*command[1:3], "-m", address, *command[3:]])
