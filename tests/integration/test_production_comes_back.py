@@ -1,0 +1,280 @@
+"""Production always comes back: faults injected on the real local stack, under dag.test().
+
+Production here is the keyed counter with a slow operator (300 ms a record) behind a backlog, so its
+stop-with-savepoint stays in progress for many seconds: the barrier waits behind the backlog, which a
+loaded machine only makes slower. Each run is ``quiesce → resume_production (all_done) →
+assert_production (all_done)`` with the real operators; the faults:
+
+- the quiesce task's worker is SIGKILLed once Flink reports its stop IN_PROGRESS (the operator runs in a
+  child process, as a worker would);
+- the stop takes longer than the quiesce timeout (the quiesce task fails while Flink is still stopping);
+- Flink REST answers 503 to resume (a small proxy in front of production's REST port answers 503 to its
+  first requests, then forwards): resume is retried with backoff and submits production once;
+- the replay cluster's JobManager restarts during a replay (a whole replay DAG, replays on 8082).
+
+After each: production RUNNING (restored from this run's savepoint), exactly one production job, no replay
+job left, no replay topic or memory fork left. Events, not speed: every wait polls for a state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator, operation_trigger_id
+from airflow_flink_replay.operators.production_check import AssertProductionOperator
+from tests.jobs import harness
+
+pytestmark = pytest.mark.timeout(900)
+
+RESULTS: dict[str, dict[str, Any]] = {}
+LIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
+#: records queued before each stop: 80 x 300 ms keeps the stop in flight for 24 s or more
+BACKLOG = 80
+
+
+@pytest.fixture(autouse=True)
+def flink_conn_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flink_default as an env var (Airflow caches the secrets backends of the first dag.test())."""
+    conns = json.loads(Path(stack.connections_file).read_text())
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_DEFAULT", json.dumps(conns["flink_default"]))
+
+
+@pytest.fixture(scope="module")
+def flink(stack: Any) -> FlinkRestHook:
+    return FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, retries=2))
+
+
+@pytest.fixture(scope="module")
+def production(stack: Any, flink: FlinkRestHook, airflow_db: Any) -> Iterator[dict[str, Any]]:
+    """The slow keyed counter as production; ``job_id`` follows each resubmission."""
+    name = harness.unique("pcb")
+    harness.create_topics(stack.kafka_bootstrap, f"{name}-in", f"{name}-out")
+    program = harness.counter_program(
+        stack.kafka_bootstrap, f"{name}-in", f"{name}-out", stack.connector_jars, job_name=name, hold=False,
+        extra_args=["--slow-ms", "300"],
+    )  # fmt: skip
+    job_id = RestPythonSubmitter(flink, flink_home=stack.flink_home).submit(program).job_id
+    flink.wait_for_job_state(job_id, ("RUNNING",), timeout=180, all_tasks_running=True)
+    prod = {"name": name, "program": program, "job_id": job_id, "fed": 0}
+    yield prod
+    for job in flink.list_jobs().by_name(name):
+        if job.state in LIVE:
+            flink.cancel_job(job.jid)
+    harness.delete_topics(stack.kafka_bootstrap, f"{name}-in", f"{name}-out")
+
+
+def _feed_backlog(stack: Any, prod: dict[str, Any]) -> None:
+    start = prod["fed"]
+    harness.produce(stack.kafka_bootstrap, f"{prod['name']}-in", range(start, start + BACKLOG))
+    prod["fed"] = start + BACKLOG
+
+
+class RecordingResume(ResumeJobOperator):
+    """The real resume; records what it found when it started (was this run's stop still in flight?)."""
+
+    def execute(self, context: Any) -> Any:
+        hook, ti = self.hook, context["ti"]
+        first = operation_trigger_id(ti.dag_id, ti.run_id, "quiesce", -1, str(self.production_job_id), "stop", 0)
+        status = hook.operation_status(str(self.production_job_id), first)
+        RESULTS.setdefault(ti.dag_id, {}).setdefault("resume_started", []).append(
+            {"job_state": hook.get_job(str(self.production_job_id)).state, "stop": status.status if status else None}
+        )
+        result = super().execute(context)
+        RESULTS[ti.dag_id]["resume"] = result
+        return result
+
+
+class RecordingCheck(AssertProductionOperator):
+    def execute(self, context: Any) -> Any:
+        result = super().execute(context)
+        RESULTS.setdefault(context["ti"].dag_id, {})["check"] = result
+        return result
+
+
+_CHILD = """
+import json, sys
+from types import SimpleNamespace
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator
+a = json.loads(sys.argv[1])
+op = QuiesceAndSavepointOperator(task_id=a["task_id"], job_id=a["job_id"], mode="stop", timeout=600, deferrable=False)
+op.__dict__["hook"] = FlinkRestHook(settings=FlinkRestSettings(base_url=a["url"]))
+ti = SimpleNamespace(dag_id=a["dag_id"], run_id=a["run_id"], task_id=a["task_id"], map_index=-1, try_number=1,
+                     xcom_push=lambda **kw: None)
+op.execute({"ti": ti, "run_id": a["run_id"]})
+print("quiesce finished: not killed in time", flush=True)
+"""
+
+
+class KilledMidStop(QuiesceAndSavepointOperator):
+    """The quiesce task's worker killed while Flink stops production: the real operator runs in a child
+    process, which gets SIGKILL as soon as Flink reports this run's stop IN_PROGRESS."""
+
+    def execute(self, context: Any) -> Any:
+        ti = context["ti"]
+        args = {"task_id": ti.task_id, "job_id": self.job_id, "dag_id": ti.dag_id, "run_id": ti.run_id,
+                "url": self.hook.base_url}  # fmt: skip
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], env=os.environ.copy())
+        trigger_id = operation_trigger_id(ti.dag_id, ti.run_id, ti.task_id, -1, self.job_id, "stop", 0)
+        deadline = time.monotonic() + 240
+        while child.poll() is None and time.monotonic() < deadline:
+            status = self.hook.operation_status(self.job_id, trigger_id)
+            if status is not None and status.status == "IN_PROGRESS":
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                RESULTS.setdefault(ti.dag_id, {})["killed_mid_stop"] = True
+                raise RuntimeError("quiesce worker SIGKILLed while Flink's stop-with-savepoint was in progress")
+            time.sleep(0.2)
+        child.kill()
+        raise AssertionError(f"the stop never showed IN_PROGRESS before the child ended (exit {child.returncode})")
+
+
+def _run(stack: Any, prod: dict[str, Any], quiesce: Any, resume_conn: str = "flink_default") -> str:
+    """quiesce → resume (retried) → assert_production; returns the dag id."""
+    from airflow.sdk import DAG
+
+    dag_id = harness.unique("pcb-run")
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+        q = quiesce(task_id="quiesce", job_id=prod["job_id"], mode="stop")
+        resume = RecordingResume(
+            task_id="resume_production", program=prod["program"].model_dump(), quiesce_result=q.output,
+            production_job_id=prod["job_id"], job_name=prod["name"], quiesce_mode="stop", flink_conn_id=resume_conn,
+            timeout=180, stop_timeout=300, retries=4, retry_delay=timedelta(seconds=1), retry_exponential_backoff=2.0,
+        )  # fmt: skip
+        check = RecordingCheck(
+            task_id="assert_production", job_name=prod["name"], production_job_id=prod["job_id"],
+            quiesce_result=q.output, quiesce_mode="stop", program=prod["program"].model_dump(), timeout=180,
+        )  # fmt: skip
+        q >> resume >> check
+    state = harness.run_dag_test(dag, stack.connections_file).state
+    RESULTS.setdefault(dag_id, {})["state"] = str(state)
+    return dag_id
+
+
+def _assert_production_back(stack: Any, flink: FlinkRestHook, prod: dict[str, Any], dag_id: str) -> None:
+    """Production RUNNING from this run's savepoint, exactly one production job, nothing of a replay left."""
+    run = RESULTS[dag_id]
+    check = run.get("check")
+    assert check is not None and check["production"] == "resumed", run
+    assert f"/{dag_id}/" in check["savepoint"], "resumed from the savepoint of this run"
+    live = [j for j in flink.list_jobs().by_name(prod["name"]) if j.state in LIVE]
+    assert [(j.jid, j.state) for j in live] == [(check["job_id"], "RUNNING")], "exactly one production job"
+    assert flink.get_job(prod["job_id"]).state == "FINISHED"  # the stopped one, never reattached to
+    assert run["resume"]["reattached"] is False and run["resume"]["job_id"] == check["job_id"]
+    _assert_no_replay_left(stack, dag_id)
+    prod["job_id"] = check["job_id"]
+
+
+def _assert_no_replay_left(stack: Any, dag_id: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+
+    replay = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.replay_flink_rest_url or stack.flink_rest_url))
+    assert not [j.name for j in replay.list_jobs().jobs if dag_id in j.name and j.state in LIVE]
+    topics = AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics
+    assert not [t for t in topics if dag_id in t]
+    assert Mem0Hook(config=stack.mem0_config()).count({"user_id": f"replay-{dag_id}"}) == 0
+
+
+def test_quiesce_killed_mid_stop_production_comes_back(stack: Any, flink: FlinkRestHook, production: Any) -> None:
+    _feed_backlog(stack, production)
+    dag_id = _run(stack, production, KilledMidStop)
+    run = RESULTS[dag_id]
+    assert run["killed_mid_stop"] and run["state"] == "success", run
+    # the fault this guards against: resume started while production RAN with this run's stop in flight
+    assert run["resume_started"][0] == {"job_state": "RUNNING", "stop": "IN_PROGRESS"}, run
+    _assert_production_back(stack, flink, production, dag_id)
+
+
+def test_stop_longer_than_the_quiesce_timeout_production_comes_back(
+    stack: Any, flink: FlinkRestHook, production: Any
+) -> None:
+    _feed_backlog(stack, production)
+
+    def quiesce(**kwargs: Any) -> Any:
+        return QuiesceAndSavepointOperator(timeout=1.0, poll_interval=0.2, deferrable=False, retries=0, **kwargs)
+
+    dag_id = _run(stack, production, quiesce)
+    run = RESULTS[dag_id]
+    assert run["state"] == "success", run
+    assert run["resume_started"][0] == {"job_state": "RUNNING", "stop": "IN_PROGRESS"}, run
+    _assert_production_back(stack, flink, production, dag_id)
+
+
+class Flaky503Proxy:
+    """Forwards to Flink's REST port, but answers 503 to the first ``failures`` requests."""
+
+    def __init__(self, target: str, failures: int) -> None:
+        self.target, self.failures, self.answered_503, self.forwarded = target, failures, 0, 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if proxy.answered_503 < proxy.failures:
+                    proxy.answered_503 += 1
+                    status, payload, kind = 503, b'{"errors": ["Service Unavailable (fault injection)"]}', "json"
+                else:
+                    proxy.forwarded += 1
+                    headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
+                    answer = requests.request(self.command, proxy.target + self.path, data=body, headers=headers,
+                                              timeout=300)  # fmt: skip
+                    status, payload, kind = answer.status_code, answer.content, answer.headers.get("Content-Type", "")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json" if kind == "json" else kind)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_rest_503_during_resume_is_retried_and_production_comes_back_once(
+    stack: Any, flink: FlinkRestHook, production: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resume's first calls get 503 past the hook's own retries (3): the task fails, Airflow retries it
+    with backoff, the retry submits production once (the 503s never reached Flink)."""
+    proxy = Flaky503Proxy(stack.flink_rest_url, failures=6)
+    try:
+        conn = json.loads(Path(stack.connections_file).read_text())["flink_default"]
+        extra = {**json.loads(conn["extra"]), "retries": 3, "backoff_factor": 0.1}
+        monkeypatch.setenv("AIRFLOW_CONN_FLINK_FLAKY", json.dumps({**conn, "host": proxy.url, "extra": extra}))
+
+        def quiesce(**kwargs: Any) -> Any:
+            return QuiesceAndSavepointOperator(timeout=300, poll_interval=0.5, deferrable=False, **kwargs)
+
+        dag_id = _run(stack, production, quiesce, resume_conn="flink_flaky")
+    finally:
+        proxy.close()
+    run = RESULTS[dag_id]
+    assert run["state"] == "success", run
+    assert proxy.answered_503 == 6 and proxy.forwarded > 0
+    _assert_production_back(stack, flink, production, dag_id)
