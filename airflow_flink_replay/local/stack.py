@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 import yaml
@@ -278,6 +278,19 @@ def chroma_answers(host: str, port: int) -> bool:
 # ------------------------------------------------------------------------------------------- the stack
 
 
+class _Prepared(NamedTuple):
+    """What :meth:`LocalStack.up` set up before starting anything."""
+
+    java_home: Path
+    flink_python: Path
+    flink_home: Path
+    tansu: Path
+    jars: list[Path]
+    conf_dirs: dict[str, Path]
+    mem0_dir: Path
+    env: dict[str, str]
+
+
 class LocalStack:
     """Set up, start, inspect and stop the embedded stack in one work folder."""
 
@@ -340,7 +353,12 @@ class LocalStack:
 
     # -- starting
     def up(self) -> StackInfo:
-        """Set up whatever is missing and start the stack; return the recorded info."""
+        """Set up whatever is missing and start the stack; return the recorded info.
+
+        A stack that is up is reused (after waiting until it answers); the remains of a dead one are stopped
+        first. Then: refuse taken ports, set up the parts (:meth:`_prepare`), start the processes and wait
+        for them (:meth:`_start_processes`), record the stack (:meth:`_record`).
+        """
         current = self.info()
         if current is not None:
             if all(_pid_alive(p.pid) for p in current.processes):
@@ -349,6 +367,13 @@ class LocalStack:
                 return current
             # A process of a previous stack died: stop what is left, then start clean.
             self.down()
+        self._refuse_taken_ports()
+        prepared = self._prepare()
+        procs = self._start_processes(prepared)
+        return self._record(prepared, procs)
+
+    def _refuse_taken_ports(self) -> None:
+        """Raise :class:`StackSetupError` naming every configured port something else already holds."""
         cfg = self.config
         ports = [("kafka_port", cfg.kafka_port), ("chroma_port", cfg.chroma_port)]
         for cluster in cfg.clusters():
@@ -361,6 +386,10 @@ class LocalStack:
                 f"port(s) already taken on 127.0.0.1: {names}. Stop what holds them, or pick other ports "
                 "(e.g. `flink-replay stack up --flink-rest-port 18081 --kafka-port 19092`)."
             )
+
+    def _prepare(self) -> _Prepared:
+        """Fetch (or reuse) the parts, clear what a crashed stack left behind, write each cluster's config."""
+        cfg = self.config
         java_home = find_java_home()
         self.workdir.mkdir(parents=True, exist_ok=True)
         setup_log = self._p("logs", "setup.log")
@@ -373,20 +402,23 @@ class LocalStack:
         for cluster in cfg.clusters():  # what a crashed or killed stack left behind
             _clear_dirs(self._cp(cluster, "tmp"), self._cp(cluster, "web"))
         conf_dirs = {c.name: self._write_flink_conf(flink_home, flink_python, java_home, c) for c in cfg.clusters()}
-        conf_dir = conf_dirs["production"]
         mem0_dir = self._p("mem0")
         mem0_dir.mkdir(parents=True, exist_ok=True)
         env = offline_env(mem0_dir)
+        return _Prepared(java_home, flink_python, flink_home, tansu, jars, conf_dirs, mem0_dir, env)
 
+    def _start_processes(self, prepared: _Prepared) -> list[ProcessInfo]:
+        """Start tansu, Chroma and every Flink cluster, and wait until each answers. On any failure (or an
+        interrupt) every process started so far is terminated and the error re-raised."""
+        cfg = self.config
         procs: list[ProcessInfo] = []
-        rest_url = f"http://127.0.0.1:{cfg.flink_rest_port}"
         bootstrap = f"127.0.0.1:{cfg.kafka_port}"
         try:
             procs.append(
                 _spawn(
                     "tansu",
                     [
-                        str(tansu),
+                        str(prepared.tansu),
                         "broker",
                         "--listener-url",
                         f"tcp://{bootstrap}",
@@ -398,7 +430,7 @@ class LocalStack:
                     self._p("logs", "tansu.log"),
                 )
             )
-            chroma_bin = flink_python.parent / "chroma"
+            chroma_bin = prepared.flink_python.parent / "chroma"
             procs.append(
                 _spawn(
                     "chroma",
@@ -413,11 +445,12 @@ class LocalStack:
                         str(cfg.chroma_port),
                     ],
                     self._p("logs", "chroma.log"),
-                    env=env,
+                    env=prepared.env,
                 )
             )
             for cluster in cfg.clusters():
-                procs.extend(self._start_flink(flink_home, conf_dirs[cluster.name], java_home, cluster))
+                conf_dir = prepared.conf_dirs[cluster.name]
+                procs.extend(self._start_flink(prepared.flink_home, conf_dir, prepared.java_home, cluster))
             by_name = {p.name: p for p in procs}
             _wait(lambda: kafka_answers(bootstrap), cfg.start_timeout, "tansu metadata", by_name["tansu"])
             _wait(
@@ -437,7 +470,15 @@ class LocalStack:
             for p in procs:
                 _terminate(p.pid)
             raise
+        return procs
 
+    def _record(self, prepared: _Prepared, procs: list[ProcessInfo]) -> StackInfo:
+        """Write the connections file, ``stack.env`` and ``stack.json`` of the started stack; return its info."""
+        cfg = self.config
+        java_home, flink_python, flink_home, _, jars, conf_dirs, mem0_dir, env = prepared
+        conf_dir = conf_dirs["production"]
+        rest_url = f"http://127.0.0.1:{cfg.flink_rest_port}"
+        bootstrap = f"127.0.0.1:{cfg.kafka_port}"
         info = StackInfo(
             workdir=str(self.workdir),
             flink_home=str(flink_home),
