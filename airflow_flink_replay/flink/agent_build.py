@@ -90,7 +90,7 @@ def _attr(module: Any, attr: str, factory: str) -> Callable[..., Any]:
 
 
 #: Modules of this package the TaskManager's embedded interpreter imports (policy proxies, audit hook).
-_RUNTIME_FILES = ("__init__.py", "core/__init__.py", "core/policy.py", "core/audit.py",
+_RUNTIME_FILES = ("__init__.py", "exceptions.py", "core/__init__.py", "core/policy.py", "core/audit.py",
                   "flink/__init__.py", "flink/audit_context.py", "flink/proxies.py")
 
 
@@ -114,8 +114,10 @@ def isolate_runtime(build_root: str | Path) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         for rel in _RUNTIME_FILES:
             text = (src / rel).read_text(encoding="utf-8")
-            text = text.replace("airflow_flink_replay.core", f"{name}.core").replace(
-                "airflow_flink_replay.flink", f"{name}.flink"
+            text = (
+                text.replace("airflow_flink_replay.core", f"{name}.core")
+                .replace("airflow_flink_replay.flink", f"{name}.flink")
+                .replace("airflow_flink_replay.exceptions", f"{name}.exceptions")
             )
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp / rel).write_text(text, encoding="utf-8")

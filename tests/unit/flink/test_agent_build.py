@@ -109,3 +109,4 @@ def test_runtime_copy_is_content_named_and_self_contained(tmp_path: Path) -> Non
     assert name.startswith("afr_rt_") and isolate_runtime(tmp_path) == name
     proxies = (tmp_path / name / "flink" / "proxies.py").read_text()
     assert f"from {name}.core.policy import" in proxies and "airflow_flink_replay" not in proxies
+    assert f"from {name}.exceptions import ReplayPolicyBlocked" in proxies  # the errors module is copied too
