@@ -196,8 +196,10 @@ class CrashOnceFlinkForgets(CrashOnceAfterFinish):
     expired, ``rest.async.store-duration``): the retry must find this run's savepoint in the checkpoint
     statistics instead."""
 
-    def _known_status(self, hook: Any, trigger_id: str) -> Any:
-        return None
+    def _reattachable(self, hook: Any, dag_id: str, run_id: str, task_id: str, map_index: int) -> Any:
+        from airflow_flink_replay.operators.flink import operation_trigger_id
+
+        return operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, 0), None
 
 
 @pytest.fixture(scope="module")
