@@ -42,13 +42,52 @@ def deploy_test_production(stack: Any, work_dir: Any, prefix: str, *, window_rec
 
 
 def stop_production(stack: Any, production: dict[str, Any]) -> None:
-    """Cancel the test's production job."""
+    """Cancel the test's production job and remove what it and the replay runs of its spec left on the stack:
+    its topics, its Mem0 memories (user_id = its job identifier) and the quiesce savepoints of those runs."""
+    import shutil
+    from pathlib import Path
+
+    from confluent_kafka.admin import AdminClient
+
     from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
     hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
     for job in hook.list_jobs().jobs:
         if job.name == production["job_name"] and job.state == "RUNNING":
             hook.cancel_job(job.jid)
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    topics = [t for t in production["topics"].model_dump().values() if t in admin.list_topics(timeout=10).topics]
+    for future in admin.delete_topics(topics).values() if topics else ():
+        future.result(30)
+    memory = Mem0Hook(config=stack.mem0_config())
+    rows = memory.list_memories({"user_id": production["identifier"]})
+    if rows:
+        memory.get_store().delete_ids([r.id for r in rows])
+    for folder in run_savepoint_folders(stack, production):
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.parent != Path(stack.savepoint_dir) and not any(folder.parent.iterdir()):
+            folder.parent.rmdir()  # the DAG's folder, once its last run's savepoint is gone
+
+
+def run_savepoint_folders(stack: Any, production: dict[str, Any]) -> list[Any]:
+    """The quiesce savepoint folders (``<savepoint_dir>/<dag_id>/<run_id>``) of the replay runs of the
+    production's spec, found through their run records, that exist."""
+    import json
+    from pathlib import Path
+
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+    from airflow_flink_replay.operators.flink import run_path_segment
+
+    base = Path(stack.savepoint_dir)
+    runs = Path(ReplaySpec.from_yaml(production["spec_path"]).runs_uri.removeprefix("file://"))
+    folders = []
+    for path in runs.rglob("run_record.json") if runs.exists() else ():
+        record = json.loads(path.read_text())
+        folder = base / run_path_segment(record["dag_id"], record["run_id"]).strip("/")
+        if folder.is_dir() and folder not in folders:
+            folders.append(folder)
+    return folders
 
 
 def running_jobs(stack: Any, name: str) -> list[str]:
@@ -82,3 +121,59 @@ def run_replay_dag(
     records = [p for p in runs.rglob("run_record.json") if json.loads(p.read_text())["run_id"] == dagrun.run_id]
     record = json.loads(records[0].read_text()) if records else {}
     return dagrun, {"states": states, "record": record, "spec": spec}
+
+
+def production_outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every record of production's outputs topic, read from the start (idle for 10 polls = the end)."""
+    import json
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    parts = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics[topic].partitions
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4()}"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    out, idle = [], 0
+    while idle < 10:
+        msg = consumer.poll(1.0)
+        if msg is None or msg.error():
+            idle += 1
+            continue
+        idle = 0
+        out.append(json.loads(msg.value()))
+    consumer.close()
+    return out
+
+
+def assert_production_state_intact(stack: Any, production: dict[str, Any]) -> list[dict[str, Any]]:
+    """Production's keyed state survived the replay runs: each customer's counter starts at 1 once and then
+    counts on without a gap or a restart (a lost state would start again at 1). Returns the outputs."""
+    outputs = production_outputs(stack.kafka_bootstrap, production["topics"].outputs)
+    assert outputs, "production wrote no output"
+    by_customer: dict[str, list[int]] = {}
+    for out in outputs:
+        by_customer.setdefault(out["customer"], []).append(int(out["count"]))
+    for customer, counts in by_customer.items():
+        assert counts.count(1) == 1, (customer, sorted(counts))
+        assert sorted(set(counts)) == list(range(1, max(counts) + 1)), (customer, sorted(counts))
+    return outputs
+
+
+def assert_no_replay_leftovers(stack: Any, record: dict[str, Any]) -> None:
+    """No replay action-state topic, memory fork or replay Flink job of the run ``record`` is left."""
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+
+    topics = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
+    assert record["variants"], record
+    assert not [v["action_state_topic"] for v in record["variants"] if v["action_state_topic"] in topics]
+    memory = Mem0Hook(config=stack.mem0_config())
+    assert {v["fork_namespace"]: memory.count({"user_id": v["fork_namespace"]}) for v in record["variants"]} == {
+        v["fork_namespace"]: 0 for v in record["variants"]
+    }
+    for url in {stack.flink_rest_url, stack.replay_flink_rest_url or stack.flink_rest_url}:
+        jobs = FlinkRestHook(settings=FlinkRestSettings(base_url=url)).list_jobs().jobs
+        assert not [j.name for j in jobs if record["run_id"] in j.name and j.state == "RUNNING"], url

@@ -1,4 +1,4 @@
-"""The UI-triggered replay DAG in the two quiesce modes that do not stop production, on the real stack.
+"""The replay DAG in the quiesce modes not covered by the release-gate tests (drain), on the real stack.
 
 - ``savepoint``: production keeps running (same Flink job before and after, no resubmission); the manifest
   says how many capture records raced the savepoint and the report carries that note; baseline-2 and the
@@ -7,6 +7,11 @@
   quiesce and resume tasks are skipped, the verdict is FAIL for the documented label change, and production
   is not touched.
 - a bad ``existing_manifest`` fails the run before anything is forked or submitted, naming the problem.
+- ``stop`` in the nightly DAG (no candidate in the spec: production's agent, an A/A run): production is
+  stopped without drain and resubmitted from that savepoint, its keyed state intact; the verdict is PASS.
+
+One production serves the module. The savepoint-mode run is a module fixture: the tests that replay its
+savepoint build it themselves when selected alone (``-k``), and it runs once when the module runs.
 """
 
 from __future__ import annotations
@@ -17,12 +22,16 @@ from typing import Any
 
 import pytest
 
-from tests.dag_testing import deploy_test_production, run_replay_dag, running_jobs, stop_production
+from tests.dag_testing import (
+    assert_no_replay_leftovers,
+    assert_production_state_intact,
+    deploy_test_production,
+    run_replay_dag,
+    running_jobs,
+    stop_production,
+)
 
 pytestmark = pytest.mark.timeout(1500)
-
-#: The savepoint-mode run's record, reused by the existing-mode test.
-RUNS: dict[str, dict[str, Any]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +39,19 @@ def production(stack, airflow_db, tmp_path_factory) -> Any:
     prod = deploy_test_production(stack, tmp_path_factory.mktemp("modes"), "modes")
     yield prod
     stop_production(stack, prod)
+
+
+@pytest.fixture(scope="module")
+def savepoint_run(stack, production) -> dict[str, Any]:
+    """The UI-triggered DAG in ``savepoint`` mode with production's own agent as the candidate; the
+    existing-mode tests replay its savepoint and window again."""
+    from airflow_flink_replay.local.demo import V1
+
+    before = running_jobs(stack, production["job_name"])
+    dagrun, run = run_replay_dag(stack, production, {"quiesce_mode": "savepoint", "candidate": V1}, kind="manual",
+                                 feed_from=50_000)
+    return {"state": str(dagrun.state), "before": before, "after": running_jobs(stack, production["job_name"]),
+            **run}
 
 
 def _manifest(record: dict[str, Any]) -> dict[str, Any]:
@@ -43,18 +65,14 @@ def _report_codes(record: dict[str, Any]) -> set[str]:
     return {r["code"] for r in summary["reasons"]}
 
 
-def test_savepoint_mode_replays_without_stopping_production(stack, production) -> None:
+def test_savepoint_mode_replays_without_stopping_production(production, savepoint_run) -> None:
     from airflow_flink_replay.core.manifest_io import local_path
-    from airflow_flink_replay.local.demo import V1
 
-    before = running_jobs(stack, production["job_name"])
-    dagrun, run = run_replay_dag(stack, production, {"quiesce_mode": "savepoint", "candidate": V1}, kind="manual",
-                                 feed_from=50_000)
-    states, record = run["states"], run["record"]
-    assert str(dagrun.state) == "success", states
+    states, record = savepoint_run["states"], savepoint_run["record"]
+    assert savepoint_run["state"] == "success", states
     assert states["reuse_manifest"] == "skipped" and states["quiesce"] == "success"
     # production was never stopped: the same job runs, nothing was resubmitted
-    assert running_jobs(stack, production["job_name"]) == before == [production["job_id"]]
+    assert savepoint_run["after"] == savepoint_run["before"] == [production["job_id"]]
     assert record["production_resumed"]["reattached"] is True
     assert record["savepoint"]["production_stopped"] is False
     manifest = _manifest(record)
@@ -66,15 +84,12 @@ def test_savepoint_mode_replays_without_stopping_production(stack, production) -
     assert record["verdict"] == "PASS", record["reasons"]
     counts = [v["output_records"] for v in record["variants"]]
     assert len(set(counts)) == 1 and counts[0] >= 30, counts  # + in-flight runs the savepoint held, if any
-    RUNS["savepoint"] = record
 
 
-def test_existing_mode_replays_the_earlier_savepoint_again(stack, production) -> None:
+def test_existing_mode_replays_the_earlier_savepoint_again(stack, production, savepoint_run) -> None:
     from airflow_flink_replay.local.demo import V2
 
-    if "savepoint" not in RUNS:
-        pytest.skip("needs the run of test_savepoint_mode_replays_without_stopping_production")
-    earlier = RUNS["savepoint"]
+    earlier = savepoint_run["record"]
     before = running_jobs(stack, production["job_name"])
     dagrun, run = run_replay_dag(
         stack, production, {"quiesce_mode": "existing", "existing_manifest": earlier["manifest"], "candidate": V2},
@@ -103,13 +118,11 @@ def test_existing_mode_replays_the_earlier_savepoint_again(stack, production) ->
 
 
 def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created(
-    stack, production, tmp_path, capfd
+    stack, production, savepoint_run, tmp_path, capfd
 ) -> None:
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
-    if "savepoint" not in RUNS:
-        pytest.skip("needs the run of test_savepoint_mode_replays_without_stopping_production")
-    edited = _manifest(RUNS["savepoint"])
+    edited = _manifest(savepoint_run["record"])
     edited["capture"]["partitions"][0]["end_offset"] += 5  # someone widened the window by hand
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(edited))
@@ -133,8 +146,8 @@ def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created
         assert hook.count({"user_id": spec.fork_namespace(tag, variant)}) == 0
 
 
-def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(stack, production, tmp_path,
-                                                                               capfd) -> None:
+def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(stack, production, savepoint_run,
+                                                                               tmp_path, capfd) -> None:
     """Production's recorded plan has a stateful operator the replay job does not have: every replay is
     refused by the identity preflight (on the JobManager's plan of the replay program) before it is
     submitted, the refusal names the vertex and the fix, and the cleanup still runs."""
@@ -143,9 +156,7 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     from airflow_flink_replay.core.manifest import PlanVertexInfo, ReplayManifest
     from airflow_flink_replay.core.manifest_io import save_manifest
 
-    if "savepoint" not in RUNS:
-        pytest.skip("needs the run of test_savepoint_mode_replays_without_stopping_production")
-    earlier = ReplayManifest.parse(_manifest(RUNS["savepoint"]))
+    earlier = ReplayManifest.parse(_manifest(savepoint_run["record"]))
     prod = earlier.production
     dedupe = PlanVertexInfo(id="0123456789abcdef0123456789abcdef", name="KeyedProcess -> dedupe-reviews",
                             parallelism=1, max_parallelism=prod.agent.max_parallelism)
@@ -169,3 +180,41 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
         assert not [j["name"] for j in jobs if dagrun.run_id in j["name"]]  # refused before any submission
     for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):
         assert states[task] == "success", (task, states)
+
+
+def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, production) -> None:
+    """The nightly DAG end to end, its spec in ``stop`` mode and without a candidate (the nightly replays
+    production's own agent as the candidate: an A/A run). Production is stopped without drain, resubmitted from
+    this run's savepoint (one RUNNING job, a new one), and its per-customer counters continue; the verdict is
+    PASS, the run succeeds, and no replay topic, memory fork or replay job is left."""
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+    spec = ReplaySpec.from_yaml(production["spec_path"])
+    spec = ReplaySpec.model_validate({**spec.model_dump(), "candidate_agent_factory": None, "quiesce_mode": "stop"})
+    before = running_jobs(stack, production["job_name"])
+    dagrun, run = run_replay_dag(stack, production, {}, kind="nightly", feed_from=90_000, spec=spec)
+    states, record = run["states"], run["record"]
+    assert str(dagrun.state) == "success", states
+    assert states["quiesce"] == "success" and states["reuse_manifest"] == "skipped"
+    assert states["assert_production"] == "success" and states["run_record"] == "success", states
+    # the quiesce stopped production without drain
+    quiesce = record["savepoint"]
+    assert quiesce["mode"] == "stop" and quiesce["production_stopped"] is True, quiesce
+    assert quiesce["note"].startswith("Stopped without drain"), quiesce["note"]
+    assert _manifest(record)["production"]["savepoint"]["quiesce_mode"] == "stop"
+    # A/A: the candidate is production's agent, and the three replays agree
+    assert {v["agent_factory"] for v in record["variants"]} == {spec.production.agent_factory}, record["variants"]
+    assert record["verdict"] == "PASS", record["reasons"]
+    # production resumed: resubmitted from this run's savepoint, exactly one RUNNING job, a new one
+    resumed = record["production_resumed"]
+    assert resumed["reattached"] is False and resumed["savepoint_path"] == quiesce["savepoint_path"], resumed
+    after = running_jobs(stack, production["job_name"])
+    assert after == [resumed["job_id"]] and after != before, (before, after)
+    production["job_id"] = resumed["job_id"]
+    # its keyed state came back: the resumed job processed the window (the records after the savepoint, which
+    # the replays read) and the per-customer counters run on past the stop (a reset would count from 1 again)
+    outputs = {o["id"] for o in assert_production_state_intact(stack, production)}
+    window = {json.loads(line)["id"] for line in Path(record["variants"][0]["output"]).read_text().splitlines()
+              if line.strip()}
+    assert window and window <= outputs, sorted(window - outputs)[:5]
+    assert_no_replay_leftovers(stack, record)
