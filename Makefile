@@ -13,13 +13,15 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 system-deps:
-	@# Chromium renders the HTML report and the Airflow UI in screenshot tests.
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium missing: sudo apt-get install chromium (browser tests will be skipped)"; fi; }
+	@# Chromium renders the HTML report and the Airflow UI in screenshot tests (at /usr/bin/chromium, where
+	@# tests/browser.py looks); Java runs Flink. Installed when run as root; missing either fails the target,
+	@# as it fails those tests: a run without them is not green.
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; \
+	  test -x /usr/bin/chromium || { echo "chromium missing at /usr/bin/chromium and not installed (run as root, or: sudo apt-get install chromium)" >&2; exit 1; }; }
 	@command -v java >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; \
-	  else echo "java missing: sudo apt-get install openjdk-17-jdk-headless"; exit 1; fi; }
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; fi; \
+	  command -v java >/dev/null 2>&1 || { echo "java missing and not installed (run as root, or: sudo apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }; }
 
 test: $(BIN)/.installed system-deps
 	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass. Lint runs too

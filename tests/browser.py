@@ -125,7 +125,8 @@ class Browser:
 
     def _start(self) -> None:
         if not self.chromium.exists():
-            raise BrowserError(f"{self.chromium} is not installed")
+            raise BrowserError(f"{self.chromium} is not installed: run `make system-deps` (as root it installs "
+                               "Debian's chromium; otherwise `sudo apt-get install chromium`)")
         self.profile_dir.mkdir(parents=True, exist_ok=True)
         port_file = self.profile_dir / "DevToolsActivePort"
         port_file.unlink(missing_ok=True)  # a stale one from an earlier browser on this profile
