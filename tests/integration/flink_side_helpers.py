@@ -227,6 +227,18 @@ def taskmanager_ids(job_id: str) -> set[str]:
     return ids
 
 
+def savepoint_dir(run: str) -> str:
+    """A savepoint folder of the test run ``run`` under the stack's savepoint dir (remove it with
+    :func:`remove_savepoint_dir`: a kept stack must not collect savepoints)."""
+    return f"{_stack()['savepoint_dir']}/fside-{run}"
+
+
+def remove_savepoint_dir(run: str) -> None:
+    import shutil
+
+    shutil.rmtree(savepoint_dir(run), ignore_errors=True)
+
+
 def stop_with_savepoint(job_id: str, target: str, drain: bool = False, timeout: float = 120) -> str:
     r = requests.post(f"{_rest()}/jobs/{job_id}/stop", json={"targetDirectory": target, "drain": drain}, timeout=30)
     r.raise_for_status()

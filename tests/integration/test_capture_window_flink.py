@@ -27,6 +27,7 @@ import pytest
 from airflow_flink_replay.core.manifest_io import load_manifest
 from airflow_flink_replay.core.replay_job_spec import load_window_from_manifest
 from examples.review_agent.common.generator import generate_reviews, produce_reviews
+from examples.review_agent.common.tools import ticket_path
 from tests.integration import flink_side_helpers as fh
 from tests.integration.test_capture_window import register_and_test
 
@@ -207,9 +208,11 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
         for jid in jobs:
             fh.cancel(jid)
         fh.delete_topics(src, cap, out, replay_out, action_topic)
-        savepoint = (RESULTS.get(f"issue5_capture_flink_{run}") or {}).get("quiesce", {}).get("savepoint_path")
-        if savepoint:
-            shutil.rmtree(savepoint.removeprefix("file:"), ignore_errors=True)
+        # the quiesce wrote into <cluster savepoint dir>/<dag_id>/<run_id>/: remove the DAG's whole folder,
+        # also when the run failed before it could report its savepoint
+        shutil.rmtree(Path(stack.savepoint_dir) / f"issue5_capture_flink_{run}", ignore_errors=True)
+        for e in batch_a + batch_b:
+            ticket_path(e["id"]).unlink(missing_ok=True)
         try:
             import chromadb
 

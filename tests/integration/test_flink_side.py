@@ -188,7 +188,7 @@ def world(stack, tmp_path_factory) -> Any:
         w["produced_from_ms"] = int(time.time() * 1000)
         produce_reviews(fh.BOOTSTRAP, src, batch_a)
         fh.wait_topic_count(out, 1, len(batch_a))
-        sp1 = fh.stop_with_savepoint(p1, fh.STACK["savepoint_dir"])
+        sp1 = fh.stop_with_savepoint(p1, fh.savepoint_dir(run))
         start = fh.end_offsets(cap, 2)
         # 2. production resumes and processes batch B (the capture window)
         p2 = fh.submit(fh.PRODUCTION_JOB, args, savepoint=sp1)
@@ -196,7 +196,7 @@ def world(stack, tmp_path_factory) -> Any:
         fh.wait_running_tasks(p2)
         produce_reviews(fh.BOOTSTRAP, src, batch_b)
         prod_out = fh.wait_topic_count(out, 1, len(batch_a) + len(batch_b))
-        fh.stop_with_savepoint(p2, fh.STACK["savepoint_dir"])
+        fh.stop_with_savepoint(p2, fh.savepoint_dir(run))
         end = fh.end_offsets(cap, 2)
         capture = fh.read_topic(cap, 2)
         w["read_capture_at_ms"] = int(time.time() * 1000)
@@ -367,6 +367,7 @@ def world(stack, tmp_path_factory) -> Any:
         for e in batch_a + batch_b:
             ticket_path(e["id"]).unlink(missing_ok=True)
         delete_collection(collection)
+        fh.remove_savepoint_dir(run)
 
 
 def _by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -62,7 +62,7 @@ def uidless(stack, tmp_path_factory) -> Any:
         vertex = fh.agent_vertex_id(prod)  # production's auto-generated agent vertex id
         produce_reviews(fh.BOOTSTRAP, src, events)
         prod_out = fh.wait_topic_count(out, 1, len(events))
-        sp = fh.stop_with_savepoint(prod, fh.STACK["savepoint_dir"])
+        sp = fh.stop_with_savepoint(prod, fh.savepoint_dir(run))
         end = fh.end_offsets(cap, 1)
 
         def spec(variant: str, **pin: Any) -> ReplayJobSpec:
@@ -120,6 +120,7 @@ def uidless(stack, tmp_path_factory) -> Any:
         for e in events:
             ticket_path(e["id"]).unlink(missing_ok=True)
         delete_collection(collection)
+        fh.remove_savepoint_dir(run)
 
 
 def test_uid_hash_restores_state_of_a_uidless_production_job(uidless) -> None:

@@ -8,8 +8,10 @@ import re
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -19,10 +21,21 @@ from airflow_flink_replay.local.stack import LocalStack, StackConfig
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
 
 
-def _create_topics(bootstrap: str, *names: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names]).values():
-        fut.result(10)
+@pytest.fixture
+def create_topics(stack) -> Iterator[Callable[..., None]]:
+    """Creates one-partition topics; the test's topics are deleted after it (a kept stack must not collect them)."""
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    created: list[str] = []
+
+    def create(*names: str) -> None:
+        new = [NewTopic(n, num_partitions=1, replication_factor=1) for n in names]
+        for name, fut in admin.create_topics(new).items():
+            fut.result(10)
+            created.append(name)
+
+    yield create
+    for fut in admin.delete_topics(created).values() if created else ():
+        fut.result(30)
 
 
 def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -66,9 +79,9 @@ def test_status_reports_every_part_up(stack) -> None:
     assert len({p["pid"] for p in procs.values()}) == len(procs)
 
 
-def test_tansu_round_trip_keeps_keys_order_and_timestamps(stack) -> None:
+def test_tansu_round_trip_keeps_keys_order_and_timestamps(stack, create_topics) -> None:
     topic = f"smoke-rt-{uuid.uuid4().hex[:8]}"
-    _create_topics(stack.kafka_bootstrap, topic)
+    create_topics(topic)
     producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "linger.ms": 0})
     for i in range(5):
         producer.produce(topic, key=b"k", value=f"v{i}".encode(), timestamp=1_700_000_000_000 + i)
@@ -85,10 +98,10 @@ def test_tansu_round_trip_keeps_keys_order_and_timestamps(stack) -> None:
     assert got == [(b"k", f"v{i}", 1_700_000_000_000 + i) for i in range(5)]
 
 
-def test_flink_runs_a_stateful_job_reading_and_writing_tansu(stack) -> None:
+def test_flink_runs_a_stateful_job_reading_and_writing_tansu(stack, create_topics) -> None:
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"smoke-in-{suffix}", f"smoke-out-{suffix}"
-    _create_topics(stack.kafka_bootstrap, source, sink)
+    create_topics(source, sink)
     records = ["a,red", "b,red", "a,blue", "a,green", "b,blue", "c,red"]  # a copy job would not pass
     _produce(stack.kafka_bootstrap, source, records)
 
@@ -119,10 +132,23 @@ def test_flink_runs_a_stateful_job_reading_and_writing_tansu(stack) -> None:
         requests.patch(f"{stack.flink_rest_url}/jobs/{job_id}?mode=cancel", timeout=5)
 
 
-def test_mem0_memory_on_the_stack_chroma_server(stack, tmp_path: Path) -> None:
+@pytest.fixture
+def smoke_collection(stack) -> Iterator[str]:
+    """A fresh Chroma collection name on the stack's server, deleted after the test."""
+    import chromadb
+
+    name = f"smoke_{uuid.uuid4().hex[:8]}"
+    yield name
+    server = stack.mem0_config()["vector_store"]["config"]
+    client = chromadb.HttpClient(host=server["host"], port=server["port"])
+    if name in {c.name for c in client.list_collections()}:
+        client.delete_collection(name)
+
+
+def test_mem0_memory_on_the_stack_chroma_server(stack, smoke_collection: str, tmp_path: Path) -> None:
     from airflow_flink_replay.memory.offline import build_offline_memory
 
-    config = stack.mem0_config(collection=f"smoke_{uuid.uuid4().hex[:8]}")
+    config = stack.mem0_config(collection=smoke_collection)
     config["history_db_path"] = str(tmp_path / "history.db")
     memory = build_offline_memory(config, mem0_dir=tmp_path)
     added = memory.add("Customer c-1 complained about a late delivery", user_id="job-a", agent_id="c-1",
