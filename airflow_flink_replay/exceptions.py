@@ -38,6 +38,7 @@ __all__ = [
     "PathError",
     "PreflightError",
     "ReplayPolicyBlocked",
+    "SecretReferenceError",
     "SpecError",
     "StackSetupError",
     "UsageError",
@@ -51,6 +52,11 @@ class FlinkReplayError(Exception):
 # ------------------------------------------------------------------------------- specs and manifests
 class SpecError(FlinkReplayError, ValueError):
     """A replay spec (or a run's overrides) is invalid; the message names the field and the fix."""
+
+
+class SecretReferenceError(FlinkReplayError, ValueError):
+    """A secret is given as a value where only a reference may travel, or a reference cannot be resolved
+    on the job side; the message names the field (never the value) and the fix."""
 
 
 class PreflightError(FlinkReplayError, ValueError):

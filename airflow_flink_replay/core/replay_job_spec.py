@@ -31,6 +31,7 @@ from airflow_flink_replay.core.manifest import (
     ReplayManifest,
 )
 from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.core.secrets import refuse_literal_secrets
 from airflow_flink_replay.exceptions import ManifestError, ManifestTamperedError
 
 __all__ = [
@@ -205,7 +206,8 @@ def replay_job_name(dag_id: str, run_id: str, variant: str) -> str:
 class ReplayJobSpec(BaseModel):
     """Arguments of one replay job (one variant)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # a validation error must not print the input: it could hold a secret (the errors name the field)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     variant: str = Field(description="Variant name written into every output line (baseline, candidate, ...).")
     agent_factory: str = Field(description='"module:attr" of a callable returning the Agent (kwargs: mem0_config).')
@@ -291,6 +293,13 @@ class ReplayJobSpec(BaseModel):
         raise ValueError(
             f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>" (or left out: the manifest\'s)'
         )
+
+    @model_validator(mode="after")
+    def _secrets_by_reference(self) -> ReplayJobSpec:
+        """The spec travels as a program argument (JobManager log, REST): secrets only as references."""
+        refuse_literal_secrets(self.mem0_config, "mem0_config")
+        refuse_literal_secrets(self.agent_options, "agent_options")
+        return self
 
     @model_validator(mode="after")
     def _window_given(self) -> ReplayJobSpec:

@@ -20,6 +20,7 @@ from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.core.secrets import refuse_literal_secrets
 from airflow_flink_replay.exceptions import SpecError
 
 QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
@@ -113,7 +114,8 @@ class WindowSpec(BaseModel):
 class ReplaySpec(BaseModel):
     """One production job's replay configuration (see docs/operators.md for every field)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # a validation error must not print the input: it could hold a secret (the errors name the field)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     name: str = Field(description="short id used in DAG ids, topic and namespace names ([a-z0-9_-])")
     production: ProductionJob
@@ -163,6 +165,13 @@ class ReplaySpec(BaseModel):
         if value and not _FACTORY.match(value):
             raise ValueError(f'candidate_agent_factory {value!r} must look like "package.module:attribute"')
         return value or None
+
+    @model_validator(mode="after")
+    def _secrets_by_reference(self) -> ReplaySpec:
+        """No literal secret in what travels to XCom, the run record and the jobs' arguments."""
+        refuse_literal_secrets(self.mem0_config, "mem0_config")
+        refuse_literal_secrets(_json_args(self.production.program.program_args), "production.program.program_args")
+        return self
 
     @model_validator(mode="after")
     def _existing(self) -> ReplaySpec:
@@ -249,3 +258,19 @@ def _explain(err: ValidationError, where: str) -> str:
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
         lines.append(f"  - {loc}: {e['msg']}")
     return "\n".join(lines)
+
+
+def _json_args(args: list[str]) -> list[Any]:
+    """Program arguments, with the ones that are JSON objects (``--mem0-config '{...}'``) parsed."""
+    import json
+
+    out: list[Any] = []
+    for arg in args:
+        if arg.lstrip().startswith("{"):
+            try:
+                out.append(json.loads(arg))
+                continue
+            except ValueError:
+                pass
+        out.append(arg)
+    return out

@@ -50,6 +50,7 @@ from airflow_flink_replay.exceptions import (
     FlinkOutcomeUnknownError,
     FlinkRestError,
     FlinkUnreachableError,
+    SpecError,
 )
 
 #: PythonDriver: the entry class that runs a Python Flink program from the flink-python jar.
@@ -107,11 +108,25 @@ def flink_cause(text: str | None, limit: int = 8) -> str:
 
 
 def rest_base_url(host: str, schema: str | None, port: int | None) -> str:
-    """Build the REST base URL from connection fields (``host`` may already be a URL)."""
-    if "://" in host:
-        return host.rstrip("/")
-    scheme = schema or "http"
-    return f"{scheme}://{host}:{port or 8081}"
+    """Build the REST base URL from connection fields (``host`` may already be a URL).
+
+    A URL with credentials in it (``http://user:pw@host``) is refused: the base URL appears in error
+    messages, logs and the Flink links of the Airflow UI. The message does not repeat it.
+    """
+    from urllib.parse import urlsplit
+
+    url = host.rstrip("/") if "://" in host else f"{schema or 'http'}://{host}:{port or 8081}"
+    try:
+        has_credentials = bool(urlsplit(url).username or urlsplit(url).password)
+    except ValueError:
+        has_credentials = "@" in url.split("://", 1)[-1].split("/", 1)[0]
+    if has_credentials:
+        raise SpecError(
+            "the Flink connection's host carries credentials (user:password@ in the URL), which would show in "
+            "error messages, logs and the Flink links. Fix: put the host alone in the connection's host, the "
+            "user and password in login/password (basic auth), or a token in extra bearer_token"
+        )
+    return url
 
 
 @dataclass

@@ -56,6 +56,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow_flink_replay.core.secrets import resolve_references
+
 if TYPE_CHECKING:  # pragma: no cover
     from mem0 import Memory
 
@@ -244,6 +246,9 @@ def offline_memory_config(
     or 384 (MiniLM).
     """
     home = ensure_offline_env(mem0_dir)
+    # Secrets arrive as references (``${env:NAME}``, ``${file:/path}``) and become values only here, in the
+    # process that talks to the store (a TaskManager): never in the job's arguments, plan or logs.
+    config = resolve_references(dict(config or {}), path="mem0_config")
     cfg: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (config or {}).items()}
     vs = cfg.setdefault("vector_store", {"provider": "chroma", "config": {"path": str(home / "chroma")}})
     vs_conf = dict(vs.get("config") or {})

@@ -269,3 +269,16 @@ def test_python_traceback_is_taken_from_this_programs_run_in_the_jm_log() -> Non
     ]
     assert program_failure_cause(text) == "RuntimeError: BOOM"
     assert python_traceback_from_log(JM_LOG, FlinkPythonProgram(entry_point="/jobs/absent.py")) == ""
+
+
+def test_a_flink_url_with_credentials_in_it_is_refused_without_repeating_them() -> None:
+    from airflow_flink_replay.exceptions import SpecError
+    from airflow_flink_replay.hooks.flink_rest import rest_base_url
+
+    for host in ("http://admin:hunter2@flink.example.com:8081", "https://admin@flink.example.com"):
+        with pytest.raises(SpecError) as info:
+            rest_base_url(host, None, None)
+        assert "hunter2" not in str(info.value) and "admin" not in str(info.value)
+        assert "Fix: put the host alone" in str(info.value)
+    assert rest_base_url("flink.example.com", "https", 443) == "https://flink.example.com:443"
+    assert rest_base_url("http://127.0.0.1:8081/", None, None) == "http://127.0.0.1:8081"
