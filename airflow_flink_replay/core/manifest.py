@@ -13,6 +13,11 @@ A :class:`ReplayManifest` links three things that must line up for a replay to m
 
 The manifest is sealed by a sha256 digest over its canonical JSON (sorted keys, no whitespace, the
 ``digest`` field left out), so any edit after writing — by hand or by accident — is detected on load.
+A digest anyone can recompute proves nothing against someone who edits the file on purpose: with a key
+(an Airflow connection's password on the Airflow side, a ``${env:…}`` / ``${file:…}`` reference resolved
+inside Flink on the job side) the manifest also carries an HMAC-SHA256 ``signature`` over the same
+canonical JSON minus the ``isolation`` section, which later steps fill in without the key (the replay job
+takes its topic and namespace from its own spec, guarded there, never from that section).
 
 Pure: pydantic only (works with pydantic 2.11 on the Flink side and 2.14 on the Airflow side). Reading
 and writing through URIs lives in :mod:`airflow_flink_replay.core.manifest_io`.
@@ -21,6 +26,7 @@ and writing through URIs lives in :mod:`airflow_flink_replay.core.manifest_io`.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from datetime import UTC, datetime
@@ -45,6 +51,7 @@ SERIALIZERS = ("string", "json", "bytes", "avro")
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_SIGNATURE = re.compile(r"^hmac-sha256:[0-9a-f]{64}$")
 
 #: How to fix a field that is missing altogether (used when a required field is absent).
 _MISSING_FIXES: dict[str, str] = {
@@ -473,6 +480,11 @@ class ReplayManifest(_Model):
         "window this run replays again",
     )
     digest: str | None = Field(default=None, description="sha256:<hex> of the canonical JSON without this field")
+    signature: str | None = Field(
+        default=None,
+        description="hmac-sha256:<hex> keyed signature of the canonical JSON without digest, signature and "
+        "isolation (None: unsigned)",
+    )
 
     @field_validator("schema_version")
     @classmethod
@@ -489,6 +501,13 @@ class ReplayManifest(_Model):
     def _digest_form(cls, value: str | None) -> str | None:
         if value is not None and not _DIGEST.match(value):
             raise _fail(f"digest {value!r} is not of the form sha256:<64 hex>", "re-create the manifest")
+        return value
+
+    @field_validator("signature")
+    @classmethod
+    def _signature_form(cls, value: str | None) -> str | None:
+        if value is not None and not _SIGNATURE.match(value):
+            raise _fail("signature is not of the form hmac-sha256:<64 hex>", "re-create the manifest")
         return value
 
     # -- construction / parsing ------------------------------------------------------------------
@@ -528,19 +547,33 @@ class ReplayManifest(_Model):
                 "isolation": Isolation(),
                 "reused_from": f"{self.run_id} {self.digest}",
                 "digest": None,
+                "signature": None,
             }
         )
 
     # -- canonical form and digest ---------------------------------------------------------------
     def canonical_json(self) -> bytes:
-        """The canonical JSON bytes the digest covers: sorted keys, compact, UTF-8, no ``digest``."""
-        body = self.model_dump(mode="json", exclude={"digest"})
+        """The canonical JSON bytes the digest covers: sorted keys, compact, UTF-8, no ``digest``/``signature``."""
+        return _canonical(self._body())
+
+    def _body(self) -> dict[str, Any]:
+        body = self.model_dump(mode="json", exclude={"digest", "signature"})
         # Fields added after schema 1 was first written are left out while empty, so manifests sealed
         # before they existed still verify (their digest never covered them).
         _drop_empty(body, "reused_from")
         _drop_empty(body["production"], "plan_vertices")
         _drop_empty(body["production"]["savepoint"], "racing_records")
-        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return body
+
+    def signed_content(self) -> bytes:
+        """What the signature covers: :meth:`canonical_json` without the ``isolation`` section.
+
+        The isolation section is filled in after the manifest is written (the action-state step records
+        its topics and re-seals) by tasks that hold no key; nothing reads it to decide what a replay does.
+        """
+        body = self._body()
+        body.pop("isolation", None)
+        return _canonical(body)
 
     def compute_digest(self) -> str:
         """``sha256:<hex>`` of :meth:`canonical_json`."""
@@ -549,6 +582,46 @@ class ReplayManifest(_Model):
     def sealed(self) -> ReplayManifest:
         """A copy carrying the digest of its current content."""
         return self.model_copy(update={"digest": self.compute_digest()})
+
+    def compute_signature(self, key: str | bytes) -> str:
+        """``hmac-sha256:<hex>`` of :meth:`signed_content` under ``key``."""
+        raw = key.encode("utf-8") if isinstance(key, str) else key
+        if not raw:
+            raise ManifestError(
+                ["signature: the signing key is empty. Fix: give the signing connection a password (the key)"]
+            )
+        return "hmac-sha256:" + hmac.new(raw, self.signed_content(), hashlib.sha256).hexdigest()
+
+    def signed(self, key: str | bytes) -> ReplayManifest:
+        """A sealed copy carrying the digest and the keyed signature of its current content."""
+        return self.model_copy(update={"signature": self.compute_signature(key)}).sealed()
+
+    def verify_signature(self, key: str | bytes) -> None:
+        """Verify the digest, then the signature under ``key`` (a missing signature is refused too: with a
+        key configured, stripping the signature must not be a way around it).
+
+        :raises ManifestTamperedError: digest mismatch, no signature, or a signature that does not match.
+        """
+        self.verify()
+        if self.signature is None:
+            raise ManifestTamperedError(
+                [
+                    "signature: missing, but a signing key is configured — the manifest was written without the "
+                    "key or its signature was removed. Fix: re-create it with the signing key configured "
+                    "(manifest_signing_conn_id), or run without the key to accept unsigned manifests"
+                ],
+                title="unsigned replay manifest",
+            )
+        if not hmac.compare_digest(self.compute_signature(key), self.signature):
+            raise ManifestTamperedError(
+                [
+                    "signature: mismatch — the content (digest recomputed or not) is not what the key signed: the "
+                    "manifest was changed after it was written, or signed with another key. Fix: re-create it "
+                    "from the capture window (CreateReplayManifestOperator) and check that both sides use the "
+                    "same key"
+                ],
+                title="replay manifest signature mismatch (tampered)",
+            )
 
     def verify(self) -> None:
         """Raise :class:`ManifestTamperedError` unless the stored digest matches the content."""
@@ -590,7 +663,7 @@ class ReplayManifest(_Model):
         p, i, sp = self.production, self.capture, self.production.savepoint
         lines = [
             f"replay manifest v{self.schema_version}  run {self.run_id}  created {self.created_at.isoformat()}",
-            f"digest      {self.digest or '(unsealed)'}",
+            f"digest      {self.digest or '(unsealed)'}" + ("  (signed)" if self.signature else ""),
             f"production  job {p.job_name} ({p.job_id})  Flink {p.flink_version or '?'}",
             f"savepoint   {sp.path}  [{sp.format}, quiesce={sp.quiesce_mode}"
             + (f", checkpoint {sp.checkpoint_id}" if sp.checkpoint_id is not None else "")
@@ -623,6 +696,10 @@ class ReplayManifest(_Model):
         else:
             lines.append("isolation   (not filled in yet)")
         return "\n".join(lines)
+
+
+def _canonical(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _iso_ms(ms: int | None) -> str:

@@ -40,17 +40,30 @@ def _open(target: Target, mode: str) -> Any:
     return target.open(mode)
 
 
-def save_manifest(manifest: ReplayManifest, target: Target) -> ReplayManifest:
-    """Seal ``manifest`` (if it is not) and write it to ``target``; return the sealed manifest."""
-    sealed = manifest if manifest.digest == manifest.compute_digest() else manifest.sealed()
+def save_manifest(
+    manifest: ReplayManifest, target: Target, *, signing_key: str | bytes | None = None
+) -> ReplayManifest:
+    """Seal ``manifest`` (if it is not) and write it to ``target``; return the sealed manifest.
+
+    With ``signing_key`` it is also signed (HMAC-SHA256, see :meth:`ReplayManifest.signed`).
+    """
+    if signing_key is not None:
+        sealed = manifest.signed(signing_key)
+    else:
+        sealed = manifest if manifest.digest == manifest.compute_digest() else manifest.sealed()
     with _open(target, "w") as fh:
         fh.write(sealed.to_json(indent=2))
         fh.write("\n")
     return sealed
 
 
-def load_manifest(source: Target, *, verify: bool = True) -> ReplayManifest:
-    """Read a manifest; with ``verify`` (the default) a digest mismatch raises ManifestTamperedError."""
+def load_manifest(source: Target, *, verify: bool = True, signing_key: str | bytes | None = None) -> ReplayManifest:
+    """Read a manifest; with ``verify`` (the default) a digest mismatch raises ManifestTamperedError.
+
+    With ``signing_key`` the signature must be present and match too (else ManifestTamperedError): a
+    digest recomputed by hand after an edit does not get past it. Without a key, unsigned and signed
+    manifests alike load on their digest.
+    """
     try:
         with _open(source, "r") as fh:
             text = fh.read()
@@ -61,7 +74,48 @@ def load_manifest(source: Target, *, verify: bool = True) -> ReplayManifest:
                 "not found. Fix: check the URI the manifest step returned"
             ]
         ) from err
-    return ReplayManifest.parse(text, verify=verify)
+    manifest = ReplayManifest.parse(text, verify=verify)
+    if signing_key is not None:
+        manifest.verify_signature(signing_key)
+    return manifest
+
+
+def _comparable(location: str) -> tuple[str, str, str]:
+    """(scheme, host, normalised absolute path) of a URI or plain path; local ones compare as ``file``."""
+    import posixpath
+    from urllib.parse import unquote, urlparse
+
+    local = local_path(location)
+    if local is not None:
+        return "file", "", os.path.normpath(os.path.abspath(local))
+    parsed = urlparse(location)
+    path = posixpath.normpath("/" + unquote(parsed.path).lstrip("/"))
+    return parsed.scheme.lower(), parsed.netloc.lower(), path
+
+
+def is_within(location: str, prefix: str) -> bool:
+    """True when ``location`` lies under ``prefix`` (same scheme and host, whole path segments; ``..``
+    segments are resolved first, so ``<prefix>/../elsewhere`` is not within)."""
+    loc, base = _comparable(location), _comparable(prefix)
+    if loc[:2] != base[:2]:
+        return False
+    root = base[2].rstrip("/") or "/"
+    return loc[2] == root or loc[2].startswith(root if root.endswith("/") else root + "/")
+
+
+def manifest_source_problems(location: str, allowed: list[str] | tuple[str, ...]) -> list[str]:
+    """Why an earlier manifest may not be loaded from ``location`` ([] when it lies under one of ``allowed``).
+
+    A manifest decides which savepoint and which input a replay restores; one fetched from anywhere (an
+    ``http://`` URL, another team's folder) would let whoever controls that place choose them.
+    """
+    if any(is_within(location, prefix) for prefix in allowed):
+        return []
+    return [
+        f"existing_manifest {location} lies outside manifest_sources {list(allowed)}: an earlier manifest is "
+        "only loaded from the runs location (or the places manifest_sources lists). Fix: give the manifest of "
+        "a run under runs_uri, or add its location to the spec's manifest_sources"
+    ]
 
 
 def local_path(location: str) -> str | None:

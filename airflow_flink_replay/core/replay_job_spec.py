@@ -8,6 +8,14 @@ submits ``airflow_flink_replay/flink/replay_job.py`` with them. The job parses t
 The replay window is either a sealed :class:`~airflow_flink_replay.core.manifest.ReplayManifest` (a path or
 URI, loaded through :func:`~airflow_flink_replay.core.manifest_io.load_manifest`, digest verified: a manifest
 edited after it was written is refused) or an explicit ``capture_topic`` + ``start_offsets`` + ``end_offsets``.
+With ``manifest_key_ref`` (a ``${env:…}`` / ``${file:…}`` reference, resolved only where the manifest is
+loaded, inside Flink) the manifest's HMAC signature must match too: a digest recomputed after an edit is
+refused. The key itself never enters the spec, so never the program arguments.
+
+A spec that names production's action-state topic or job identifier as its own is refused where it is
+built (``production_action_state_topic`` / ``production_job_identifier``): the guard holds for a spec
+made by hand or by :class:`~airflow_flink_replay.operators.replay.SubmitReplayJobOperator` on its own, not
+only in the DAG, and the job re-checks it when it starts.
 
 Event time and watermarks (:class:`ReplayTiming`) come from the manifest — production's event-time source
 (Kafka record timestamp or a JSONPath field) and watermark strategy (max out-of-orderness, idleness) — unless
@@ -31,8 +39,8 @@ from airflow_flink_replay.core.manifest import (
     ReplayManifest,
 )
 from airflow_flink_replay.core.policy import ReplayPolicy
-from airflow_flink_replay.core.secrets import refuse_literal_secrets
-from airflow_flink_replay.exceptions import ManifestError, ManifestTamperedError
+from airflow_flink_replay.core.secrets import is_reference, refuse_literal_secrets, resolve_references
+from airflow_flink_replay.exceptions import ManifestError, ManifestTamperedError, SecretReferenceError
 
 __all__ = [
     "ReplayInput",
@@ -132,20 +140,31 @@ class ReplayInput(BaseModel):
     manifest_digest: str | None = None
 
 
-def load_replay_manifest(location: str) -> ReplayManifest:
+def load_replay_manifest(location: str, key_ref: str | None = None) -> ReplayManifest:
     """Load and verify the manifest at ``location`` (plain path, ``file://`` URI, or any fsspec URI).
 
+    With ``key_ref`` (``${env:NAME}`` / ``${file:/path}``) the reference is resolved here — on the job side,
+    inside Flink — and the manifest's signature is checked with the key; the key is never logged or kept.
+
     Raises :class:`~airflow_flink_replay.core.manifest.ManifestTamperedError` naming the location when the
-    digest does not match (the file was edited after it was sealed), :class:`ManifestError` when it is not a
-    valid manifest or cannot be found.
+    digest or the signature does not match (the file was edited after it was sealed) or a signature is
+    required but missing, :class:`ManifestError` when it is not a valid manifest, cannot be found, or the
+    key reference cannot be resolved.
     """
     from airflow_flink_replay.core.manifest_io import load_manifest
 
+    key: str | None = None
+    if key_ref is not None:
+        try:
+            key = str(resolve_references(key_ref, path="manifest_key_ref"))
+        except SecretReferenceError as err:
+            raise ManifestError([str(err)], title=f"replay job cannot check the signature of {location}") from None
     try:
-        return load_manifest(location)
+        return load_manifest(location, signing_key=key)
     except ManifestTamperedError as err:
+        what = "signature" if any(p.startswith("signature") for p in err.problems) else "digest"
         raise ManifestTamperedError(
-            err.problems, title=f"replay job refuses manifest {location}: digest mismatch (tampered)"
+            err.problems, title=f"replay job refuses manifest {location}: {what} check failed (tampered)"
         ) from None
     except ManifestError as err:
         raise ManifestError(err.problems, title=f"replay job cannot use manifest {location}") from None
@@ -213,6 +232,16 @@ class ReplayJobSpec(BaseModel):
     agent_factory: str = Field(description='"module:attr" of a callable returning the Agent (kwargs: mem0_config).')
     job_identifier: str = Field(description="Flink Agents job-identifier = the Mem0 fork namespace.")
     action_state_topic: str = Field(description="Isolated, fresh Kafka action-state topic (never production's).")
+    production_action_state_topic: str | None = Field(
+        default=None,
+        description="Production's action-state topic: a spec whose action_state_topic equals it is refused. "
+        "Optional for specs written before it existed; the DAG always sets it.",
+    )
+    production_job_identifier: str | None = Field(
+        default=None,
+        description="Production's job identifier (its Mem0 user_id): a spec whose job_identifier equals it is "
+        "refused. Optional for specs written before it existed; the DAG always sets it.",
+    )
     output_dir: str = Field(description="Directory for the output JSONL part files (local path).")
     audit_dir: str = Field(description="Directory for the audit JSONL files (local path).")
     kafka_bootstrap: str
@@ -221,6 +250,11 @@ class ReplayJobSpec(BaseModel):
         default=None,
         description="Sealed manifest (path, file:// or another fsspec URI): the capture window and production's "
         "event time / watermark strategy. Its digest is verified; a hand-edited manifest is refused.",
+    )
+    manifest_key_ref: str | None = Field(
+        default=None,
+        description="Reference to the manifest signing key ('${env:NAME}' or '${file:/path}'), resolved inside "
+        "Flink; with it the manifest's signature must match. Never the key itself.",
     )
     capture_topic: str | None = None
     start_offsets: dict[int, int] | None = None
@@ -302,6 +336,47 @@ class ReplayJobSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _key_by_reference(self) -> ReplayJobSpec:
+        """The signing key travels as a reference; the spec is shown by Flink's JobManager log and REST API."""
+        if self.manifest_key_ref is not None:
+            if not is_reference(self.manifest_key_ref):
+                raise ValueError(
+                    "manifest_key_ref must be a reference ('${env:NAME}' or '${file:/path}'), never the key: the "
+                    "spec is a program argument that Flink's JobManager log and REST API show. Fix: give the key "
+                    "to the Flink processes as an environment variable or a mounted file and name it here"
+                )
+            if self.manifest is None:
+                raise ValueError(
+                    "manifest_key_ref is set but there is no manifest to check. Fix: give the manifest, or drop "
+                    "manifest_key_ref"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _not_production(self) -> ReplayJobSpec:
+        problems = self.production_clashes()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def production_clashes(self) -> list[str]:
+        """Why this spec would touch production's state: its action-state topic or job identifier is
+        production's (``cause. Fix: …`` each; [] when neither is, or production's are not known)."""
+        problems = []
+        if self.production_action_state_topic and self.action_state_topic == self.production_action_state_topic:
+            problems.append(
+                f"action_state_topic {self.action_state_topic!r} is production's action-state topic: the replay "
+                "would reuse production's recorded LLM and tool results (the prompt is not in their key) and write "
+                "into production's store. Fix: give the replay a fresh, empty topic (IsolateActionStateOperator)"
+            )
+        if self.production_job_identifier and self.job_identifier == self.production_job_identifier:
+            problems.append(
+                f"job_identifier {self.job_identifier!r} is production's job identifier: the replay would read and "
+                "write production's Mem0 memories. Fix: use the memory fork's namespace (ForkMem0NamespaceOperator)"
+            )
+        return problems
+
+    @model_validator(mode="after")
     def _window_given(self) -> ReplayJobSpec:
         explicit = [self.capture_topic, self.start_offsets, self.end_offsets]
         if self.manifest is None and any(v is None for v in explicit):
@@ -320,7 +395,7 @@ class ReplayJobSpec(BaseModel):
 
     def replay_input(self) -> ReplayInput:
         """Window and timing in one go (the manifest, if any, is loaded and verified once)."""
-        manifest = load_replay_manifest(self.manifest) if self.manifest is not None else None
+        manifest = load_replay_manifest(self.manifest, self.manifest_key_ref) if self.manifest is not None else None
         if self.capture_topic and self.start_offsets is not None and self.end_offsets is not None:
             window = ReplayWindow(
                 topic=self.capture_topic, start_offsets=self.start_offsets, end_offsets=self.end_offsets

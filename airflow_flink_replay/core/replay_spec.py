@@ -20,7 +20,7 @@ from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
-from airflow_flink_replay.core.secrets import refuse_literal_secrets
+from airflow_flink_replay.core.secrets import is_reference, refuse_literal_secrets
 from airflow_flink_replay.exceptions import SpecError
 
 QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
@@ -30,6 +30,8 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: Characters Kafka does not allow in a topic name, and its longest topic name.
 _ILLEGAL_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]")
 MAX_TOPIC_NAME = 249
+#: Where the replay job finds the manifest signing key when the spec does not say (a Flink env variable).
+DEFAULT_MANIFEST_KEY_REF = "${env:AFR_MANIFEST_KEY}"
 
 
 def is_legal_topic_name(name: str) -> bool:
@@ -148,6 +150,20 @@ class ReplaySpec(BaseModel):
     connector_jars: list[str] = Field(default_factory=list, description="Kafka connector jars for the jobs")
     mem0_config: dict[str, Any] | None = Field(default=None, description="mem0 config the agents use")
     runs_uri: str = Field(description="base folder of run folders (manifest, outputs, reports, run record)")
+    manifest_sources: list[str] | None = Field(
+        default=None,
+        description="URI prefixes an earlier manifest (existing_manifest) may be loaded from; None: runs_uri only",
+    )
+    manifest_signing_conn_id: str | None = Field(
+        default=None,
+        description="Airflow connection whose password is the HMAC key manifests are signed and checked with "
+        "(None: manifests are sealed by their digest only)",
+    )
+    manifest_key_ref: str | None = Field(
+        default=None,
+        description="with manifest_signing_conn_id: where the replay job finds the same key inside Flink, as a "
+        "reference ('${env:NAME}' or '${file:/path}'; default '${env:AFR_MANIFEST_KEY}')",
+    )
     keep_fork: bool = False
     savepoint_dir: str | None = None
     replay_timeout_minutes: float = Field(default=20, gt=0)
@@ -172,6 +188,34 @@ class ReplaySpec(BaseModel):
         refuse_literal_secrets(self.mem0_config, "mem0_config")
         refuse_literal_secrets(_json_args(self.production.program.program_args), "production.program.program_args")
         return self
+
+    @model_validator(mode="after")
+    def _manifest_signing(self) -> ReplaySpec:
+        """The key reaches the replay job by reference only, and only together with the signing connection."""
+        if self.manifest_key_ref is not None and not is_reference(self.manifest_key_ref):
+            raise ValueError(
+                "manifest_key_ref must be a reference ('${env:NAME}' or '${file:/path}'), never the key itself: "
+                "it travels in the replay job's program arguments. Fix: put the key in an environment variable "
+                "or a file of the Flink processes and name it here"
+            )
+        if self.manifest_key_ref is not None and not self.manifest_signing_conn_id:
+            raise ValueError(
+                "manifest_key_ref is set without manifest_signing_conn_id: manifests would be written unsigned "
+                "and the replay job would refuse them. Fix: set manifest_signing_conn_id too, or drop "
+                "manifest_key_ref"
+            )
+        if self.manifest_signing_conn_id and self.manifest_key_ref is None:
+            self.manifest_key_ref = DEFAULT_MANIFEST_KEY_REF
+        if self.manifest_sources is not None and not [s for s in self.manifest_sources if s.strip()]:
+            raise ValueError(
+                "manifest_sources is empty: no earlier manifest could ever be reused. Fix: leave it out (the "
+                "runs location) or list the URI prefixes earlier manifests may come from"
+            )
+        return self
+
+    def allowed_manifest_sources(self) -> list[str]:
+        """The URI prefixes an earlier manifest may be loaded from: ``manifest_sources``, else ``runs_uri``."""
+        return [s for s in self.manifest_sources or [] if s.strip()] or [self.runs_uri]
 
     @model_validator(mode="after")
     def _existing(self) -> ReplaySpec:

@@ -13,6 +13,10 @@ What it builds (the same pipeline builder as production, different upstream):
 
 The manifest is loaded through :mod:`~airflow_flink_replay.core.manifest_io` (plain path, ``file://`` or any
 fsspec URI) and its digest verified: a manifest edited after it was sealed stops the job before it is built.
+When the spec carries ``manifest_key_ref`` (``${env:NAME}`` / ``${file:/path}``, resolved here, inside Flink)
+the manifest's HMAC signature is checked with that key too, so a digest recomputed by hand does not pass.
+A spec naming production's action-state topic or job identifier as its own is refused before anything is
+built (:meth:`~airflow_flink_replay.core.replay_job_spec.ReplayJobSpec.production_clashes`).
 Event time (Kafka record timestamp or a JSONPath field) and the watermark strategy (max out-of-orderness,
 idleness) are the manifest's, i.e. production's, unless the spec overrides them
 (:meth:`~airflow_flink_replay.core.replay_job_spec.ReplayJobSpec.timing`). Each output's ``_replay`` holds
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, ReplayTiming, ReplayWindow
+from airflow_flink_replay.exceptions import FlinkReplayError
 
 REPLAY_SOURCE_UID = "afr-replay-source"
 REPLAY_WATERMARK_UID = "afr-replay-watermarks"
@@ -79,6 +84,23 @@ def file_sink(output_dir: str, variant: str) -> Any:
     )
 
 
+def refuse_production_targets(spec: ReplayJobSpec) -> None:
+    """Stop before anything is built when the spec's action-state topic or job identifier is production's.
+
+    The spec's validator refuses this when it is parsed; checked again here because a spec can reach this
+    point without validation (``model_construct``, a copy with ``model_copy(update=…)``).
+    """
+    problems = spec.production_clashes()
+    if problems:
+        raise FlinkReplayError("replay job refuses to start: " + "; ".join(problems))
+    if not (spec.production_action_state_topic and spec.production_job_identifier):
+        logging.warning(
+            "replay %s: production's action-state topic / job identifier are not in the spec; the check that "
+            "this replay does not use them could not run",
+            spec.variant,
+        )
+
+
 def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
     import importlib
@@ -88,14 +110,16 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     from airflow_flink_replay.flink.kafka import add_connector_jars
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
 
+    refuse_production_targets(spec)
     replay_input = spec.replay_input()  # the manifest, if any, is verified here: a tampered one stops the job
     window, timing = replay_input.window, replay_input.timing
     logging.info(
-        "replay %s: window %s (%d records), manifest %s, timing %s",
+        "replay %s: window %s (%d records), manifest %s (%s), timing %s",
         spec.variant,
         window.model_dump(),
         window.record_count,
         replay_input.manifest_digest,
+        "signature checked" if spec.manifest_key_ref else "digest only",
         timing.model_dump(mode="json"),
     )
     add_connector_jars(env, spec.connector_jars)  # BEFORE the agents environment

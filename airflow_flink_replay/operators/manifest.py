@@ -6,6 +6,12 @@
   CaptureWindowSensor`: it reads the window (per-partition counts, first/last timestamps — by consuming),
   links it to the savepoint and writes the sealed manifest to a URI. XCom: ``{"uri", "digest",
   "record_count", "partitions"}``.
+- :class:`ReuseManifestOperator` (``quiesce_mode=existing``) re-issues an earlier run's manifest, loaded only
+  from the allowed places (``manifest_sources``).
+
+With ``signing_conn_id`` both sign what they write (HMAC-SHA256 keyed by that Airflow connection's
+password) and the reuse refuses an earlier manifest whose signature is missing or does not match. The key
+is read from the connection when the task runs; it is never logged, pushed to XCom or put in a spec.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.bases.hook import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_flink_replay.core.capture_window import StartOffsets, link_start_offsets
@@ -31,12 +38,30 @@ from airflow_flink_replay.core.manifest import (
 )
 from airflow_flink_replay.core.manifest_io import (
     load_manifest,
+    manifest_source_problems,
     normalized_location,
     save_manifest,
     savepoint_problems,
 )
 from airflow_flink_replay.exceptions import ManifestError
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
+
+
+def signing_key(conn_id: str | None) -> str | None:
+    """The manifest signing key: the password of Airflow connection ``conn_id`` (None without a conn id).
+
+    :raises AirflowException: the connection has no password (naming the connection, never a value).
+    """
+    if not conn_id:
+        return None
+    key = BaseHook.get_connection(conn_id).password
+    if not key:
+        raise AirflowException(
+            f"manifest signing connection {conn_id!r} has no password: the password is the HMAC key manifests are "
+            "signed with. Fix: set it (airflow connections add ... --conn-password), the same value the replay "
+            "job reads through manifest_key_ref"
+        )
+    return key
 
 
 def record_checker(key: SerializerSpec, value: SerializerSpec, event_time: EventTime) -> Callable[[Record], str | None]:
@@ -177,6 +202,8 @@ class CreateReplayManifestOperator(BaseOperator):
         goes into the manifest's savepoint section.
     :param check_records: check while reading that every record decodes with the declared serializers and
         carries the event-time field (first problems are reported with partition@offset).
+    :param signing_conn_id: Airflow connection whose password is the HMAC key: the manifest is also signed
+        (None: sealed by its digest only).
     """
 
     template_fields: Sequence[str] = (
@@ -209,9 +236,11 @@ class CreateReplayManifestOperator(BaseOperator):
         scan_timeout: float = 120.0,
         check_records: bool = True,
         start_offsets: Mapping[str, Any] | None = None,
+        signing_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.signing_conn_id = signing_conn_id
         self.start_offsets = start_offsets
         self.check_records = check_records
         self.manifest_uri = manifest_uri
@@ -301,7 +330,7 @@ class CreateReplayManifestOperator(BaseOperator):
                 f"the capture window holds {count} records, expected {self.expected_records}: "
                 f"{ {w.partition: w.record_count for w in manifest.capture.partitions} }"
             )
-        sealed = save_manifest(manifest, self.manifest_uri)
+        sealed = save_manifest(manifest, self.manifest_uri, signing_key=signing_key(self.signing_conn_id))
         self.log.info("replay manifest written to %s\n%s", self.manifest_uri, sealed.summary())
         return {
             "uri": self.manifest_uri,
@@ -331,10 +360,17 @@ class ReuseManifestOperator(BaseOperator):
     :param expected_job_name: refuse a manifest of another production job.
     :param kafka_config_id: with it, refuse when the capture topic no longer holds the window's first
         records (retention deleted them: Flink would silently start at the earliest record left).
+    :param manifest_sources: URI prefixes the earlier manifest may be loaded from (templated); anything
+        else — an ``http://`` URL, another folder — is refused before it is read. None: the folder that holds
+        this run's folder (``manifest_uri``'s grandparent, i.e. ``runs_uri/<dag id>`` in the DAG, which
+        passes the spec's ``manifest_sources`` or ``runs_uri``).
+    :param signing_conn_id: Airflow connection whose password is the HMAC key: the earlier manifest must carry
+        a matching signature, and the new one is signed.
     """
 
     template_fields: Sequence[str] = (
-        "existing_manifest", "existing_savepoint", "manifest_uri", "run_id", "expected_topic", "expected_job_name"
+        "existing_manifest", "existing_savepoint", "manifest_uri", "run_id", "expected_topic", "expected_job_name",
+        "manifest_sources",
     )
 
     def __init__(
@@ -348,9 +384,13 @@ class ReuseManifestOperator(BaseOperator):
         expected_topic: str | None = None,
         expected_job_name: str | None = None,
         kafka_config_id: str | None = None,
+        manifest_sources: Sequence[str] | None = None,
+        signing_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.manifest_sources = manifest_sources
+        self.signing_conn_id = signing_conn_id
         self.existing_manifest = existing_manifest
         self.existing_savepoint = existing_savepoint
         self.expected_topic = expected_topic
@@ -373,8 +413,12 @@ class ReuseManifestOperator(BaseOperator):
                 "quiesce_mode=existing needs existing_manifest: the manifest URI of the earlier run whose savepoint "
                 "and window to replay (its run_record.json names it)"
             )
+        refused = manifest_source_problems(self.existing_manifest, self.allowed_sources())
+        if refused:
+            raise AirflowException("; ".join(refused))
+        key = signing_key(self.signing_conn_id)
         try:
-            earlier = load_manifest(self.existing_manifest)
+            earlier = load_manifest(self.existing_manifest, signing_key=key)
         except ManifestError as err:
             raise AirflowException(f"existing_manifest {self.existing_manifest}: {err}") from err
         problems = savepoint_problems(earlier) if self.check_savepoint else []
@@ -399,7 +443,7 @@ class ReuseManifestOperator(BaseOperator):
         if problems:
             raise AirflowException(f"existing_manifest {self.existing_manifest}: " + "; ".join(problems))
         run_id = self.run_id or str(context.get("run_id") or "manual")
-        sealed = save_manifest(earlier.for_reuse(run_id), self.manifest_uri)
+        sealed = save_manifest(earlier.for_reuse(run_id), self.manifest_uri, signing_key=key)
         self.log.info("replaying %s again: %s\n%s", self.existing_manifest, self.manifest_uri, sealed.summary())
         return {
             "uri": self.manifest_uri,
@@ -409,6 +453,14 @@ class ReuseManifestOperator(BaseOperator):
             "record_count": sealed.capture.record_count,
             "production_plan": sealed.production.production_plan(),
         }
+
+    def allowed_sources(self) -> list[str]:
+        """``manifest_sources``, or (None) the folder holding this run's folder: ``manifest_uri``'s grandparent."""
+        if self.manifest_sources is not None:
+            return [str(s) for s in self.manifest_sources]
+        import posixpath
+
+        return [posixpath.dirname(posixpath.dirname(str(self.manifest_uri).rstrip("/")))]
 
     def _window_problems(self, manifest: ReplayManifest) -> list[str]:
         """The window's records must still be on the broker (only the low watermark is checked: tansu's

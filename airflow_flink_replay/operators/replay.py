@@ -117,7 +117,13 @@ class SubmitReplayJobOperator(BaseOperator):
 
     # ------------------------------------------------------------------------------------------ steps
     def _spec(self, context: Any) -> ReplayJobSpec:
-        spec = ReplayJobSpec.model_validate(self.spec)
+        spec = ReplayJobSpec.model_validate(self.spec)  # refuses production's action-state topic / job identifier
+        if not (spec.production_action_state_topic and spec.production_job_identifier):
+            self.log.warning(
+                "the replay spec does not name production's action-state topic and job identifier "
+                "(production_action_state_topic, production_job_identifier): the guard that refuses a replay "
+                "writing into production's state cannot run. Fix: set both in the spec (the DAG does)"
+            )
         if self.production_plan:
             found = IdentityPlan.from_rest(_as_rest_details(self.production_plan)).find_agent()
             update: dict[str, Any] = {}

@@ -96,6 +96,9 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
             audit_dir=str(run_dir / variant / "audit-parts"),
             kafka_bootstrap=run.kafka_bootstrap,
             manifest=str(manifest),
+            manifest_key_ref=run.manifest_key_ref,  # a reference, resolved inside Flink; never the key
+            production_action_state_topic=prod.action_state_topic,
+            production_job_identifier=prod.job_identifier,
             policy=run.policy,
             agent_uid=prod.agent_uid,
             max_parallelism=prod.max_parallelism,

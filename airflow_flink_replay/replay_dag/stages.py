@@ -166,6 +166,8 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         expected_topic=prod.capture_topic,
         expected_job_name=prod.job_name,
         kafka_config_id=spec.kafka_conn_id,
+        manifest_sources=spec.allowed_manifest_sources(),
+        signing_conn_id=spec.manifest_signing_conn_id,
     )
     resume = ResumeJobOperator(
         task_id=ids.TASK_RESUME_PRODUCTION,
@@ -198,6 +200,7 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         # production's event time and watermark strategy: the replay jobs take theirs from the manifest
         event_time=prod.event_time.model_dump(mode="json"),
         watermark=prod.watermark.model_dump(mode="json"),
+        signing_conn_id=spec.manifest_signing_conn_id,
     )
     run >> preflight >> start >> [offsets_before, reuse]
     offsets_before >> quiesce >> start_offsets
