@@ -103,6 +103,7 @@ def refuse_production_targets(spec: ReplayJobSpec) -> None:
 
 def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
+    refuse_production_targets(spec)  # first: before PyFlink, the agent's code or the manifest is touched
     import importlib
 
     from airflow_flink_replay.flink.agent_build import isolate_runtime, load_agent_factory
@@ -110,7 +111,6 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     from airflow_flink_replay.flink.kafka import add_connector_jars
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
 
-    refuse_production_targets(spec)
     replay_input = spec.replay_input()  # the manifest, if any, is verified here: a tampered one stops the job
     window, timing = replay_input.window, replay_input.timing
     logging.info(

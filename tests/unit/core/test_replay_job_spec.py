@@ -216,6 +216,107 @@ def test_the_job_side_loader_refuses_an_unsealed_or_invalid_manifest(tmp_path: P
     assert "production: missing" in str(err.value) and "capture: missing" in str(err.value)
 
 
+# ------------------------------------------------------------------------------------- signed manifest
+KEY = "job-side-hmac-key-42"
+
+
+def _signed(tmp_path: Path) -> Path:
+    path = tmp_path / "signed.json"
+    save_manifest(_manifest().model_copy(update={"digest": None}), path, signing_key=KEY)
+    return path
+
+
+def test_the_job_checks_the_signature_with_a_key_it_resolves_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _signed(tmp_path)
+    monkeypatch.setenv("AFR_TEST_MANIFEST_KEY", KEY)
+    spec = ReplayJobSpec(**BASE, manifest=str(path), manifest_key_ref="${env:AFR_TEST_MANIFEST_KEY}")
+    assert spec.replay_input().window.record_count == 3
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    by_file = spec.model_copy(update={"manifest_key_ref": f"${{file:{key_file}}}"})
+    assert by_file.window().record_count == 3
+    # the key never travels: neither in the program arguments nor in the spec file
+    argv = spec.to_argv()
+    assert "${env:AFR_TEST_MANIFEST_KEY}" in argv[1] and KEY not in " ".join(argv)
+    assert KEY not in Path(spec.write(tmp_path / "spec.json")[1]).read_text()
+    assert ReplayJobSpec.from_argv(argv).window().record_count == 3
+
+
+def test_the_job_refuses_a_tampered_manifest_whose_digest_was_recomputed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _signed(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["capture"]["partitions"][0]["end_offset"] = 9
+    doc["capture"]["partitions"][0]["record_count"] = 8
+    doc["digest"] = ReplayManifest.model_validate({**doc, "digest": None}).compute_digest()
+    path.write_text(json.dumps(doc))
+    assert ReplayJobSpec(**BASE, manifest=str(path)).window().record_count == 8  # digest only: not noticed
+    monkeypatch.setenv("AFR_TEST_MANIFEST_KEY", KEY)
+    signed_spec = ReplayJobSpec(**BASE, manifest=str(path), manifest_key_ref="${env:AFR_TEST_MANIFEST_KEY}")
+    with pytest.raises(ManifestTamperedError) as err:
+        signed_spec.replay_input()
+    assert "signature check failed (tampered)" in str(err.value) and "signature: mismatch" in str(err.value)
+    assert KEY not in str(err.value)
+
+
+def test_with_a_key_the_job_refuses_an_unsigned_manifest_and_says_when_the_key_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unsigned = _saved(tmp_path)
+    spec = ReplayJobSpec(**BASE, manifest=str(unsigned), manifest_key_ref="${env:AFR_TEST_MANIFEST_KEY}")
+    monkeypatch.delenv("AFR_TEST_MANIFEST_KEY", raising=False)
+    with pytest.raises(ManifestError, match=r"AFR_TEST_MANIFEST_KEY.*not set.*Fix: export"):
+        spec.window()
+    monkeypatch.setenv("AFR_TEST_MANIFEST_KEY", KEY)
+    with pytest.raises(ManifestTamperedError, match="signature: missing"):
+        spec.window()
+    assert ReplayJobSpec(**BASE, manifest=str(unsigned)).window().record_count == 3  # no key: unsigned is fine
+
+
+def test_the_key_itself_is_refused_in_the_spec() -> None:
+    with pytest.raises(ValidationError) as err:
+        ReplayJobSpec(**BASE, manifest="m.json", manifest_key_ref=KEY)
+    assert "must be a reference" in str(err.value) and KEY not in str(err.value)
+    with pytest.raises(ValidationError, match="no manifest to check"):
+        ReplayJobSpec(
+            **BASE, capture_topic="c", start_offsets={0: 0}, end_offsets={0: 1}, manifest_key_ref="${env:K}"
+        )
+
+
+# ----------------------------------------------------------------------------------- production guards
+def test_a_spec_naming_productions_topic_or_identifier_is_refused_where_it_is_built() -> None:
+    guarded = {**BASE, "manifest": "m.json", "production_action_state_topic": "prod-as",
+               "production_job_identifier": "prod-id"}  # fmt: skip
+    ReplayJobSpec(**guarded)  # the replay's own topic and fork namespace: fine
+    with pytest.raises(ValidationError) as err:
+        ReplayJobSpec(**{**guarded, "action_state_topic": "prod-as"})
+    message = str(err.value)
+    assert "action_state_topic 'prod-as' is production's action-state topic" in message
+    assert "Fix: give the replay a fresh, empty topic" in message
+    with pytest.raises(ValidationError, match=r"job_identifier 'prod-id' is production's job identifier.*Fix:"):
+        ReplayJobSpec(**{**guarded, "job_identifier": "prod-id"})
+    both = ReplayJobSpec.model_construct(**{**guarded, "action_state_topic": "prod-as", "job_identifier": "prod-id"})
+    assert len(both.production_clashes()) == 2
+    # specs written before the fields existed still load (the DAG always sets them)
+    assert ReplayJobSpec(**BASE, manifest="m.json").production_clashes() == []
+
+
+def test_the_replay_job_refuses_to_start_on_productions_state() -> None:
+    from airflow_flink_replay.exceptions import FlinkReplayError
+    from airflow_flink_replay.flink.replay_job import build_replay, refuse_production_targets
+
+    guarded = {**BASE, "manifest": "m.json", "production_action_state_topic": "prod-as",
+               "production_job_identifier": "prod-id"}  # fmt: skip
+    refuse_production_targets(ReplayJobSpec(**guarded))
+    # a spec that skipped validation (model_construct, model_copy(update=...)) is stopped before anything is built
+    bad = ReplayJobSpec(**guarded).model_copy(update={"job_identifier": "prod-id"})
+    with pytest.raises(FlinkReplayError, match="replay job refuses to start: job_identifier 'prod-id'"):
+        build_replay(object(), bad)
+
+
 def test_errors_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="give either manifest or all of capture_topic"):
         ReplayJobSpec(**BASE)
