@@ -81,7 +81,7 @@ def test_the_replay_job_spec_refuses_literal_secrets_where_the_job_is_built() ->
 def test_references_resolve_on_the_job_side_from_env_and_files(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text(SECRET + "\n")
-    tree = {"a": {"api_key": "${env:AFR_KEY}"}, "b": ["${file:%s}" % key_file], "c": "plain"}
+    tree = {"a": {"api_key": "${env:AFR_KEY}"}, "b": [f"${{file:{key_file}}}"], "c": "plain"}
     assert resolve_references(tree, {"AFR_KEY": "v1"}) == {"a": {"api_key": "v1"}, "b": [SECRET], "c": "plain"}
     with pytest.raises(SecretReferenceError) as info:
         resolve_references({"llm": {"api_key": "${env:MISSING_KEY}"}}, {}, "mem0_config")
@@ -97,6 +97,6 @@ def test_the_offline_memory_builder_resolves_references_in_the_process_that_uses
     key_file = tmp_path / "llm-key"
     key_file.write_text(SECRET)
     cfg, _ = offline_memory_config(
-        {"llm": {"provider": "openai", "config": {"api_key": "${file:%s}" % key_file}}}, mem0_dir=tmp_path
+        {"llm": {"provider": "openai", "config": {"api_key": f"${{file:{key_file}}}"}}}, mem0_dir=tmp_path
     )
     assert cfg["llm"]["config"]["api_key"] == SECRET
