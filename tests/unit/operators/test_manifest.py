@@ -1,0 +1,142 @@
+"""The manifest operators' integrity rules: the create step signs with the key of an Airflow connection
+(read from a real ``AIRFLOW_CONN_*`` connection), the reuse step loads an earlier manifest only from
+``manifest_sources`` (refused before anything is fetched) and checks its signature.
+
+The Kafka side of the create step is a stand-in answering ``scan`` (its counting is the hook's own test);
+everything else — the manifest, its file, the connection — is real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_flink_replay.core.manifest import ReplayManifest
+from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest
+from airflow_flink_replay.hooks.kafka_offsets import PartitionScan
+from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator, ReuseManifestOperator, signing_key
+from tests.unit.core.test_manifest import AGENT, JOB, _data
+
+KEY = "op-side-hmac-key-7"
+
+
+@pytest.fixture
+def signing_conn(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AIRFLOW_CONN_AFR_MANIFEST_SIGNING", json.dumps({"conn_type": "generic", "password": KEY}))
+    return "afr_manifest_signing"
+
+
+class _Offsets:
+    """The capture topic as the create step reads it: partition 0 holds offsets 3..5."""
+
+    def scan(self, topic: str, start: dict[int, int], end: dict[int, int], **_: Any) -> dict[int, PartitionScan]:
+        return {
+            p: PartitionScan(p, start[p], end[p], end[p] - start[p], 1_000, 2_000, start[p], end[p] - 1) for p in start
+        }
+
+    def bootstrap_servers(self) -> str:
+        return "127.0.0.1:9092"
+
+    def close(self) -> None:
+        pass
+
+
+def _quiesce_result() -> dict[str, Any]:
+    return {
+        "job_id": JOB,
+        "job_name": "support-agent",
+        "mode": "drain",
+        "savepoint_path": "file:///tmp/savepoints/sp-1",
+        "plan": {
+            "agent_vertex_id": AGENT,
+            "vertices": [{"id": AGENT, "name": "action-execute-operator", "parallelism": 1, "max_parallelism": 128}],
+        },
+    }
+
+
+def test_the_create_step_signs_with_the_connections_password(tmp_path: Path, signing_conn: str) -> None:
+    uri = f"file://{tmp_path}/runs/gate/t1/manifest.json"
+    op = CreateReplayManifestOperator(
+        task_id="manifest",
+        manifest_uri=uri,
+        window={"topic": "cap", "start_offsets": {"0": 3}, "end_offsets": {"0": 6}},
+        production=_quiesce_result(),
+        signing_conn_id=signing_conn,
+    )
+    op.__dict__["hook"] = _Offsets()
+    result = op.execute({"run_id": "t1"})
+    assert KEY not in json.dumps(result) and KEY not in (tmp_path / "runs/gate/t1/manifest.json").read_text()
+    signed = load_manifest(uri, signing_key=KEY)
+    assert signed.signature and signed.digest == result["digest"]
+    unsigned = CreateReplayManifestOperator(
+        task_id="manifest", manifest_uri=f"file://{tmp_path}/u.json", window=op.window, production=op.production
+    )
+    unsigned.__dict__["hook"] = _Offsets()
+    unsigned.execute({"run_id": "t1"})
+    assert load_manifest(tmp_path / "u.json").signature is None
+
+
+def test_a_signing_connection_without_a_password_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_AFR_NO_KEY", json.dumps({"conn_type": "generic"}))
+    with pytest.raises(AirflowException, match=r"'afr_no_key' has no password.*Fix:"):
+        signing_key("afr_no_key")
+    assert signing_key(None) is None
+
+
+def _reuse(tmp_path: Path, existing: str, **kwargs: Any) -> ReuseManifestOperator:
+    return ReuseManifestOperator(
+        task_id="reuse_manifest",
+        existing_manifest=existing,
+        manifest_uri=f"file://{tmp_path}/runs/gate/t2/manifest.json",
+        check_savepoint=False,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    "existing",
+    [
+        "http://127.0.0.1:9/runs/gate/t1/manifest.json",  # port 9 (discard): nothing is fetched anyway
+        "https://example.invalid/manifest.json",
+        "{tmp}/elsewhere/manifest.json",
+        "file://{tmp}/runs/../elsewhere/manifest.json",
+    ],
+)
+def test_reuse_refuses_a_manifest_from_outside_manifest_sources(tmp_path: Path, existing: str) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    save_manifest(ReplayManifest.parse(_data(), verify=False), tmp_path / "elsewhere" / "manifest.json")
+    op = _reuse(tmp_path, existing.format(tmp=tmp_path), manifest_sources=[f"file://{tmp_path}/runs"])
+    with pytest.raises(AirflowException) as err:
+        op.execute({"run_id": "t2"})
+    message = str(err.value)
+    assert "outside manifest_sources" in message and "Fix:" in message and "runs_uri" in message
+    assert not (tmp_path / "runs" / "gate" / "t2" / "manifest.json").exists()
+
+
+def test_reuse_from_the_runs_location_signs_the_new_manifest(tmp_path: Path, signing_conn: str) -> None:
+    earlier = tmp_path / "runs" / "gate" / "t1" / "manifest.json"
+    save_manifest(ReplayManifest.parse(_data(), verify=False), earlier, signing_key=KEY)
+    result = _reuse(tmp_path, f"file://{earlier}", signing_conn_id=signing_conn).execute({"run_id": "t2"})
+    again = load_manifest(result["uri"], signing_key=KEY)
+    assert again.reused_from is not None and again.signature and KEY not in json.dumps(result)
+    # default sources (no list given): the folder holding this run's folder, i.e. runs/gate
+    assert _reuse(tmp_path, str(earlier)).allowed_sources() == [f"file://{tmp_path}/runs/gate"]
+
+
+def test_reuse_with_a_key_refuses_an_unsigned_or_re_digested_manifest(tmp_path: Path, signing_conn: str) -> None:
+    earlier = tmp_path / "runs" / "gate" / "t1" / "manifest.json"
+    save_manifest(ReplayManifest.parse(_data(), verify=False), earlier)
+    with pytest.raises(AirflowException, match="signature: missing"):
+        _reuse(tmp_path, str(earlier), signing_conn_id=signing_conn).execute({"run_id": "t2"})
+    save_manifest(ReplayManifest.parse(_data(), verify=False), earlier, signing_key=KEY)
+    doc = json.loads(earlier.read_text())
+    doc["production"]["savepoint"]["path"] = "file:///tmp/savepoints/another"
+    doc["digest"] = ReplayManifest.model_validate({**doc, "digest": None}).compute_digest()
+    earlier.write_text(json.dumps(doc))
+    with pytest.raises(AirflowException, match="signature: mismatch"):
+        _reuse(tmp_path, str(earlier), signing_conn_id=signing_conn).execute({"run_id": "t2"})
+    # without a key the same (re-digested) file passes the digest check: the signature is the defence
+    assert _reuse(tmp_path, str(earlier)).execute({"run_id": "t2"})["savepoint_path"].endswith("another")

@@ -1,0 +1,67 @@
+"""The resolved run's replay job specs carry production's topic and identifier (so the guards run where the
+job is built) and, with manifest signing configured, a reference to the key — never the key itself; the
+spec fields behind them (``manifest_sources``, ``manifest_signing_conn_id``, ``manifest_key_ref``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, VARIANTS, ReplaySpec
+from airflow_flink_replay.replay_dag.run import resolve_run
+from tests.unit.test_replay_spec_and_preflight import _spec
+
+KEY = "never-in-a-spec-4711"
+
+
+def test_every_job_spec_names_productions_topic_and_identifier(tmp_path: Path) -> None:
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}"))
+    run = resolve_run(spec, {}, "gate", "t1")
+    for variant in VARIANTS:
+        job = ReplayJobSpec.model_validate(run[f"job_spec_{variant}"])
+        assert job.production_action_state_topic == "reviews-action-state"
+        assert job.production_job_identifier == "review-triage-prod"
+        assert job.production_clashes() == [] and job.manifest_key_ref is None
+
+
+def test_with_signing_the_job_spec_carries_a_reference_and_never_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_AFR_MANIFEST_SIGNING", json.dumps({"conn_type": "generic", "password": KEY}))
+    spec = ReplaySpec.model_validate(
+        _spec(runs_uri=f"file://{tmp_path}", manifest_signing_conn_id="afr_manifest_signing")
+    )
+    assert spec.manifest_key_ref == DEFAULT_MANIFEST_KEY_REF
+    run = resolve_run(spec, {}, "gate", "t1")
+    assert KEY not in json.dumps(run, default=str)
+    for variant in VARIANTS:
+        job = ReplayJobSpec.model_validate(run[f"job_spec_{variant}"])
+        argv = job.to_argv()
+        assert job.manifest_key_ref == "${env:AFR_MANIFEST_KEY}" and KEY not in " ".join(argv)
+    custom = ReplaySpec.model_validate(
+        _spec(runs_uri=f"file://{tmp_path}", manifest_signing_conn_id="s", manifest_key_ref="${file:/etc/afr/key}")
+    )
+    assert resolve_run(custom, {}, "gate", "t1")["job_spec_baseline"]["manifest_key_ref"] == "${file:/etc/afr/key}"
+
+
+def test_the_spec_refuses_a_literal_key_and_a_reference_without_signing() -> None:
+    with pytest.raises(ValidationError) as err:
+        ReplaySpec.model_validate(_spec(manifest_signing_conn_id="s", manifest_key_ref=KEY))
+    assert "must be a reference" in str(err.value) and KEY not in str(err.value)
+    with pytest.raises(ValidationError, match="without manifest_signing_conn_id"):
+        ReplaySpec.model_validate(_spec(manifest_key_ref="${env:K}"))
+    with pytest.raises(ValidationError, match="manifest_sources is empty"):
+        ReplaySpec.model_validate(_spec(manifest_sources=[]))
+
+
+def test_manifest_sources_default_to_the_runs_location() -> None:
+    spec = ReplaySpec.model_validate(_spec())
+    assert spec.allowed_manifest_sources() == ["file:///tmp/replay-runs"]
+    listed = ReplaySpec.model_validate(_spec(manifest_sources=["s3://bucket/replays", "file:///archive"]))
+    assert listed.allowed_manifest_sources() == ["s3://bucket/replays", "file:///archive"]
+    # run overrides keep them (they are not per-run choices)
+    assert listed.with_run_overrides({"keep_fork": True}).allowed_manifest_sources() == listed.manifest_sources
