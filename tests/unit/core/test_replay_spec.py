@@ -1,19 +1,89 @@
 """One naming rule for the replay's action-state topics (``replay_topic_name``): Kafka-legal, distinct per
 variant, the same for the DAG's resolved names and ``IsolateActionStateOperator``'s defaults.
 
-(Spec loading, overrides and the preflight rules: tests/unit/test_replay_spec_and_preflight.py.)
+Also: loading a spec from YAML, run overrides. ``_spec()`` is a valid spec document other tests start from.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
 from airflow_flink_replay.core.replay_spec import (
     MAX_TOPIC_NAME,
     ReplaySpec,
+    SpecError,
     is_legal_topic_name,
     replay_topic_name,
 )
 from airflow_flink_replay.operators.action_state import IsolateActionStateOperator
-from tests.unit.test_replay_spec_and_preflight import _spec
+
+
+def _spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": "review-triage",
+        "production": {
+            "job_name": "review-triage-production",
+            "program": {"entry_point": "/opt/jobs/production_job.py", "program_args": ["--x", "1"]},
+            "agent_factory": "examples.review_agent.v1.agent:build_agent",
+            "input_topic": "reviews",
+            "capture_topic": "reviews-capture",
+            "action_state_topic": "reviews-action-state",
+            "job_identifier": "review-triage-prod",
+            "agent_uid": "afr-agent",
+        },
+        "candidate_agent_factory": "examples.review_agent.v2.agent:build_agent",
+        "kafka_bootstrap": "127.0.0.1:9092",
+        "runs_uri": "file:///tmp/replay-runs",
+    }
+    spec.update(overrides)
+    return spec
+
+
+def test_yaml_round_trip_and_errors_name_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(_spec()))
+    spec = ReplaySpec.from_yaml(path)
+    assert spec.quiesce_mode == "drain" and spec.window.records == 40
+    assert spec.variants() == ["baseline", "baseline_2", "candidate"]
+
+    bad = _spec(candidate_agent_factory="not a factory", name="Bad Name")
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(SpecError) as err:
+        ReplaySpec.from_yaml(path)
+    assert "candidate_agent_factory" in str(err.value) and "module:attribute" in str(err.value)
+    assert "name" in str(err.value) and str(path) in str(err.value)
+
+    path.write_text(yaml.safe_dump(_spec(quiesce_mode="existing")))
+    with pytest.raises(SpecError, match="quiesce_mode=existing needs existing_manifest"):
+        ReplaySpec.from_yaml(path)
+    path.write_text(yaml.safe_dump(_spec(quiesce_mode="existing", existing_manifest="file:///runs/m.json")))
+    reuse = ReplaySpec.from_yaml(path)
+    assert reuse.memory_source() == reuse.production.job_identifier  # default: production's memory, now
+    assert reuse.with_run_overrides({"existing_memory": "snap-1"}).memory_source() == "snap-1"
+
+
+def test_run_overrides_apply_and_are_validated() -> None:
+    spec = ReplaySpec.model_validate(_spec())
+    run = spec.with_run_overrides(
+        {
+            "candidate": "pkg.cand:build",
+            "quiesce_mode": "stop",
+            "window_records": 12,
+            "abs_threshold": 0.1,
+            "keep_fork": True,
+            "unknown": "ignored",
+            "min_aligned": "",
+        }
+    )
+    assert run.candidate_agent_factory == "pkg.cand:build" and run.quiesce_mode == "stop"
+    assert run.window.records == 12 and run.compare.abs_threshold == 0.1 and run.keep_fork
+    assert run.compare.min_aligned == spec.compare.min_aligned  # empty values keep the spec's
+    with pytest.raises(SpecError, match="quiesce_mode"):
+        spec.with_run_overrides({"quiesce_mode": "yolo"})
 
 
 def test_the_spec_names_topics_by_the_one_rule() -> None:

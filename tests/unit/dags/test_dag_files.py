@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.test_replay_spec_and_preflight import _spec
+from tests.unit.core.test_replay_spec import _spec
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 

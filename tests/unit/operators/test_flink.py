@@ -363,3 +363,19 @@ def test_quiesce_refuses_to_stop_production_without_room_for_its_resubmission() 
     with pytest.raises(TaskDeferred):
         _quiesce(hook).execute(context("quiesce"))
     assert [c[0] for c in hook.calls].count("stop_with_savepoint") == 1
+
+
+def test_resume_is_skipped_when_the_run_never_stopped_production() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_flink_replay.operators.flink import ResumeJobOperator
+
+    op = ResumeJobOperator(task_id="r", program={"entry_point": "/x.py"}, quiesce_mode="existing",
+                           flink_conn_id="no_such_conn")
+    with pytest.raises(AirflowSkipException):
+        op.execute({})  # skips before any connection is looked up
+    # a run that failed before preflight named production's job: nothing was stopped, nothing to resume
+    never = ResumeJobOperator(task_id="r2", program={"entry_point": "/x.py"}, production_job_id="",
+                              flink_conn_id="no_such_conn")
+    with pytest.raises(AirflowSkipException, match="never stopped"):
+        never.execute({})

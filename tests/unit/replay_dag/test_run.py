@@ -1,6 +1,7 @@
 """The resolved run's replay job specs carry production's topic and identifier (so the guards run where the
 job is built) and, with manifest signing configured, a reference to the key — never the key itself; the
-spec fields behind them (``manifest_sources``, ``manifest_signing_conn_id``, ``manifest_key_ref``)."""
+spec fields behind them (``manifest_sources``, ``manifest_signing_conn_id``, ``manifest_key_ref``). Each variant
+gets its own fork, topic and files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, VARIANTS, ReplaySpec
 from airflow_flink_replay.replay_dag.run import resolve_run
-from tests.unit.test_replay_spec_and_preflight import _spec
+from tests.unit.core.test_replay_spec import _spec
 
 KEY = "never-in-a-spec-4711"
 
@@ -65,3 +66,22 @@ def test_manifest_sources_default_to_the_runs_location() -> None:
     assert listed.allowed_manifest_sources() == ["s3://bucket/replays", "file:///archive"]
     # run overrides keep them (they are not per-run choices)
     assert listed.with_run_overrides({"keep_fork": True}).allowed_manifest_sources() == listed.manifest_sources
+
+
+def test_resolve_run_gives_each_variant_its_own_fork_topic_and_files(tmp_path: Path) -> None:
+    from airflow_flink_replay.dag_factory import resolve_run
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}"))
+    run = resolve_run(spec, {"candidate": ""}, "gate", "tag1")
+    assert run["run_dir"] == str(tmp_path / "gate" / "tag1")
+    assert run["manifest_uri"] == f"file://{tmp_path}/gate/tag1/manifest.json"
+    assert len({run[f"fork_{v}"] for v in ("baseline", "baseline_2", "candidate")}) == 3
+    assert run["job_spec_candidate"]["agent_factory"] == "examples.review_agent.v2.agent:build_agent"
+    assert run["job_spec_baseline_2"]["agent_factory"] == "examples.review_agent.v1.agent:build_agent"
+    assert run["job_spec_baseline"]["action_state_topic"] == run["topics"]["baseline"]
+    assert run["job_spec_baseline"]["manifest"] == str(tmp_path / "gate" / "tag1" / "manifest.json")
+    for v in ("baseline", "baseline_2", "candidate"):
+        assert Path(run[f"output_{v}"]).parent == Path(run[f"job_spec_{v}"]["output_dir"]).parent
+    # Without a candidate (nightly), the candidate slot replays production's agent: an A/A/A run.
+    nightly = resolve_run(spec.model_copy(update={"candidate_agent_factory": None}), {}, "nightly", "t")
+    assert nightly["job_spec_candidate"]["agent_factory"] == spec.production.agent_factory

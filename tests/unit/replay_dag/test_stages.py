@@ -10,7 +10,7 @@ import pytest
 
 from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.replay_dag import ids
-from tests.unit.test_replay_spec_and_preflight import _spec
+from tests.unit.core.test_replay_spec import _spec
 
 REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
 FORKS = ["fork_memory_baseline", "fork_memory_baseline_2", "fork_memory_candidate"]

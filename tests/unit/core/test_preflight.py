@@ -1,0 +1,59 @@
+"""The pure preflight rules: replay names never equal production's, production checks name each problem and
+its fix, the error lists every problem."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_flink_replay.core.preflight import PreflightError, check_names, check_production
+from airflow_flink_replay.core.replay_spec import ReplaySpec
+from tests.unit.core.test_replay_spec import _spec
+
+
+def test_replay_names_never_equal_production_names() -> None:
+    spec = ReplaySpec.model_validate(_spec())
+    assert not check_names(spec, "abc123").problems
+    names = {spec.fork_namespace("abc123", v) for v in spec.variants()}
+    topics = {spec.action_state_topic("abc123", v) for v in spec.variants()}
+    assert len(names) == 3 and len(topics) == 3
+    assert spec.production.job_identifier not in names and spec.production.action_state_topic not in topics
+
+    clash = ReplaySpec.model_validate(_spec(production={**_spec()["production"], "capture_topic": "reviews"}))
+    assert any("capture_topic equals input_topic" in p for p in check_names(clash, "t").problems)
+
+
+def test_production_checks_name_each_problem_and_its_fix() -> None:
+    spec = ReplaySpec.model_validate(_spec())
+    ok_vertices = ["Source: source -> normalise", "action-execute-operator -> Map"]
+    topics = {"reviews", "reviews-capture", "reviews-action-state"}
+    running = [("j1", "review-triage-production"), ("j2", "other")]
+    assert not check_production(spec, running, ok_vertices, topics).problems
+
+    none = check_production(spec, [("j2", "other")], None, topics).problems
+    assert any("no RUNNING Flink job named 'review-triage-production'" in p and "other" in p for p in none)
+    dup = check_production(
+        spec, [("a", "review-triage-production"), ("b", "review-triage-production")], ok_vertices, topics
+    ).problems
+    assert any("cancel the duplicates" in p for p in dup)
+    no_agent = check_production(spec, running, ["Source: source -> Map"], topics).problems
+    assert any("Flink Agents job" in p for p in no_agent)
+    windows = check_production(spec, running, [*ok_vertices, "Window(TumblingEventTimeWindows(60000))"], topics)
+    assert any("use quiesce_mode=stop" in p for p in windows.problems)
+    stop = spec.with_run_overrides({"quiesce_mode": "stop"})
+    assert not check_production(stop, running, [*ok_vertices, "Window(TumblingEventTimeWindows)"], topics).problems
+    savepoint = spec.with_run_overrides({"quiesce_mode": "savepoint"})
+    findings = check_production(savepoint, running, ok_vertices, topics)
+    assert not findings.problems and any("race the savepoint" in w for w in findings.warnings)
+    reuse = spec.with_run_overrides({"quiesce_mode": "existing", "existing_manifest": "file:///r/m.json"})
+    assert not check_production(reuse, [], None, topics).problems  # replaying an old savepoint needs no production
+    missing = check_production(spec, running, ok_vertices, {"reviews"}).problems
+    assert sum("does not exist on the broker" in p for p in missing) == 2
+
+
+def test_preflight_error_lists_every_problem() -> None:
+    from airflow_flink_replay.core.preflight import PreflightFindings
+
+    found = PreflightFindings(problems=["first: fix a", "second: fix b"])
+    with pytest.raises(PreflightError) as err:
+        found.raise_if_any()
+    assert "first: fix a" in str(err.value) and "second: fix b" in str(err.value)
