@@ -82,7 +82,8 @@ RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_COMPARE: NO_RETRY,  # deterministic on its inputs: a retry gives the same verdict
     ids.TASK_APPROVE: NO_RETRY,  # nothing transient in it
     ids.TASK_VERIFY_PRODUCTION_MEMORY: retry(2),  # read-only
-    ids.TASK_CANCEL_LEFTOVER_REPLAYS: retry(2),  # cancelling a job twice is harmless
+    # cancelling twice is harmless; backs off for the ~1 min a restarting replay JobManager takes
+    ids.TASK_CANCEL_LEFTOVER_REPLAYS: retry(3, backoff=True),
     ids.TASK_DELETE_REPLAY_TOPICS: retry(2),  # a topic already gone counts as deleted
     **{ids.drop_fork_task(v): retry(2) for v in VARIANTS},  # dropping a dropped fork is a no-op
     ids.TASK_ASSERT_PRODUCTION: retry(2, delay_s=5),  # read-only; a real finding fails at once

@@ -66,7 +66,7 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "compare": (0, 10, 0),
     "approve": (0, 10, 0),
     "verify_production_memory": (2, 10, 0),
-    "cancel_leftover_replays": (2, 10, 0),
+    "cancel_leftover_replays": (3, 10, 2.0),
     "delete_replay_topics": (2, 10, 0),
     **{d: (2, 10, 0) for d in DROPS},
     "assert_production": (2, 5, 0),
