@@ -1,9 +1,9 @@
 """Production always comes back: faults injected on the real local stack, under dag.test().
 
-Production here is the keyed counter with a slow operator (300 ms a record) behind a backlog, so its
-stop-with-savepoint stays in progress for many seconds: the barrier waits behind the backlog, which a
-loaded machine only makes slower. Each run is ``quiesce → resume_production (all_done) →
-assert_production (all_done)`` with the real operators; the faults:
+Production here is the keyed counter with a gate: while the gate file exists, the record the operator
+holds keeps every barrier behind it, so this run's stop-with-savepoint stays IN_PROGRESS until the test
+opens the gate (resume does, once it has seen the stop in flight). Each run is ``quiesce →
+resume_production (all_done) → assert_production (all_done)`` with the real operators; the faults:
 
 - the quiesce task's worker is SIGKILLed once Flink reports its stop IN_PROGRESS (the operator runs in a
   child process, as a worker would);
@@ -44,8 +44,6 @@ pytestmark = pytest.mark.timeout(900)
 
 RESULTS: dict[str, dict[str, Any]] = {}
 LIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
-#: records queued before each stop: 80 x 300 ms keeps the stop in flight for 24 s or more
-BACKLOG = 80
 
 
 @pytest.fixture(autouse=True)
@@ -61,40 +59,69 @@ def flink(stack: Any) -> FlinkRestHook:
 
 
 @pytest.fixture(scope="module")
-def production(stack: Any, flink: FlinkRestHook, airflow_db: Any) -> Iterator[dict[str, Any]]:
-    """The slow keyed counter as production; ``job_id`` follows each resubmission."""
+def production(
+    stack: Any, flink: FlinkRestHook, airflow_db: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """The gated keyed counter as production (gate open); ``job_id`` is looked up by each test."""
     name = harness.unique("pcb")
+    gate = tmp_path_factory.mktemp("gate") / "closed"
     harness.create_topics(stack.kafka_bootstrap, f"{name}-in", f"{name}-out")
     program = harness.counter_program(
         stack.kafka_bootstrap, f"{name}-in", f"{name}-out", stack.connector_jars, job_name=name, hold=False,
-        extra_args=["--slow-ms", "300"],
+        extra_args=["--gate", str(gate)],
     )  # fmt: skip
     job_id = RestPythonSubmitter(flink, flink_home=stack.flink_home).submit(program).job_id
     flink.wait_for_job_state(job_id, ("RUNNING",), timeout=180, all_tasks_running=True)
-    prod = {"name": name, "program": program, "job_id": job_id, "fed": 0}
+    prod = {"name": name, "program": program, "job_id": job_id, "fed": 0, "gate": gate}
     yield prod
+    _open_gate(prod)
     for job in flink.list_jobs().by_name(name):
         if job.state in LIVE:
             flink.cancel_job(job.jid)
     harness.delete_topics(stack.kafka_bootstrap, f"{name}-in", f"{name}-out")
 
 
-def _feed_backlog(stack: Any, prod: dict[str, Any]) -> None:
-    start = prod["fed"]
-    harness.produce(stack.kafka_bootstrap, f"{prod['name']}-in", range(start, start + BACKLOG))
-    prod["fed"] = start + BACKLOG
+def _current(flink: FlinkRestHook, prod: dict[str, Any]) -> dict[str, Any]:
+    """``prod`` with ``job_id`` = production's one RUNNING job now (each test starts from what runs)."""
+    running = [j.jid for j in flink.list_jobs().by_name(prod["name"]) if j.state == "RUNNING"]
+    assert len(running) == 1, f"production should run once before the test: {running}"
+    prod["job_id"] = running[0]
+    return prod
+
+
+def _hold_production(stack: Any, prod: dict[str, Any]) -> None:
+    """Close the gate and feed one record; return once the operator holds it (every barrier waits)."""
+    held = Path(f"{prod['gate']}.held")
+    held.unlink(missing_ok=True)
+    prod["gate"].touch()
+    harness.produce(stack.kafka_bootstrap, f"{prod['name']}-in", range(prod["fed"], prod["fed"] + 1))
+    prod["fed"] += 1
+    deadline = time.monotonic() + 120
+    while not held.exists():
+        assert time.monotonic() < deadline, "the gated record never reached the operator"
+        time.sleep(0.1)
+
+
+def _open_gate(prod: dict[str, Any]) -> None:
+    Path(prod["gate"]).unlink(missing_ok=True)
 
 
 class RecordingResume(ResumeJobOperator):
-    """The real resume; records what it found when it started (was this run's stop still in flight?)."""
+    """The real resume; records what it found when it started (was this run's stop still in flight?), then
+    opens production's gate so that Flink can finish that stop while resume waits for it."""
+
+    gate: Path | None = None
+    direct_url = ""  # production's REST port, not the one the operator uses (the 503 proxy's)
 
     def execute(self, context: Any) -> Any:
-        hook, ti = self.hook, context["ti"]
+        hook, ti = FlinkRestHook(settings=FlinkRestSettings(base_url=self.direct_url)), context["ti"]
         first = operation_trigger_id(ti.dag_id, ti.run_id, "quiesce", -1, str(self.production_job_id), "stop", 0)
         status = hook.operation_status(str(self.production_job_id), first)
         RESULTS.setdefault(ti.dag_id, {}).setdefault("resume_started", []).append(
             {"job_state": hook.get_job(str(self.production_job_id)).state, "stop": status.status if status else None}
         )
+        if self.gate is not None:
+            self.gate.unlink(missing_ok=True)
         result = super().execute(context)
         RESULTS[ti.dag_id]["resume"] = result
         return result
@@ -161,6 +188,7 @@ def _run(stack: Any, prod: dict[str, Any], quiesce: Any, resume_conn: str = "fli
             task_id="assert_production", job_name=prod["name"], production_job_id=prod["job_id"],
             quiesce_result=q.output, quiesce_mode="stop", program=prod["program"].model_dump(), timeout=180,
         )  # fmt: skip
+        resume.gate, resume.direct_url = prod["gate"], stack.flink_rest_url
         q >> resume >> check
     state = harness.run_dag_test(dag, stack.connections_file).state
     RESULTS.setdefault(dag_id, {})["state"] = str(state)
@@ -194,28 +222,30 @@ def _assert_no_replay_left(stack: Any, dag_id: str) -> None:
 
 
 def test_quiesce_killed_mid_stop_production_comes_back(stack: Any, flink: FlinkRestHook, production: Any) -> None:
-    _feed_backlog(stack, production)
-    dag_id = _run(stack, production, KilledMidStop)
+    prod = _current(flink, production)
+    _hold_production(stack, prod)
+    dag_id = _run(stack, prod, KilledMidStop)
     run = RESULTS[dag_id]
     assert run["killed_mid_stop"] and run["state"] == "success", run
     # the fault this guards against: resume started while production RAN with this run's stop in flight
     assert run["resume_started"][0] == {"job_state": "RUNNING", "stop": "IN_PROGRESS"}, run
-    _assert_production_back(stack, flink, production, dag_id)
+    _assert_production_back(stack, flink, prod, dag_id)
 
 
 def test_stop_longer_than_the_quiesce_timeout_production_comes_back(
     stack: Any, flink: FlinkRestHook, production: Any
 ) -> None:
-    _feed_backlog(stack, production)
+    prod = _current(flink, production)
+    _hold_production(stack, prod)
 
     def quiesce(**kwargs: Any) -> Any:
         return QuiesceAndSavepointOperator(timeout=1.0, poll_interval=0.2, deferrable=False, retries=0, **kwargs)
 
-    dag_id = _run(stack, production, quiesce)
+    dag_id = _run(stack, prod, quiesce)
     run = RESULTS[dag_id]
     assert run["state"] == "success", run
     assert run["resume_started"][0] == {"job_state": "RUNNING", "stop": "IN_PROGRESS"}, run
-    _assert_production_back(stack, flink, production, dag_id)
+    _assert_production_back(stack, flink, prod, dag_id)
 
 
 class Flaky503Proxy:
@@ -262,6 +292,7 @@ def test_rest_503_during_resume_is_retried_and_production_comes_back_once(
 ) -> None:
     """Resume's first calls get 503 past the hook's own retries (3): the task fails, Airflow retries it
     with backoff, the retry submits production once (the 503s never reached Flink)."""
+    prod = _current(flink, production)
     proxy = Flaky503Proxy(stack.flink_rest_url, failures=6)
     try:
         conn = json.loads(Path(stack.connections_file).read_text())["flink_default"]
@@ -271,10 +302,85 @@ def test_rest_503_during_resume_is_retried_and_production_comes_back_once(
         def quiesce(**kwargs: Any) -> Any:
             return QuiesceAndSavepointOperator(timeout=300, poll_interval=0.5, deferrable=False, **kwargs)
 
-        dag_id = _run(stack, production, quiesce, resume_conn="flink_flaky")
+        dag_id = _run(stack, prod, quiesce, resume_conn="flink_flaky")
     finally:
         proxy.close()
     run = RESULTS[dag_id]
     assert run["state"] == "success", run
     assert proxy.answered_503 == 6 and proxy.forwarded > 0
-    _assert_production_back(stack, flink, production, dag_id)
+    assert len(run["resume_started"]) == 2, "the first try failed on the 503s, its retry brought production back"
+    _assert_production_back(stack, flink, prod, dag_id)
+
+
+class RecycleDuringReplay(threading.Thread):
+    """Restarts the replay cluster (JobManager + TaskManager) once a replay job of ``prefix`` RUNS there, and
+    only while no other job is live on it (the cluster is shared with other runs)."""
+
+    def __init__(self, replay_url: str, prefix: str) -> None:
+        super().__init__(daemon=True)
+        self.hook = FlinkRestHook(settings=FlinkRestSettings(base_url=replay_url, retries=1))
+        self.prefix, self.recycled_during, self.stop = prefix, "", threading.Event()
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        from airflow_flink_replay.local.stack import LocalStack
+
+        while not self.stop.is_set():
+            try:
+                live = [j for j in self.hook.list_jobs().jobs if j.state in LIVE]
+            except Exception:
+                live = []
+            ours = [j.name for j in live if j.name.startswith(self.prefix) and j.state == "RUNNING"]
+            if ours and len(ours) == len(live):
+                self.recycled_during = ours[0]
+                try:
+                    LocalStack().recycle_cluster("replay")  # waits until the new cluster has its TaskManager
+                except Exception as err:  # reported by the test
+                    self.error = err
+                return
+            self.stop.wait(0.5)
+
+
+def test_replay_cluster_jobmanager_restarts_during_a_replay(stack: Any, airflow_db: Any, tmp_path: Path) -> None:
+    """The replay cluster's JobManager restarts while a replay runs: the replay fails, the run fails, and
+    production (on its own cluster) runs from this run's savepoint; the cleanup leaves nothing behind."""
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_flink_replay.core.replay_job_spec import replay_job_name_prefix
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+    from airflow_flink_replay.local.demo import V1
+    from tests.dag_testing import deploy_test_production, run_replay_dag, running_jobs, stop_production
+
+    if not stack.replay_flink_rest_url:
+        pytest.skip("the stack runs without a replay cluster (--no-replay-cluster)")
+    prod = deploy_test_production(stack, tmp_path, "jmr", window_records=10)
+    spec = ReplaySpec.from_yaml(prod["spec_path"])
+    dag_id = f"gate_{spec.name.replace('-', '_')}"
+    recycler = RecycleDuringReplay(stack.replay_flink_rest_url, f"afr-replay-{dag_id}-")
+    recycler.start()
+    try:
+        dagrun, run = run_replay_dag(stack, prod, {"candidate": V1}, kind="gate", feed_from=2000)
+        recycler.stop.set()
+        recycler.join(300)
+        states = run["states"]
+        assert recycler.recycled_during, "the replay cluster was recycled while a replay of this run ran"
+        assert recycler.error is None and not recycler.is_alive(), recycler.error
+        assert str(dagrun.state) == "failed"
+        assert "failed" in {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")}, states
+        for task in ("resume_production", "assert_production", "cancel_leftover_replays", "delete_replay_topics",
+                     "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):  # fmt: skip
+            assert states[task] == "success", (task, states)
+        assert len(running_jobs(stack, prod["job_name"])) == 1, "exactly one production job, RUNNING"
+        replay = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.replay_flink_rest_url))
+        prefix = replay_job_name_prefix(dagrun.dag_id, dagrun.run_id)
+        assert not [j.jid for j in replay.list_jobs().jobs if j.name.startswith(prefix) and j.state in LIVE]
+        topics = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
+        tag = dagrun.get_task_instances()[0].xcom_pull(task_ids="resolve", key="run_tag")
+        assert not {spec.action_state_topic(tag, v) for v in ("baseline", "baseline_2", "candidate")} & topics
+        memories = Mem0Hook(config=stack.mem0_config())
+        for variant in ("baseline", "baseline_2", "candidate"):
+            assert memories.count({"user_id": spec.fork_namespace(tag, variant)}) == 0
+    finally:
+        recycler.stop.set()
+        stop_production(stack, prod)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from pyflink.common import Configuration, Types, WatermarkStrategy
@@ -35,9 +36,10 @@ FAR_FUTURE_MS = 4_000_000_000_000
 class CountingFunction(KeyedProcessFunction):
     """Counts records per key; optionally holds each record until end of input."""
 
-    def __init__(self, hold: bool, slow_ms: int = 0) -> None:
+    def __init__(self, hold: bool, slow_ms: int = 0, gate: str = "") -> None:
         self.hold = hold
         self.slow_ms = slow_ms
+        self.gate = gate
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
@@ -47,6 +49,11 @@ class CountingFunction(KeyedProcessFunction):
         key, seq = value
         if self.slow_ms:
             time.sleep(self.slow_ms / 1000)  # a slow operator: barriers queue behind its backlog
+        if self.gate and os.path.exists(self.gate):  # a closed gate holds the record and any barrier behind it
+            open(f"{self.gate}.held", "w").close()  # tells the test the operator is held
+            started = time.time()
+            while os.path.exists(self.gate) and time.time() - started < 180:
+                time.sleep(0.05)
         count = (self.count.value() or 0) + 1
         self.count.update(count)
         yield json.dumps({"kind": "count", "key": key, "seq": seq, "count": count})
@@ -78,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000)
     parser.add_argument("--slow-ms", type=int, default=0, help="sleep per record (slow savepoints)")
+    parser.add_argument("--gate", default="", help="while this file exists, each record waits (stops in flight)")
     parser.add_argument("--fail", default="", help="raise this message before building the job")
     parser.add_argument(
         "--parallelism", type=int, default=1, help="job parallelism; 0 = the submitter's (-p / parallelism.default)"
@@ -124,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         records.map(parse, output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
         .uid("parse")
         .key_by(lambda r: r[0], key_type=Types.STRING())
-        .process(CountingFunction(args.hold, args.slow_ms), output_type=Types.STRING())
+        .process(CountingFunction(args.hold, args.slow_ms, args.gate), output_type=Types.STRING())
         .uid(args.counter_uid)
         .name("keyed-counter")
     )
