@@ -35,7 +35,7 @@ class Run:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _replay_order(obj: dict[str, Any]) -> tuple[int, int] | None:
+def replay_order(obj: dict[str, Any]) -> tuple[int, int] | None:
     meta = obj.get("_replay")
     if isinstance(meta, dict):
         part, off = meta.get("partition"), meta.get("offset")
@@ -68,7 +68,7 @@ def flatten_output(
 def fill_run(
     run: Run, records: Iterable[tuple[int, dict[str, Any]]], key: Callable[[Any], Any], flattener: Flattener
 ) -> Run:
-    """Flatten and group ``(line number, object)`` records into ``run`` (one partition of it, when spilled)."""
+    """Flatten and group ``(line number, object)`` records into ``run``."""
     by_key = run.by_key
     paths = run.paths
     flatten = flattener.flatten
@@ -83,14 +83,18 @@ def fill_run(
         k = key_text(kv)
         flat = flatten_output(flatten, obj, run.source, lineno)
         paths.update(flat)
-        entry = (flat, lineno, _replay_order(obj))
+        entry = (flat, lineno, replay_order(obj))
         entries = by_key.get(k)
         if entries is None:
             by_key[k] = [entry]
         else:
             entries.append(entry)
+    order_within_keys(by_key)
+    return run
+
+
+def order_within_keys(by_key: dict[str, list[Entry]]) -> None:
+    """Several outputs of one key: in the order of their input records when all carry it, else file order."""
     for entries in by_key.values():
         if len(entries) > 1 and all(e[2] is not None for e in entries):
             entries.sort(key=lambda e: (e[2], e[1]))
-        # otherwise: file order within the key
-    return run

@@ -268,8 +268,8 @@ def _align_spilled(
     _collapse_maps([s.run for s in spilled], changed, samples=True)
 
     def load(i: int, keys: set[str] | None = None) -> tuple[Run, Run | None, Run]:
-        ra, rb = sa.load(i, getter, flattener, keys), sb.load(i, getter, flattener, keys)
-        ra2 = sa2.load(i, getter, flattener, keys) if sa2 is not None else None
+        ra, rb = sa.load(i, keys), sb.load(i, keys)
+        ra2 = sa2.load(i, keys) if sa2 is not None else None
         _collapse_maps([r for r in (ra, rb, ra2) if r is not None], changed)
         return ra, ra2, rb
 
@@ -278,11 +278,11 @@ def _align_spilled(
     if sa2 is not None and config.numeric_noise_band:
         band = NumericBand(config.numeric_noise_quantile)
         pairs = 0
-        for i in range(parts):
-            ra, ra2, rb = load(i)
-            assert ra2 is not None
+        for i in range(parts):  # A and A' only: the candidate is not needed to learn the band
+            ra, ra2 = sa.load(i), sa2.load(i)
+            _collapse_maps([ra, ra2], changed)
             pairs += _learn_band(band, ra, ra2)
-            del ra, ra2, rb  # before the next partition is loaded: one partition in memory at a time
+            del ra, ra2  # before the next partition is loaded: one partition in memory at a time
         band.finish(pairs)
     diff = Differ(resolver, band)
     al = _Alignment(max_listed=config.max_listed)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
 from pydantic import ValidationError
 
 from airflow_flink_replay.core.audit import AuditRecord
@@ -51,6 +53,28 @@ def not_utf8(source: Source, err: UnicodeDecodeError, lineno_before: int | None 
     return CompareInputError(name, f"not UTF-8 text{after} ({err.reason}). {fix}")
 
 
+#: Every byte to a space but digits to "0": a line whose translation holds 19 zeros in a row may hold an
+#: integer beyond 64 bits, which orjson would turn into a float (a byte table: far faster than a regex).
+_DIGITS = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def parse_line(line: str) -> Any:
+    """``json.loads(line)``, about three times faster: orjson parses the line, and anything orjson refuses
+    or reads differently (NaN, 1e400, lone surrogates, recursion past its limit, 19 digits or more in a row)
+    goes to :func:`json.loads`, so the result and every error are json's own."""
+    try:
+        data = line.encode()
+    except UnicodeEncodeError:
+        return json.loads(line)
+    if _LONG_NUMBER not in data.translate(_DIGITS):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
+
+
 def iter_json_lines(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line; 1-based line numbers.
 
@@ -76,7 +100,7 @@ def iter_json_records(source: Source) -> Iterator[tuple[int, str, dict[str, Any]
     else:
         stream = source
         close = False
-    loads = json.loads
+    loads = parse_line
     lineno = 0
     try:
         for lineno, line in enumerate(stream, 1):
