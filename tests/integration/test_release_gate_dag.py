@@ -197,6 +197,18 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     run_tag = dagrun.get_task_instances()[0].xcom_pull(task_ids="resolve", key="run_tag")
     for variant in ("baseline", "baseline_2", "candidate"):
         assert hook.count({"user_id": spec.fork_namespace(run_tag, variant)}) == 0
+    # the run's last check: production RUNS, restored from this run's savepoint; no replay job or topic
+    assert states["assert_production"] == "success", states
+    checked = dagrun.get_task_instances()[0].xcom_pull(task_ids="assert_production")
+    assert checked["production"] == "resumed" and f"/{dagrun.dag_id}/" in checked["savepoint"], checked
+    from airflow_flink_replay.core.replay_job_spec import replay_job_name_prefix
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+    replay = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.replay_flink_rest_url or stack.flink_rest_url))
+    prefix = replay_job_name_prefix(dagrun.dag_id, dagrun.run_id)
+    assert not [j.jid for j in replay.list_jobs().jobs if j.name.startswith(prefix) and j.state == "RUNNING"]
+    topics = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
+    assert not {spec.action_state_topic(run_tag, v) for v in ("baseline", "baseline_2", "candidate")} & topics
     _assert_production_running(stack, production)
 
 
