@@ -169,6 +169,12 @@ class CompareConfig(BaseModel):
     )
     spill_part_mb: int = Field(default=64, ge=1, description="input MiB per partition when spilling")
     spill_dir: str | None = Field(default=None, description="folder for the partitions (default: the temp folder)")
+    spill_workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="processes that partition the runs in parallel when spilling (default: one per CPU, at most "
+        "one per run; 1 = all in this process)",
+    )
 
     # --- report
     max_examples: int = Field(default=5, ge=0, description="side-by-side examples per field in the report")

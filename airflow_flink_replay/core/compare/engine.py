@@ -40,7 +40,7 @@ from airflow_flink_replay.core.compare.result import (
     Unmatched,
     Verdict,
 )
-from airflow_flink_replay.core.compare.spill import partition_run
+from airflow_flink_replay.core.compare.spill import part_of, partition_runs
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
 from airflow_flink_replay.exceptions import CompareInputError, PathError
 
@@ -190,7 +190,7 @@ def _compare(
         aligned = _align_in_memory(baseline, candidate, baseline_2, getter, flattener, config)
         return _conclude(aligned, key, config, audit_sources, flattener, started)
     with tempfile.TemporaryDirectory(prefix="afr-compare-", dir=config.spill_dir) as tmp:
-        aligned = _align_spilled(baseline, candidate, baseline_2, getter, flattener, config, Path(tmp), parts)
+        aligned = _align_spilled(baseline, candidate, baseline_2, key, flattener, config, Path(tmp), parts)
         return _conclude(aligned, key, config, audit_sources, flattener, started)
 
 
@@ -253,16 +253,19 @@ def _align_spilled(
     baseline: Source,
     candidate: Source,
     baseline_2: Source | None,
-    getter: Any,
+    key: str,
     flattener: Flattener,
     config: CompareConfig,
     folder: Path,
     parts: int,
 ) -> _Aligned:
     """Partition the runs by key on disk (:mod:`.spill`), learn the band, then align partition by partition."""
-    sa = partition_run("baseline", baseline, getter, flattener, folder, parts)
-    sb = partition_run("candidate", candidate, getter, flattener, folder, parts)
-    sa2 = partition_run("baseline_2", baseline_2, getter, flattener, folder, parts) if baseline_2 is not None else None
+    runs: list[tuple[str, Source]] = [("baseline", baseline), ("candidate", candidate)]
+    if baseline_2 is not None:
+        runs.append(("baseline_2", baseline_2))
+    spilled_runs = partition_runs(runs, key, flattener, folder, parts, config.spill_workers)
+    sa, sb = spilled_runs[0], spilled_runs[1]
+    sa2 = spilled_runs[2] if baseline_2 is not None else None
     changed = flattener.collapse_maps()
     spilled = [s for s in (sa, sb, sa2) if s is not None]
     _collapse_maps([s.run for s in spilled], changed, samples=True)
@@ -297,7 +300,7 @@ def _align_spilled(
         del ra, ra2, rb, part_keys
 
     def example_runs(keys: set[str]) -> tuple[Run, Run | None, Run]:
-        runs = [load(i, keys) for i in sorted({hash(k) % parts for k in keys})]
+        runs = [load(i, keys) for i in sorted({part_of(k, parts) for k in keys})]
         return _merged([r[0] for r in runs]), _merged([r[1] for r in runs]), _merged([r[2] for r in runs])  # type: ignore[return-value]
 
     return _Aligned(sa.run, sb.run, sa2.run if sa2 else None, al, diff, resolver, keys_ab, n_keys, example_runs)

@@ -135,6 +135,24 @@ class Flattener:
         #: the ignore patterns that matched a path (by index in ``ignore``)
         self.ignore_hits: set[int] = set()
 
+    def merge(self, other: Flattener) -> None:
+        """Add what a copy of this flattener, made before either flattened anything, learned from other
+        outputs (in a worker process)."""
+        for prefix, names in other._child.items():
+            mine = self._child.setdefault(prefix, {})
+            for name, path in names.items():
+                mine.setdefault(name, path)
+        for prefix, (objects, names_total) in other._objects.items():
+            seen = self._objects.setdefault(prefix, [0, 0])
+            seen[0] += objects
+            seen[1] += names_total
+        for path, items in other._item.items():
+            mine_items = self._item.setdefault(path, [])
+            mine_items.extend(items[len(mine_items) :])
+        for path, decided in other._as_set.items():
+            self._as_set.setdefault(path, decided)
+        self.ignore_hits |= other.ignore_hits
+
     def _keep(self, path: str) -> bool:
         for i, p in enumerate(self._ignore):
             if is_under(p, path):

@@ -15,7 +15,13 @@ in memory, except which missing/extra outputs and which examples of equal rank a
 
 from __future__ import annotations
 
+import copy
+import gc
+import os
 import pickle
+import subprocess
+import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +29,8 @@ from typing import Any
 
 from airflow_flink_replay.core.compare.alignment import Entry, Run, flatten_output, order_within_keys, replay_order
 from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
-from airflow_flink_replay.core.compare.paths import MISSING, Flattener, key_text
+from airflow_flink_replay.core.compare.paths import MISSING, Flattener, compile_key, key_text
+from airflow_flink_replay.exceptions import CompareInputError
 
 #: Flattened outputs kept per run to name the comparator of fields that never differ.
 SAMPLES = 200
@@ -32,6 +39,11 @@ BATCH = 512
 
 #: One spilled output: (key text, flattened fields, line number, (partition, offset) of its input or None).
 Spilled = tuple[str, dict[str, Any], int, tuple[int, int] | None]
+
+
+def part_of(key: str, parts: int) -> int:
+    """The partition of a key text: the same in every process (``hash`` of a str is salted per process)."""
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % parts
 
 
 @dataclass
@@ -115,8 +127,98 @@ def partition_run(
             if len(run.samples) < SAMPLES:
                 run.samples.append(flat)
             k = key_text(kv)
-            writer.add(hash(k) % parts, (k, flat, lineno, replay_order(obj)))
+            writer.add(part_of(k, parts), (k, flat, lineno, replay_order(obj)))
         done = True
     finally:
         writer.close(flush=done)
     return SpilledRun(run, files)
+
+
+def partition_runs(
+    runs: list[tuple[str, Source]], key: str, flattener: Flattener, folder: Path, parts: int, workers: int | None
+) -> list[SpilledRun]:
+    """Partition the runs: the first in this process and the others at the same time in worker processes
+    (``workers`` processes in all, this one included; default one per run), when every run is a file.
+
+    Each worker flattens with a copy of ``flattener``; what the copies learned (names, object counts for map
+    detection, ignore hits) is merged back in the order of ``runs``, so the outcome is the sequential one,
+    and the first run (in that order) with bad input raises its error, as when read one after the other.
+    Workers are fresh interpreters (``python -c``), never forks of a possibly threaded caller, and they
+    never import the caller's ``__main__``.
+    """
+    n = min(len(runs), workers or len(runs))
+    if n <= 1 or not all(isinstance(src, str | os.PathLike) for _, src in runs):
+        getter = compile_key(key)
+        return [partition_run(name, src, getter, flattener, folder, parts) for name, src in runs]
+    rest = runs[1:]
+    groups = [rest[i :: n - 1] for i in range(n - 1)]  # runs of a group are read one after the other
+    procs = [_start_worker([(name, os.fspath(src)) for name, src in group], key, flattener, folder, parts)
+             for group in groups]  # fmt: skip
+    try:
+        first = partition_run(runs[0][0], runs[0][1], compile_key(key), flattener, folder, parts)
+        results = [_worker_result(proc) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    by_name: dict[str, tuple[SpilledRun, Flattener] | tuple[str, str, int | None]] = {}
+    for group, result in zip(groups, results, strict=True):
+        by_name.update(zip((name for name, _ in group), result, strict=True))
+    out = [first]
+    for name, _ in rest:
+        done = by_name[name]
+        if len(done) == 3:
+            source, text, line = done
+            where = f"{source}:{line}" if line is not None else source
+            raise CompareInputError(source, text.removeprefix(f"{where}: "), line=line)
+        spilled, learned = done
+        flattener.merge(learned)
+        out.append(spilled)
+    return out
+
+
+def _start_worker(
+    runs: list[tuple[str, str]], key: str, flattener: Flattener, folder: Path, parts: int
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from airflow_flink_replay.core.compare.spill import worker_main; worker_main()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None
+    pickle.dump((runs, key, flattener, folder, parts), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+    proc.stdin.close()
+    proc.stdin = None  # sent: communicate() must not flush it again
+    return proc
+
+
+def _worker_result(proc: subprocess.Popen[bytes]) -> list[Any]:
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-5:]
+        raise RuntimeError(f"a comparison worker failed (exit {proc.returncode}): " + " | ".join(tail))
+    result: list[Any] = pickle.loads(out)
+    return result
+
+
+def worker_main() -> None:
+    """A worker process: partition the runs it reads from stdin, one after the other; write to stdout, per
+    run, the spilled run and a copy of what its flattener learned, or its input error as ``(source, text,
+    line)`` (the error type does not pickle); runs after an error are not read."""
+    gc.disable()  # millions of small objects and no cycles, as in compare_runs
+    runs, key, flattener, folder, parts = pickle.load(sys.stdin.buffer)
+    getter = compile_key(key)
+    results: list[Any] = []
+    for name, src in runs:
+        try:
+            learned = copy.deepcopy(flattener)
+            results.append((partition_run(name, src, getter, learned, folder, parts), learned))
+        except CompareInputError as err:
+            results.append((err.source, str(err), err.line))
+            break
+    pickle.dump(results, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()

@@ -96,3 +96,36 @@ def test_spilling_bounds_memory(tmp_path: Path) -> None:
         assert out[0] == "PASS"
         grown[mode] = int(out[1])
     assert grown["spill"] < grown["memory"] / 2, grown
+
+
+def test_partitioning_in_worker_processes_equals_one_process(tmp_path: Path) -> None:
+    """Runs partitioned at the same time in worker processes give the result of reading them one by one
+    (what the workers' flatteners learned, map detection included, is merged back in run order)."""
+    a = write_jsonl(tmp_path / "a.jsonl", _maps(300, "baseline", 0.0))
+    a2 = write_jsonl(tmp_path / "a2.jsonl", _maps(300, "baseline_2", 0.0))
+    b = write_jsonl(tmp_path / "b.jsonl", _maps(300, "candidate", 0.3))
+    results = {
+        workers: compare_runs(
+            a, b, a2, key="$.id", config=CompareConfig(spill_above_mb=0, spill_part_mb=1, spill_workers=workers)
+        )
+        for workers in (1, 2, 3)
+    }
+    assert results[1].verdict == "FAIL"
+    assert "$.decision_by_sku.*" in {f.path for f in results[1].fields}
+    assert _comparable(results[2]) == _comparable(results[1])
+    assert _comparable(results[3]) == _comparable(results[1])
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_bad_line_in_a_worker_names_its_file_and_line(tmp_path: Path, workers: int) -> None:
+    from airflow_flink_replay.exceptions import CompareInputError
+
+    a = write_jsonl(tmp_path / "a.jsonl", make_run(20, "baseline", 1))
+    a2 = write_jsonl(tmp_path / "a2.jsonl", make_run(20, "baseline_2", 2))
+    b = tmp_path / "b.jsonl"
+    b.write_text(a.read_text().replace('"id":"r-3",', '"id":"r-3",,', 1))
+    a2.write_text(a2.read_text() + "[1]\n")  # also bad, but later in the order of reading (A, B, A')
+    with pytest.raises(CompareInputError) as err:
+        compare_runs(a, b, a2, key="$.id", config=CompareConfig(spill_above_mb=0, spill_workers=workers))
+    assert err.value.source == str(b) and err.value.line == 4
+    assert str(err.value).startswith(f"{b}:4: invalid JSON (")
