@@ -7,9 +7,11 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.preflight import PreflightFindings, check_names, check_production
 from airflow_flink_replay.core.replay_spec import ReplaySpec
+from airflow_flink_replay.exceptions import PreflightError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 
 #: XCom key of production's Flink job id (``None`` when preflight did not run: ``multiple_outputs``).
@@ -70,7 +72,10 @@ class ReplayPreflightOperator(BaseOperator):
         findings.warnings += prod.warnings
         for warning in findings.warnings:
             self.log.warning("%s", warning)
-        findings.raise_if_any()
+        try:
+            findings.raise_if_any()
+        except PreflightError as err:  # a finding a retry cannot change: fail without retrying
+            raise AirflowFailException(str(err)) from err
         self.log.info("preflight passed: production %s (%s), run tag %s", spec.production.job_name, job_id, tag)
         details = hook._request("GET", f"/jobs/{job_id}", operation="production job details") if job_id else None
         return {
