@@ -56,7 +56,7 @@ def retry(times: int, *, delay_s: float = 10.0, backoff: bool = False) -> dict[s
 NO_RETRY = retry(0)
 #: Each task's retries, with the reason. Set per task, never DAG-wide: a task whose retry could duplicate
 #: work (a second replay job, a second copy of production, a longer downtime) gets none, whatever the
-#: DAG's ``default_args`` say. A finding that a retry cannot change raises ``AirflowFailException``.
+#: DAG's ``default_args`` say. Refusals a retry cannot change fail at once (``AirflowFailException``).
 #: :func:`wire` applies it to every stage's tasks (``resolve``, built in ``run``, retries twice: it is pure).
 RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_PREFLIGHT: retry(2),  # read-only checks
