@@ -22,10 +22,15 @@ from typing import Any
 
 import pytest
 import requests
-from confluent_kafka.admin import AdminClient
 
 from tests.airflow_server import AirflowStandalone
-from tests.dag_testing import deploy_test_production, running_jobs, stop_production
+from tests.dag_testing import (
+    assert_no_replay_leftovers,
+    assert_production_state_intact,
+    deploy_test_production,
+    running_jobs,
+    stop_production,
+)
 
 pytestmark = pytest.mark.timeout(2400)
 GATE = "flink_agents_release_gate"
@@ -175,47 +180,17 @@ def test_gate_over_the_rest_api_fails_v2_then_passes_v1(stack, production, airfl
     _assert_replays_ran_in_parallel_on_the_replay_cluster(stack, v1)
 
     # --- nothing of the replays is left behind
-    topics_after = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
     for rec in (record, v1["record"]):
-        assert not any(v["action_state_topic"] in topics_after for v in rec["variants"])
-    hook = Mem0Hook(config=stack.mem0_config())
-    for rec in (record, v1["record"]):
-        for variant in rec["variants"]:
-            assert hook.count({"user_id": variant["fork_namespace"]}) == 0, variant["fork_namespace"]
+        assert_no_replay_leftovers(stack, rec)
 
     # --- production: running, state intact (per-customer counters continue, never reset), and its memory
     # holds one memory per review it processed: the replays wrote nothing into it.
     assert len(running_jobs(stack, production["job_name"])) == 1
-    outputs = _production_outputs(stack.kafka_bootstrap, production["topics"].outputs)
-    by_customer: dict[str, list[int]] = {}
-    for out in outputs:
-        by_customer.setdefault(out["customer"], []).append(int(out["count"]))
-    for customer, counts in by_customer.items():
-        assert counts.count(1) == 1, (customer, sorted(counts))  # a lost state would restart at 1
-        assert sorted(set(counts)) == list(range(1, max(counts) + 1)), (customer, sorted(counts))
-    rows = hook.list_memories({"user_id": production["identifier"]})
+    outputs = assert_production_state_intact(stack, production)
+    rows = Mem0Hook(config=stack.mem0_config()).list_memories({"user_id": production["identifier"]})
     review_ids = [r.payload.get("review_id") or (r.payload.get("metadata") or {}).get("review_id") for r in rows]
     assert len(review_ids) == len(set(review_ids)) >= 24
     assert set(review_ids) == {o["id"] for o in outputs}
-
-
-def _production_outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    parts = admin.list_topics(timeout=10).topics[topic].partitions
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4()}"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-    out, idle = [], 0
-    while idle < 10:
-        msg = consumer.poll(1.0)
-        if msg is None or msg.error():
-            idle += 1
-            continue
-        idle = 0
-        out.append(json.loads(msg.value()))
-    consumer.close()
-    return out
 
 
 def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(airflow, gate_runs, tmp_path) -> None:
