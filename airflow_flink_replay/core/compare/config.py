@@ -172,8 +172,8 @@ class CompareConfig(BaseModel):
     spill_workers: int | None = Field(
         default=None,
         ge=1,
-        description="processes that partition the runs in parallel when spilling (default: one per CPU, at most "
-        "one per run; 1 = all in this process)",
+        description="processes that share a spilled comparison, this one included (default: one per CPU; "
+        "1 = all in this process); the partitions get smaller so that together they hold what one would",
     )
 
     # --- report

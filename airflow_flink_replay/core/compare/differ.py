@@ -65,6 +65,12 @@ class NumericBand:
         self._abs.clear()
         self._rel.clear()
 
+    def merge(self, other: NumericBand) -> None:
+        """Add the differences ``other`` learned (on other outputs), before :meth:`finish`."""
+        for p, deltas in other._abs.items():
+            self._abs.setdefault(p, array("d")).extend(deltas)
+            self._rel.setdefault(p, array("d")).extend(other._rel[p])
+
     def _q(self, nonzero: array[float], n: int) -> float:
         rank = max(math.ceil(self.quantile * n), 1) - 1  # 0-based rank among n values, zeros first
         k = rank - (n - len(nonzero))
@@ -83,6 +89,18 @@ class Differ:
         self.resolver = resolver
         self.band = band
         self.comparator_of: dict[str, str] = {}
+        #: paths whose comparator was set by a difference in the first output (not only in the second)
+        self.assigned: set[str] = set()
+
+    def merge(self, comparator_of: dict[str, str], assigned: set[str]) -> None:
+        """Take the comparator choices of another differ that saw the outputs after ours (its
+        ``comparator_of`` and ``assigned``), as if one differ had seen them all."""
+        for p, name in comparator_of.items():
+            if p in assigned:
+                self.comparator_of[p] = name
+                self.assigned.add(p)
+            else:
+                self.comparator_of.setdefault(p, name)
 
     def __call__(self, fa: dict[str, Any], fb: dict[str, Any]) -> dict[str, float]:
         """``{path: similarity}`` of the fields that differ between two flattened outputs."""
@@ -96,6 +114,7 @@ class Differ:
                 continue
             differs, score, name = self._one(p, va, vb)
             names[p] = name
+            self.assigned.add(p)
             if differs:
                 out[p] = score
         for p, vb in fb.items():

@@ -40,7 +40,7 @@ from airflow_flink_replay.core.compare.result import (
     Unmatched,
     Verdict,
 )
-from airflow_flink_replay.core.compare.spill import part_of, partition_runs
+from airflow_flink_replay.core.compare.spill import SpilledRun, part_of, partition_runs, run_parallel
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
 from airflow_flink_replay.exceptions import CompareInputError, PathError
 
@@ -189,6 +189,7 @@ def _compare(
     if not parts:
         aligned = _align_in_memory(baseline, candidate, baseline_2, getter, flattener, config)
         return _conclude(aligned, key, config, audit_sources, flattener, started)
+    parts *= _workers(config)  # each process holds one partition at a time: together, what one would hold
     with tempfile.TemporaryDirectory(prefix="afr-compare-", dir=config.spill_dir) as tmp:
         aligned = _align_spilled(baseline, candidate, baseline_2, key, flattener, config, Path(tmp), parts)
         return _conclude(aligned, key, config, audit_sources, flattener, started)
@@ -263,7 +264,8 @@ def _align_spilled(
     runs: list[tuple[str, Source]] = [("baseline", baseline), ("candidate", candidate)]
     if baseline_2 is not None:
         runs.append(("baseline_2", baseline_2))
-    spilled_runs = partition_runs(runs, key, flattener, folder, parts, config.spill_workers)
+    workers = _workers(config)
+    spilled_runs = partition_runs(runs, key, flattener, folder, parts, workers)
     sa, sb = spilled_runs[0], spilled_runs[1]
     sa2 = spilled_runs[2] if baseline_2 is not None else None
     changed = flattener.collapse_maps()
@@ -271,39 +273,106 @@ def _align_spilled(
     _collapse_maps([s.run for s in spilled], changed, samples=True)
 
     def load(i: int, keys: set[str] | None = None) -> tuple[Run, Run | None, Run]:
-        ra, rb = sa.load(i, keys), sb.load(i, keys)
-        ra2 = sa2.load(i, keys) if sa2 is not None else None
-        _collapse_maps([r for r in (ra, rb, ra2) if r is not None], changed)
-        return ra, ra2, rb
+        return _load_part(sa, sb, sa2, changed, i, keys)
 
-    resolver = ComparatorResolver(config)
+    # contiguous groups of partitions, in order: merged in that order, the outcome is the sequential one
+    groups = [list(g) for g in _split(range(parts), min(workers, parts))]
     band = None
     if sa2 is not None and config.numeric_noise_band:
         band = NumericBand(config.numeric_noise_quantile)
-        pairs = 0
-        for i in range(parts):  # A and A' only: the candidate is not needed to learn the band
-            ra, ra2 = sa.load(i), sa2.load(i)
-            _collapse_maps([ra, ra2], changed)
-            pairs += _learn_band(band, ra, ra2)
-            del ra, ra2  # before the next partition is loaded: one partition in memory at a time
-        band.finish(pairs)
+        learned = run_parallel(_band_of_parts, [(sa, sa2, changed, g, config.numeric_noise_quantile) for g in groups])
+        for part_band, _ in learned:
+            band.merge(part_band)
+        band.finish(sum(pairs for _, pairs in learned))
+    resolver = ComparatorResolver(config)
     diff = Differ(resolver, band)
     al = _Alignment(max_listed=config.max_listed)
     keys_ab: set[str] = set()
     n_keys = 0
-    for i in range(parts):
-        ra, ra2, rb = load(i)
-        _align(ra, rb, ra2, diff, config.max_examples, al)
-        part_keys = ra.by_key.keys() | rb.by_key.keys()
+    for part_al, comparator_of, assigned, part_keys, part_n in run_parallel(
+        _align_parts, [(sa, sb, sa2, changed, g, config, band) for g in groups]
+    ):
+        al.merge(part_al, config.max_examples)
+        diff.merge(comparator_of, assigned)
         keys_ab |= part_keys
-        n_keys += len(part_keys | (ra2.by_key.keys() if ra2 is not None else set()))
-        del ra, ra2, rb, part_keys
+        n_keys += part_n
 
     def example_runs(keys: set[str]) -> tuple[Run, Run | None, Run]:
         runs = [load(i, keys) for i in sorted({part_of(k, parts) for k in keys})]
         return _merged([r[0] for r in runs]), _merged([r[1] for r in runs]), _merged([r[2] for r in runs])  # type: ignore[return-value]
 
     return _Aligned(sa.run, sb.run, sa2.run if sa2 else None, al, diff, resolver, keys_ab, n_keys, example_runs)
+
+
+def _workers(config: CompareConfig) -> int:
+    """Processes that share a spilled comparison (this one included): ``spill_workers``, else one per CPU."""
+    return config.spill_workers or os.cpu_count() or 1
+
+
+def _split(items: range, n: int) -> list[range]:
+    """``items`` in ``n`` contiguous slices of (nearly) equal size, in order."""
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (i < extra)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+def _load_part(
+    sa: SpilledRun, sb: SpilledRun, sa2: SpilledRun | None, changed: dict[str, str], i: int, keys: set[str] | None
+) -> tuple[Run, Run | None, Run]:
+    ra, rb = sa.load(i, keys), sb.load(i, keys)
+    ra2 = sa2.load(i, keys) if sa2 is not None else None
+    _collapse_maps([r for r in (ra, rb, ra2) if r is not None], changed)
+    return ra, ra2, rb
+
+
+def _band_of_parts(
+    sa: SpilledRun, sa2: SpilledRun, changed: dict[str, str], parts: list[int], quantile: float
+) -> tuple[NumericBand, int]:
+    """What partitions ``parts`` of A and A' teach the numeric band (the candidate is not needed), and how
+    many pairs they align; one partition in memory at a time."""
+    band = NumericBand(quantile)
+    pairs = 0
+    for i in parts:
+        ra, ra2 = sa.load(i), sa2.load(i)
+        _collapse_maps([ra, ra2], changed)
+        pairs += _learn_band(band, ra, ra2)
+        del ra, ra2  # before the next partition is loaded
+    return band, pairs
+
+
+#: Tie-breaks of examples count from ``i * _TIE_STRIDE`` in partition ``i``: earlier partitions stay earlier
+#: wherever they were aligned.
+_TIE_STRIDE = 2**40
+
+
+def _align_parts(
+    sa: SpilledRun,
+    sb: SpilledRun,
+    sa2: SpilledRun | None,
+    changed: dict[str, str],
+    parts: list[int],
+    config: CompareConfig,
+    band: NumericBand | None,
+) -> tuple[_Alignment, dict[str, str], set[str], set[str], int]:
+    """Align partitions ``parts`` one after the other: the alignment, the differ's comparator choices (see
+    :meth:`Differ.merge`), the keys of A and B, and how many keys in all."""
+    diff = Differ(ComparatorResolver(config), band)
+    al = _Alignment(max_listed=config.max_listed)
+    keys_ab: set[str] = set()
+    n_keys = 0
+    for i in parts:
+        ra, ra2, rb = _load_part(sa, sb, sa2, changed, i, None)
+        al.tie = itertools.count(i * _TIE_STRIDE)
+        _align(ra, rb, ra2, diff, config.max_examples, al)
+        part_keys = ra.by_key.keys() | rb.by_key.keys()
+        keys_ab |= part_keys
+        n_keys += len(part_keys | (ra2.by_key.keys() if ra2 is not None else set()))
+        del ra, ra2, rb, part_keys
+    return al, diff.comparator_of, diff.assigned, keys_ab, n_keys
 
 
 def _merged(runs: list[Any]) -> Run | None:
@@ -386,6 +455,31 @@ class _Alignment:
     #: per path, a min-heap of the most telling examples: ((candidate-only, 1 - similarity, -order), key, index)
     heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]] = field(default_factory=dict)
     tie: Iterator[int] = field(default_factory=itertools.count)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["tie"]  # a counter does not pickle on every Python; it only orders examples while aligning
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.tie = itertools.count()
+
+    def merge(self, other: _Alignment, max_ex: int) -> None:
+        """Add the alignment of the partitions after ours (as if one walk had seen them all)."""
+        self.noise_counts.update(other.noise_counts)
+        self.cand_counts.update(other.cand_counts)
+        self.cand_only.update(other.cand_only)
+        for name in ("aligned_noise", "aligned_cand", "missing_a2", "extra_a2", "noise_any", "cand_any"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.cand_any_only += other.cand_any_only
+        self.missing = (self.missing + other.missing)[: self.max_listed]
+        self.extra = (self.extra + other.extra)[: self.max_listed]
+        self.n_missing += other.n_missing
+        self.n_extra += other.n_extra
+        for path, heap in other.heaps.items():
+            for item in heap:
+                self.keep_example(path, item, max_ex)
 
     def add_missing(self, k: str, i: int, e: Entry) -> None:
         self.n_missing += 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import importlib
 import os
 import pickle
 import subprocess
@@ -135,38 +136,28 @@ def partition_run(
 
 
 def partition_runs(
-    runs: list[tuple[str, Source]], key: str, flattener: Flattener, folder: Path, parts: int, workers: int | None
+    runs: list[tuple[str, Source]], key: str, flattener: Flattener, folder: Path, parts: int, workers: int
 ) -> list[SpilledRun]:
     """Partition the runs: the first in this process and the others at the same time in worker processes
-    (``workers`` processes in all, this one included; default one per run), when every run is a file.
+    (``workers`` processes in all, this one included), when every run is a file.
 
-    Each worker flattens with a copy of ``flattener``; what the copies learned (names, object counts for map
-    detection, ignore hits) is merged back in the order of ``runs``, so the outcome is the sequential one,
-    and the first run (in that order) with bad input raises its error, as when read one after the other.
-    Workers are fresh interpreters (``python -c``), never forks of a possibly threaded caller, and they
-    never import the caller's ``__main__``.
+    Each run is flattened with a copy of ``flattener`` made before any run was read; what the copies learned
+    (names, object counts for map detection, ignore hits) is merged back in the order of ``runs``, so the
+    outcome is the sequential one, and the first run (in that order) with bad input raises its error, as when
+    read one after the other.
     """
-    n = min(len(runs), workers or len(runs))
+    n = min(len(runs), workers)
     if n <= 1 or not all(isinstance(src, str | os.PathLike) for _, src in runs):
         getter = compile_key(key)
         return [partition_run(name, src, getter, flattener, folder, parts) for name, src in runs]
     rest = runs[1:]
-    groups = [rest[i :: n - 1] for i in range(n - 1)]  # runs of a group are read one after the other
-    procs = [_start_worker([(name, os.fspath(src)) for name, src in group], key, flattener, folder, parts)
-             for group in groups]  # fmt: skip
-    try:
-        first = partition_run(runs[0][0], runs[0][1], compile_key(key), flattener, folder, parts)
-        results = [_worker_result(proc) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    groups = [runs[:1], *(rest[i :: n - 1] for i in range(n - 1))]  # runs of a group: one after the other
+    results = run_parallel(_partition_group, [(group, key, flattener, folder, parts) for group in groups])
     by_name: dict[str, tuple[SpilledRun, Flattener] | tuple[str, str, int | None]] = {}
-    for group, result in zip(groups, results, strict=True):
-        by_name.update(zip((name for name, _ in group), result, strict=True))
-    out = [first]
-    for name, _ in rest:
+    for group, result in zip(groups, results, strict=False):
+        by_name.update(zip((name for name, _ in group), result, strict=False))
+    out = []
+    for name, _ in runs:
         done = by_name[name]
         if len(done) == 3:
             source, text, line = done
@@ -178,9 +169,44 @@ def partition_runs(
     return out
 
 
-def _start_worker(
-    runs: list[tuple[str, str]], key: str, flattener: Flattener, folder: Path, parts: int
-) -> subprocess.Popen[bytes]:
+def _partition_group(
+    runs: list[tuple[str, Source]], key: str, flattener: Flattener, folder: Path, parts: int
+) -> list[tuple[SpilledRun, Flattener] | tuple[str, str, int | None]]:
+    """Partition runs one after the other, each with its own copy of ``flattener``: per run, the spilled run
+    and what its copy learned, or its input error as ``(source, text, line)`` (the error type does not
+    pickle); runs after an error are not read."""
+    getter = compile_key(key)
+    results: list[tuple[SpilledRun, Flattener] | tuple[str, str, int | None]] = []
+    for name, src in runs:
+        learned = copy.deepcopy(flattener)
+        try:
+            results.append((partition_run(name, src, getter, learned, folder, parts), learned))
+        except CompareInputError as err:
+            results.append((err.source, str(err), err.line))
+            break
+    return results
+
+
+def run_parallel(function: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``function(*args)`` for each of ``calls``: the first in this process, the others at the same time in
+    worker processes; the results in order. ``function`` must be a module-level function; arguments and
+    results travel pickled.
+
+    Workers are fresh interpreters (``python -c``), never forks of a possibly threaded caller, and they
+    never import the caller's ``__main__``.
+    """
+    procs = [_start_worker(function, args) for args in calls[1:]]
+    try:
+        first = function(*calls[0])
+        return [first, *(_worker_result(proc) for proc in procs)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _start_worker(function: Callable[..., Any], args: tuple[Any, ...]) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from airflow_flink_replay.core.compare.spill import worker_main; worker_main()"],
@@ -190,35 +216,24 @@ def _start_worker(
         env=env,
     )
     assert proc.stdin is not None
-    pickle.dump((runs, key, flattener, folder, parts), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+    pickle.dump((function.__module__, function.__name__, args), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
     proc.stdin.close()
     proc.stdin = None  # sent: communicate() must not flush it again
     return proc
 
 
-def _worker_result(proc: subprocess.Popen[bytes]) -> list[Any]:
+def _worker_result(proc: subprocess.Popen[bytes]) -> Any:
     out, err = proc.communicate()
     if proc.returncode != 0:
         tail = err.decode("utf-8", "replace").strip().splitlines()[-5:]
         raise RuntimeError(f"a comparison worker failed (exit {proc.returncode}): " + " | ".join(tail))
-    result: list[Any] = pickle.loads(out)
-    return result
+    return pickle.loads(out)
 
 
 def worker_main() -> None:
-    """A worker process: partition the runs it reads from stdin, one after the other; write to stdout, per
-    run, the spilled run and a copy of what its flattener learned, or its input error as ``(source, text,
-    line)`` (the error type does not pickle); runs after an error are not read."""
+    """A worker process: read ``(module, function, args)`` from stdin, write ``function(*args)`` to stdout."""
     gc.disable()  # millions of small objects and no cycles, as in compare_runs
-    runs, key, flattener, folder, parts = pickle.load(sys.stdin.buffer)
-    getter = compile_key(key)
-    results: list[Any] = []
-    for name, src in runs:
-        try:
-            learned = copy.deepcopy(flattener)
-            results.append((partition_run(name, src, getter, learned, folder, parts), learned))
-        except CompareInputError as err:
-            results.append((err.source, str(err), err.line))
-            break
-    pickle.dump(results, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    module, function, args = pickle.load(sys.stdin.buffer)
+    result = getattr(importlib.import_module(module), function)(*args)
+    pickle.dump(result, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
