@@ -8,6 +8,7 @@ in one work folder (``.stack/`` by default); ``stack.json`` there records every 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,6 +36,8 @@ from airflow_flink_replay.local.components import (
 STACK_FILE = "stack.json"
 CONNECTIONS_FILE = "connections.json"
 ENV_FILE = "stack.env"
+#: Stack folders whose lock this process holds, with the depth (``LocalStack._changing`` is re-entrant).
+_HELD: dict[str, int] = {}
 #: The Airflow connection of the stack's replay cluster.
 REPLAY_CONN_ID = "flink_replay"
 #: The collection Flink Agents' Mem0 long-term memory uses by default.
@@ -359,18 +363,42 @@ class LocalStack:
         first. Then: refuse taken ports, set up the parts (:meth:`_prepare`), start the processes and wait
         for them (:meth:`_start_processes`), record the stack (:meth:`_record`).
         """
-        current = self.info()
-        if current is not None:
-            if all(_pid_alive(p.pid) for p in current.processes):
-                # Every process lives: a busy part may answer slowly, so wait for it instead of restarting.
-                self._wait_ready(current)
-                return current
-            # A process of a previous stack died: stop what is left, then start clean.
-            self.down()
-        self._refuse_taken_ports()
-        prepared = self._prepare()
-        procs = self._start_processes(prepared)
-        return self._record(prepared, procs)
+        with self._changing():
+            current = self.info()
+            if current is not None:
+                if all(_pid_alive(p.pid) for p in current.processes):
+                    # Every process lives: a busy part may answer slowly, so wait for it instead of restarting.
+                    self._wait_ready(current)
+                    return current
+                # A process of a previous stack died: stop what is left, then start clean.
+                self.down()
+            self._refuse_taken_ports()
+            prepared = self._prepare()
+            procs = self._start_processes(prepared)
+            return self._record(prepared, procs)
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the stack's lock while processes are stopped, started or recorded (``up``, a restart, a
+        recycle, ``down``): another process that looks at the stack meanwhile would see the old pids dead
+        and tear the whole stack down to start it again. Re-entrant within a process."""
+        key = str(self.workdir)
+        if _HELD.get(key):
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with (self.workdir / "stack.lock").open("a+") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                _HELD[key] = 0
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def _refuse_taken_ports(self) -> None:
         """Raise :class:`StackSetupError` naming every configured port something else already holds."""
@@ -670,6 +698,10 @@ class LocalStack:
         return True
 
     def _restart(self, cluster: ClusterLayout, roles: tuple[str, ...]) -> StackInfo:
+        with self._changing():
+            return self._restart_locked(cluster, roles)
+
+    def _restart_locked(self, cluster: ClusterLayout, roles: tuple[str, ...]) -> StackInfo:
         info = self.info()
         if info is None:
             raise StackSetupError(f"no stack in {self.workdir}: run `flink-replay stack up` first")
@@ -736,6 +768,10 @@ class LocalStack:
     # -- stopping
     def down(self, timeout: float = 20.0) -> list[str]:
         """Stop the processes ``up`` started (SIGTERM, then SIGKILL); return their names."""
+        with self._changing():
+            return self._down_locked(timeout)
+
+    def _down_locked(self, timeout: float) -> list[str]:
         info = self.info()
         if info is None:
             return []
