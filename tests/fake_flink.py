@@ -5,11 +5,19 @@ Flink-shaped errors can be injected; everything else (requests, urllib3 Retry, a
 Use the ``fake`` fixture (``from tests.fake_flink import fake as fake``) for a served ``FakeFlink`` and its
 URL, ``make_hook`` for a ``FlinkRestHook`` on it with short backoffs. ``JOB`` and ``JAVA_ERROR`` are the
 Flink-shaped job details and Java error text the tests script answers with.
+
+Tests stay independent of the machine's speed: an answer scripted ``HELD`` is never sent while the test
+runs (the fixture lets it go at teardown), so a client timeout always fires whatever the timeout and the
+load; and ``FakeFlink.settle()`` waits until every request a client has sent is counted, so request
+counts taken after a client gave up are exact (the server may read a request well after the client sent it).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import math
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -44,12 +52,21 @@ JOB = {
     ],
 }  # fmt: skip
 
+#: The delay of an answer held until the test releases it (``FakeFlink.release``; the ``fake`` fixture
+#: releases at teardown): the client's timeout fires first however slow the machine is.
+HELD = math.inf
+#: How long a held answer waits for its release at most (a test that forgets to release still ends).
+HOLD_LIMIT = 300.0
+#: The path of ``settle()``'s own request; never counted nor recorded.
+SETTLE_PATH = "/__fake_flink_settle__"
+
 
 class FakeFlink:
     """Scripted answers: ``routes[(method, path)]`` is a list of (status, body, delay) used in turn.
 
     A route path ending in ``*`` answers every path with that prefix (ids the code under test derives).
     Every request's body is recorded in ``bodies[(method, path)]`` (JSON decoded, else the raw bytes).
+    A delay of ``HELD`` holds the answer until ``release()``.
     """
 
     def __init__(self) -> None:
@@ -57,6 +74,42 @@ class FakeFlink:
         self.calls: dict[tuple[str, str], int] = defaultdict(int)
         self.bodies: dict[tuple[str, str], list[Any]] = defaultdict(list)
         self.headers: list[dict[str, str]] = []
+        self.released = threading.Event()
+        self.address: tuple[str, int] | None = None  # set by serve()
+        self._unread = 0  # connections accepted whose request is not counted yet
+        self._read = threading.Condition()
+
+    def release(self) -> None:
+        """Send the answers held so far and from now on (to clients that have long given up on them)."""
+        self.released.set()
+
+    def accepted(self) -> None:
+        """The server accepted a connection (in its accept loop, before the handler thread starts)."""
+        with self._read:
+            self._unread += 1
+
+    def read(self) -> None:
+        """A connection's request is counted (or the connection closed without one)."""
+        with self._read:
+            self._unread -= 1
+            self._read.notify_all()
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Return once every request sent to this server before the call is counted in ``calls``.
+
+        The server accepts connections one at a time, in the order they arrived: once settle's own request
+        is answered, every earlier connection has been accepted; then this waits until each has been read.
+        Call it after the client under test returned (a client that timed out does not wait for the server).
+        """
+        assert self.address is not None, "settle() needs a served FakeFlink"
+        conn = http.client.HTTPConnection(*self.address, timeout=timeout)
+        try:
+            conn.request("GET", SETTLE_PATH)
+            conn.getresponse().read()
+        finally:
+            conn.close()
+        with self._read:
+            assert self._read.wait_for(lambda: self._unread == 0, timeout), "requests still unread: server stuck?"
 
     def on(self, method: str, path: str, *answers: tuple[int, Any] | tuple[int, Any, float]) -> None:
         self.routes[(method, path)] = [(a[0], a[1], a[2] if len(a) > 2 else 0.0) for a in answers]  # type: ignore[misc]
@@ -68,7 +121,8 @@ class FakeFlink:
             self.bodies[(method, path)].append(raw)
 
     def answer(self, method: str, path: str) -> tuple[int, Any, float]:
-        self.calls[(method, path)] += 1
+        with self._read:
+            self.calls[(method, path)] += 1
         answers = self.routes.get((method, path))
         if answers is None:
             prefixed = [k for k in self.routes if k[0] == method and k[1].endswith("*") and path.startswith(k[1][:-1])]
@@ -86,12 +140,28 @@ def serve(state: FakeFlink, port: int = 0) -> ThreadingHTTPServer:
     """Serve ``state`` on 127.0.0.1:``port`` (0: any free port) in a daemon thread."""
 
     class Handler(BaseHTTPRequestHandler):
+        read = False
+
+        def handle(self) -> None:
+            try:
+                super().handle()
+            finally:
+                if not self.read:  # closed before sending a request
+                    state.read()
+
         def _serve(self) -> None:
-            state.headers.append(dict(self.headers))
-            length = int(self.headers.get("Content-Length") or 0)
-            state.record(self.command, self.path, self.rfile.read(length) if length else b"")
-            status, body, delay = state.answer(self.command, self.path)
-            if delay:
+            if self.path == SETTLE_PATH:
+                status, body, delay = 200, {}, 0.0
+            else:
+                state.headers.append(dict(self.headers))
+                length = int(self.headers.get("Content-Length") or 0)
+                state.record(self.command, self.path, self.rfile.read(length) if length else b"")
+                status, body, delay = state.answer(self.command, self.path)
+            self.read = True
+            state.read()
+            if delay == HELD:
+                state.released.wait(HOLD_LIMIT)
+            elif delay:
                 time.sleep(delay)
             payload = json.dumps(body).encode()
             try:
@@ -108,7 +178,13 @@ def serve(state: FakeFlink, port: int = 0) -> ThreadingHTTPServer:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    class Server(ThreadingHTTPServer):
+        def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
+            state.accepted()  # counted in the accept loop, so settle() knows of it before its own request
+            super().process_request(request, client_address)
+
+    server = Server(("127.0.0.1", port), Handler)
+    state.address = ("127.0.0.1", server.server_address[1])
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -118,6 +194,7 @@ def fake() -> Iterator[tuple[FakeFlink, str]]:
     state = FakeFlink()
     server = serve(state)
     yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    state.release()
     server.shutdown()
     server.server_close()
 

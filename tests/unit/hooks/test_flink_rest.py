@@ -1,14 +1,15 @@
 """FlinkRestHook against a real local HTTP server that plays a Flink REST endpoint (``tests/fake_flink.py``).
 
-503s, slow answers and Flink-shaped errors are injected per path; everything else (requests, urllib3 Retry,
-pydantic) is real.
+503s, unanswered requests and Flink-shaped errors are injected per path; everything else (requests, urllib3
+Retry, pydantic) is real. Nothing depends on the machine's speed: an answer that must come too late is held
+until the test ends (``HELD``), and request counts after a client gave up are taken once the server has
+read every request (``FakeFlink.settle``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -22,10 +23,13 @@ from airflow_flink_replay.hooks.flink_rest import (
     FlinkRestSettings,
     FlinkUnreachableError,
 )
-from tests.fake_flink import JAVA_ERROR, JOB, FakeFlink, make_hook, serve
+from tests.fake_flink import HELD, JAVA_ERROR, JOB, FakeFlink, make_hook, serve
 from tests.fake_flink import fake as fake  # the scripted Flink (a fixture)
 
 OVERVIEW = {"taskmanagers": 1, "slots-total": 4, "slots-available": 3, "jobs-running": 1, "flink-version": "2.2.1"}
+#: The client timeout of a test in which some answers are held and others must arrive in time: only the
+#: answered requests need it, so it is far above what a loaded machine takes to answer one.
+ANSWERED_WITHIN = 5.0
 
 
 # --------------------------------------------------------------------------------------------- hook
@@ -50,10 +54,11 @@ def test_503_forever_fails_after_the_retries_naming_the_url(fake: tuple[FakeFlin
 
 def test_slow_answers_time_out_and_fail_after_retries(fake: tuple[FakeFlink, str]) -> None:
     state, url = fake
-    state.on("GET", "/jobs/j1", (200, JOB, 1.0))
+    state.on("GET", "/jobs/j1", (200, JOB, HELD))  # no answer while the client waits
     with pytest.raises(FlinkUnreachableError) as info:
         make_hook(url, timeout=0.2, retries=1).get_job("j1")
     assert f"Flink REST at {url} is unreachable: get job for job j1 failed after 1 retries" in str(info.value)
+    state.settle()  # the client gave up without waiting for the server to read its requests
     assert state.calls[("GET", "/jobs/j1")] == 2
 
 
@@ -193,31 +198,43 @@ def test_job_run_answered_503_is_not_resent_and_says_the_job_may_have_started(fa
 
 def test_job_run_read_timeout_is_not_resent(fake: tuple[FakeFlink, str]) -> None:
     state, url = fake
-    state.on("POST", "/jars/x/run", (200, {"jobid": "j9"}, 1.0))
+    state.on("POST", "/jars/x/run", (200, {"jobid": "j9"}, HELD))
     with pytest.raises(FlinkOutcomeUnknownError, match=r"\(ReadTimeout: .*Flink may have started the job anyway"):
         make_hook(url, retries=3).run_jar("x", entry_class="Main", timeout=0.2)
+    state.settle()  # a resent run would be counted by now
     assert state.calls[("POST", "/jars/x/run")] == 1
 
 
-def test_job_run_is_retried_while_the_connection_is_refused(fake: tuple[FakeFlink, str]) -> None:
+def test_job_run_is_retried_while_the_connection_is_refused(
+    fake: tuple[FakeFlink, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Refused connections never reach Flink: resent until the endpoint answers, then exactly one run."""
     import socket
+
+    from urllib3.util.retry import Retry
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     state = FakeFlink()
     state.on("POST", "/jars/x/run", (200, {"jobid": "j9"}))
-    later = threading.Timer(0.3, lambda: servers.append(serve(state, port)))
     servers: list[ThreadingHTTPServer] = []
-    later.start()  # nothing listens at first: the first tries are refused
+    backoff = Retry.sleep
+
+    def start_after_a_refusal(retry: Retry, *args: Any, **kwargs: Any) -> None:
+        """The endpoint comes up once a try was refused, before the client's next try (not after a time)."""
+        if not servers:
+            servers.append(serve(state, port))
+        backoff(retry, *args, **kwargs)
+
+    monkeypatch.setattr(Retry, "sleep", start_after_a_refusal)
     try:
         hook = FlinkRestHook(settings=FlinkRestSettings(base_url=f"http://127.0.0.1:{port}", retries=6,
                                                         backoff_factor=0.2))  # fmt: skip
         assert hook.run_jar("x", entry_class="Main") == "j9"
+        assert servers, "nothing listened at first: the first try must have been refused"
         assert state.calls[("POST", "/jars/x/run")] == 1
     finally:
-        later.join()
         for server in servers:
             server.shutdown()
             server.server_close()
@@ -251,11 +268,12 @@ def test_jar_upload_is_not_resent_after_a_502(fake: tuple[FakeFlink, str], tmp_p
 def test_savepoint_and_stop_with_a_trigger_id_are_resent_without_one_not(fake: tuple[FakeFlink, str]) -> None:
     state, url = fake
     state.on("POST", "/jobs/j1/savepoints", (503, {}), (202, {"request-id": "t1"}))
-    state.on("POST", "/jobs/j1/stop", (202, {"request-id": "t2"}, 1.0), (202, {"request-id": "t2"}))
-    hook = make_hook(url, timeout=0.3)
+    state.on("POST", "/jobs/j1/stop", (202, {"request-id": "t2"}, HELD), (202, {"request-id": "t2"}))
+    hook = make_hook(url, timeout=ANSWERED_WITHIN)
     assert hook.trigger_savepoint("j1", "file:///sp", trigger_id="t1") == "t1"
     assert [b["triggerId"] for b in state.bodies[("POST", "/jobs/j1/savepoints")]] == ["t1", "t1"]
     assert hook.stop_with_savepoint("j1", "file:///sp", drain=True, trigger_id="t2") == "t2"  # read timeout, resent
+    state.settle()  # the first, unanswered stop is counted however late the server read it
     assert state.calls[("POST", "/jobs/j1/stop")] == 2
 
     state.on("POST", "/jobs/j2/savepoints", (503, {}), (202, {"request-id": "u1"}))
