@@ -99,15 +99,21 @@ def isolate_runtime(build_root: str | Path) -> str:
 
     The embedded interpreter keeps the first version of ``airflow_flink_replay.flink.proxies`` it imported
     until the TaskManager restarts; a newer airflow-flink-replay would otherwise run stale proxy code. The
-    copy ``afr_rt_<sha256>`` (imports rewritten to it) is what the rewritten plan refers to. Returns the
-    package name; ``build_root`` must be shipped with ``env.add_python_file``.
+    copy ``afr_rt_<sha256>_<build>`` (imports rewritten to it; one per build, see below) is what the
+    rewritten plan refers to. Returns the package name; ``build_root`` must be shipped with
+    ``env.add_python_file``.
     """
     src = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for rel in _RUNTIME_FILES:
         h.update(rel.encode() + b"\0" + (src / rel).read_bytes())
-    name = f"afr_rt_{h.hexdigest()[:16]}"
     root = Path(build_root)
+    # Content-hashed AND unique to this build: every job on a TaskManager shares one interpreter, and a
+    # package it imported from an earlier job's (since deleted) python files keeps that dead folder as its
+    # __path__ — a submodule the earlier job never imported (proxies: imported at the first resource call)
+    # then fails with "No module named ...". Seen on the shared replay cluster after replays ended early.
+    token = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    name = f"afr_rt_{h.hexdigest()[:16]}_{token}"
     dest = root / name
     if not dest.exists():
         tmp = root / f".{name}.tmp"

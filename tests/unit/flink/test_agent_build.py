@@ -107,6 +107,10 @@ def test_factory_errors_name_the_problem(tmp_path: Path, package: str) -> None:
 def test_runtime_copy_is_content_named_and_self_contained(tmp_path: Path) -> None:
     name = isolate_runtime(tmp_path)
     assert name.startswith("afr_rt_") and isolate_runtime(tmp_path) == name
+    # another build of the same code gets its own package: a TaskManager's interpreter never resolves one
+    # job's submodule through a package another (ended, deleted) job's files were imported from
+    other = isolate_runtime(tmp_path / "other-build")
+    assert other != name and other.split("_")[2] == name.split("_")[2]  # same content hash
     proxies = (tmp_path / name / "flink" / "proxies.py").read_text()
     assert f"from {name}.core.policy import" in proxies and "airflow_flink_replay" not in proxies
     assert f"from {name}.exceptions import ReplayPolicyBlocked" in proxies  # the errors module is copied too
