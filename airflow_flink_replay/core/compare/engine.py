@@ -289,15 +289,19 @@ def _align_spilled(
     al = _Alignment(max_listed=config.max_listed)
     keys_ab: set[str] = set()
     n_keys = 0
-    for part_al, comparator_of, assigned, part_keys, part_n in run_parallel(
+    kept: dict[str, _KeyOutputs] = {}
+    for part_al, comparator_of, assigned, part_keys, part_n, part_kept in run_parallel(
         _align_parts, [(sa, sb, sa2, changed, g, config, band) for g in groups]
     ):
         al.merge(part_al, config.max_examples)
         diff.merge(comparator_of, assigned)
         keys_ab |= part_keys
         n_keys += part_n
+        kept.update(part_kept)
 
     def example_runs(keys: set[str]) -> tuple[Run, Run | None, Run]:
+        if keys <= kept.keys():  # always: the outputs of every key that was an example are kept
+            return _kept_runs(sa, sb, sa2, {k: kept[k] for k in keys})
         runs = [load(i, keys) for i in sorted({part_of(k, parts) for k in keys})]
         return _merged([r[0] for r in runs]), _merged([r[1] for r in runs]), _merged([r[2] for r in runs])  # type: ignore[return-value]
 
@@ -344,6 +348,24 @@ def _band_of_parts(
     return band, pairs
 
 
+#: The outputs of one key in A, A' (None without it) and B.
+_KeyOutputs = tuple[list[Entry], list[Entry] | None, list[Entry]]
+
+
+def _kept_runs(
+    sa: SpilledRun, sb: SpilledRun, sa2: SpilledRun | None, kept: dict[str, _KeyOutputs]
+) -> tuple[Run, Run | None, Run]:
+    """The runs restricted to the kept keys, as :meth:`SpilledRun.load` would give them."""
+    ra, rb = Run(name=sa.run.name, source=sa.run.source), Run(name=sb.run.name, source=sb.run.source)
+    ra2 = Run(name=sa2.run.name, source=sa2.run.source) if sa2 is not None else None
+    for k, (la, la2, lb) in kept.items():
+        ra.by_key[k] = la
+        rb.by_key[k] = lb
+        if ra2 is not None and la2:
+            ra2.by_key[k] = la2
+    return ra, ra2, rb
+
+
 #: Tie-breaks of examples count from ``i * _TIE_STRIDE`` in partition ``i``: earlier partitions stay earlier
 #: wherever they were aligned.
 _TIE_STRIDE = 2**40
@@ -357,22 +379,29 @@ def _align_parts(
     parts: list[int],
     config: CompareConfig,
     band: NumericBand | None,
-) -> tuple[_Alignment, dict[str, str], set[str], set[str], int]:
+) -> tuple[_Alignment, dict[str, str], set[str], set[str], int, dict[str, _KeyOutputs]]:
     """Align partitions ``parts`` one after the other: the alignment, the differ's comparator choices (see
-    :meth:`Differ.merge`), the keys of A and B, and how many keys in all."""
+    :meth:`Differ.merge`), the keys of A and B, how many keys in all, and the outputs of the keys that are
+    examples (at least those the merged alignment keeps)."""
     diff = Differ(ComparatorResolver(config), band)
     al = _Alignment(max_listed=config.max_listed)
     keys_ab: set[str] = set()
     n_keys = 0
+    kept: dict[str, _KeyOutputs] = {}
     for i in parts:
         ra, ra2, rb = _load_part(sa, sb, sa2, changed, i, None)
         al.tie = itertools.count(i * _TIE_STRIDE)
         _align(ra, rb, ra2, diff, config.max_examples, al)
+        for heap in al.heaps.values():  # the outputs of this partition's examples, so none is read again
+            for _, k, _ in heap:
+                if k not in kept and k in ra.by_key:
+                    kept[k] = (ra.by_key[k], ra2.by_key.get(k, []) if ra2 is not None else None, rb.by_key[k])
         part_keys = ra.by_key.keys() | rb.by_key.keys()
         keys_ab |= part_keys
         n_keys += len(part_keys | (ra2.by_key.keys() if ra2 is not None else set()))
         del ra, ra2, rb, part_keys
-    return al, diff.comparator_of, diff.assigned, keys_ab, n_keys
+    in_heaps = {k for heap in al.heaps.values() for _, k, _ in heap}
+    return al, diff.comparator_of, diff.assigned, keys_ab, n_keys, {k: kept[k] for k in in_heaps}
 
 
 def _merged(runs: list[Any]) -> Run | None:
