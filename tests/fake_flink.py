@@ -150,6 +150,9 @@ def serve(state: FakeFlink, port: int = 0) -> ThreadingHTTPServer:
                     state.read()
 
         def _serve(self) -> None:
+            status: int
+            body: Any
+            delay: float
             if self.path == SETTLE_PATH:
                 status, body, delay = 200, {}, 0.0
             else:
