@@ -379,9 +379,10 @@ class QuiesceAndSavepointOperator(BaseOperator):
         note = {
             "drain": "Drained: every operator reached end of input before the savepoint (the agent operator "
             "finished its in-flight runs); production is stopped.",
-            "stop": "Stopped without drain: event-time timers did not fire, so work waiting on them is inside the "
-            "savepoint (Flink still finished the operators' queued mailbox work, in-flight Flink Agents runs "
-            "included); production is stopped.",
+            "stop": "Stopped without drain: event-time timers did not fire, and agent runs in flight at the barrier "
+            "are inside the savepoint (Flink Agents 0.2.0 cannot restore one waiting on a tool response: "
+            "KeyError initial_request_id — the run's assert_production step then fails naming the savepoint); "
+            "production is stopped.",
             "savepoint": "Savepoint without stop: production keeps running and in-flight work may be inside "
             "the savepoint.",
         }[self.mode]

@@ -192,7 +192,11 @@ def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, produ
     spec = ReplaySpec.from_yaml(production["spec_path"])
     spec = ReplaySpec.model_validate({**spec.model_dump(), "candidate_agent_factory": None, "quiesce_mode": "stop"})
     before = running_jobs(stack, production["job_name"])
-    dagrun, run = run_replay_dag(stack, production, {}, kind="nightly", feed_from=90_000, spec=spec)
+    # Reviews flow only once production runs again: nothing is in flight at the stop. (A stop-mode savepoint
+    # holding an agent run that waits on a tool response cannot be restored by Flink Agents 0.2.0 — KeyError
+    # initial_request_id; the run's assert_production step catches that — docs/limitations.md.)
+    dagrun, run = run_replay_dag(stack, production, {}, kind="nightly", feed_from=90_000, spec=spec,
+                                 feed_after_resume=True)
     states, record = run["states"], run["record"]
     assert str(dagrun.state) == "success", states
     assert states["quiesce"] == "success" and states["reuse_manifest"] == "skipped"
