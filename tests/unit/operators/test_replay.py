@@ -4,9 +4,11 @@ when a retry reattaches to its running job, and the trigger cancels the replay j
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
+from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.operators import replay as replay_ops
@@ -56,3 +58,62 @@ def test_replay_retry_reattaches_to_its_running_job(tmp_path: Path, monkeypatch:
         _replay(tmp_path, hook).execute(ctx)
     trigger = deferred.value.trigger
     assert (trigger.job_id, trigger.cancel_on_kill, trigger.carry["preflight"]) == ("e" * 32, True, "reattached")
+
+
+# ------------------------------------------------------------
+# SubmitReplayJobOperator used on its own: a spec naming production's action-state topic or job identifier
+# is refused before anything reaches Flink; a spec that does not name production's is accepted with a warning.
+
+def _spec(tmp_path: Path, **changes: Any) -> dict[str, Any]:
+    return {
+        "variant": "candidate",
+        "agent_factory": "pkg.agent:build",
+        "job_identifier": "replay-t-candidate",
+        "action_state_topic": "afr-t-candidate",
+        "output_dir": str(tmp_path / "out"),
+        "audit_dir": str(tmp_path / "audit"),
+        "kafka_bootstrap": "localhost:9092",
+        "manifest": str(tmp_path / "manifest.json"),
+        "production_action_state_topic": "prod-action-state",
+        "production_job_identifier": "prod-agent",
+        **changes,
+    }
+
+
+def _op(spec: dict[str, Any], hook: StubFlinkHook) -> SubmitReplayJobOperator:
+    op = SubmitReplayJobOperator(task_id="replay_candidate", spec=spec, savepoint_path="file:///sp/1", deferrable=True)
+    op.__dict__["hook"] = hook
+    return op
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"action_state_topic": "prod-action-state"}, "is production's action-state topic"),
+        ({"job_identifier": "prod-agent"}, "is production's job identifier"),
+    ],
+)
+def test_a_spec_on_productions_state_is_refused_before_submitting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changes: dict[str, Any], named: str
+) -> None:
+    hook = StubFlinkHook()
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: pytest.fail("nothing may be submitted"))
+    with pytest.raises(ValidationError) as err:
+        _op(_spec(tmp_path, **changes), hook).execute(context("replay_candidate"))
+    assert named in str(err.value) and "Fix:" in str(err.value)
+    assert hook.calls == []
+
+
+def test_without_productions_names_it_submits_and_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    submitter = StubSubmitter("d" * 32)
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    spec = _spec(tmp_path, production_action_state_topic=None, production_job_identifier=None)
+    with pytest.raises(TaskDeferred):  # the task log goes through structlog to stdout
+        _op(spec, StubFlinkHook()).execute(context("replay_candidate"))
+    assert len(submitter.submitted) == 1
+    assert "does not name production's action-state topic and job identifier" in capsys.readouterr().out
+    with pytest.raises(TaskDeferred):
+        _op(_spec(tmp_path), StubFlinkHook()).execute(context("replay_candidate"))
+    assert "does not name production's" not in capsys.readouterr().out
