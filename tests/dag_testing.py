@@ -213,3 +213,11 @@ class _AfterResume:
         self._thread.join(10)
         if self._started:
             self.feeder.__exit__(*exc)
+
+
+def stack_flink_default(stack: Any) -> str:
+    """The stack's ``flink_default`` connection (as in its connections file) as an ``AIRFLOW_CONN_*`` value."""
+    import json
+    from pathlib import Path
+
+    return json.dumps(json.loads(Path(stack.connections_file).read_text())["flink_default"])

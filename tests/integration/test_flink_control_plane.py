@@ -24,6 +24,7 @@ import pytest
 
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+from tests.dag_testing import stack_flink_default
 from tests.jobs import harness
 
 pytestmark = pytest.mark.timeout(900)
@@ -40,11 +41,10 @@ def flink(stack: Any) -> FlinkRestHook:
 
 @pytest.fixture(autouse=True)
 def flink_conn_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """flink_default also as an env var: Airflow caches the secrets backends of the first dag.test() in a
-    process, so a connections file passed later may not be consulted by inline triggers."""
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_FLINK_DEFAULT", json.dumps({"conn_type": "flink_rest", "host": stack.flink_rest_url})
-    )
+    """flink_default also as an env var — the very connection of the stack's connections file, not a second
+    one: Airflow caches the secrets backends of the first dag.test() in a process, so a connections file
+    passed later may not be consulted by inline triggers."""
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_DEFAULT", stack_flink_default(stack))
 
 
 @pytest.fixture

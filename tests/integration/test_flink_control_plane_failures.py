@@ -21,6 +21,7 @@ import pytest
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
 from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+from tests.dag_testing import stack_flink_default
 from tests.jobs import harness
 
 pytestmark = pytest.mark.timeout(600)
@@ -46,11 +47,10 @@ def _run(stack: Any, dag_id: str, tasks: Any, conn_file: str | None = None) -> A
 
 @pytest.fixture(autouse=True)
 def flink_conn_env(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """flink_default also as an env var: Airflow caches the secrets backends of the first dag.test() in a
-    process, so a connections file passed later may not be consulted by inline triggers."""
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_FLINK_DEFAULT", json.dumps({"conn_type": "flink_rest", "host": stack.flink_rest_url})
-    )
+    """flink_default also as an env var — the very connection of the stack's connections file, not a second
+    one: Airflow caches the secrets backends of the first dag.test() in a process, so a connections file
+    passed later may not be consulted by inline triggers."""
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_DEFAULT", stack_flink_default(stack))
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +211,7 @@ def retried(stack: Any, flink: FlinkRestHook, airflow_db: Any) -> Iterator[dict[
     harness.wait_outputs(stack.kafka_bootstrap, f"{name}-out", lambda o: len(harness.counts(o)) == 9)
     out: dict[str, Any] = {"job_id": job_id, "program": program, "name": name}
     env = pytest.MonkeyPatch()
-    env.setenv("AIRFLOW_CONN_FLINK_DEFAULT", json.dumps({"conn_type": "flink_rest", "host": stack.flink_rest_url}))
+    env.setenv("AIRFLOW_CONN_FLINK_DEFAULT", stack_flink_default(stack))
     try:
         for mode, cls in (("savepoint", CrashOnceFlinkForgets), ("stop", CrashOnceAfterFinish)):
             dag_id = f"{name}-{mode}"

@@ -19,7 +19,11 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def flink(stack: Any) -> FlinkRestHook:
-    return FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, retries=2))
+    # where Flink is on this host comes with the connection, as the stack writes it (never from stack.json)
+    return FlinkRestHook(settings=FlinkRestSettings(
+        base_url=stack.flink_rest_url, retries=2, flink_home=stack.flink_home, flink_conf_dir=stack.flink_conf_dir,
+        java_home=stack.java_home,
+    ))  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", ["rest", "cli"])
