@@ -755,6 +755,21 @@ class FlinkRestHook(BaseHook):
         except (FlinkRestError, requests.RequestException, KeyError):
             return ""
 
+    def metaspace_short(self, headroom_mb: float | None = None) -> JobManagerMemory | None:
+        """The JobManager's memory when it has less free metaspace than ``headroom_mb`` (default: the
+        connection's ``min_metaspace_headroom_mb``; 0 never), else None — also when the metrics are off or
+        not reported yet (logged: there is nothing to judge by)."""
+        headroom = self.settings.min_metaspace_headroom_mb if headroom_mb is None else headroom_mb
+        if not headroom:
+            return None
+        try:
+            memory = self.jobmanager_memory()
+        except FlinkRestError as err:
+            self.log.warning("JobManager metaspace unknown at %s (%s): no headroom check", self.base_url, err)
+            return None
+        free = memory.metaspace_free_mb
+        return memory if free is not None and free < headroom else None
+
     def jobmanager_memory(self) -> JobManagerMemory:
         """The JobManager JVM's metaspace and heap (``GET /jobmanager/metrics``), in bytes.
 

@@ -356,20 +356,11 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         and takes every job it runs with it — production's too, when replays share its cluster. A refused
         replay costs a rerun; a dead JobManager costs production.
         """
-        headroom = self.min_metaspace_headroom_mb
-        if headroom is None:
-            headroom = self.hook.settings.min_metaspace_headroom_mb
-        if not headroom:
-            return
-        try:
-            memory = self.hook.jobmanager_memory()
-        except FlinkRestError as err:  # metrics off or not yet reported: nothing to judge by
-            self.hook.log.warning("JobManager metaspace unknown (%s): submitting without the check", err)
-            return
-        free = memory.metaspace_free_mb
-        if free is not None and free < headroom:
+        memory = self.hook.metaspace_short(self.min_metaspace_headroom_mb)
+        if memory is not None:
+            headroom = self.min_metaspace_headroom_mb or self.hook.settings.min_metaspace_headroom_mb
             raise FlinkSubmissionError(
-                f"the JobManager at {self.hook.base_url} has {free:.0f} MB of metaspace left "
+                f"the JobManager at {self.hook.base_url} has {memory.metaspace_free_mb:.0f} MB of metaspace left "
                 f"({memory.metaspace_used / 2**20:.0f} of {memory.metaspace_max / 2**20:.0f} MB used), less than "
                 f"the {headroom:g} MB a Python submission needs: another one could kill it (OutOfMemoryError: "
                 "Metaspace) with every job it runs. Nothing was submitted. Fix: restart this cluster's "

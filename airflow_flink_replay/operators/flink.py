@@ -272,18 +272,12 @@ class QuiesceAndSavepointOperator(BaseOperator):
         here, before anything is stopped: below the connection's ``min_metaspace_headroom_mb`` of free
         metaspace, the resubmission could kill the JobManager, and production with it.
         """
-        headroom = hook.settings.min_metaspace_headroom_mb
-        if not headroom:
-            return
-        try:
-            memory = hook.jobmanager_memory()
-        except FlinkRestError as err:  # metrics off or not yet reported: nothing to judge by
-            self.log.warning("JobManager metaspace unknown (%s): stopping production without the check", err)
-            return
-        free = memory.metaspace_free_mb
-        if free is not None and free < headroom:
+        memory = hook.metaspace_short()
+        if memory is not None:
+            headroom = hook.settings.min_metaspace_headroom_mb
             raise AirflowFailException(
-                f"Production was NOT stopped: its JobManager at {hook.base_url} has {free:.0f} MB of metaspace "
+                f"Production was NOT stopped: its JobManager at {hook.base_url} has {memory.metaspace_free_mb:.0f} "
+                "MB of metaspace "
                 f"free ({memory.metaspace_used / 2**20:.0f} of {memory.metaspace_max / 2**20:.0f} MB used), less "
                 f"than the {headroom:g} MB (min_metaspace_headroom_mb of connection {self.flink_conn_id!r}) that "
                 "resubmitting production after the savepoint needs; that resubmission could kill the JobManager "

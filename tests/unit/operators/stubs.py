@@ -35,7 +35,7 @@ class StubFlinkHook:
     """The methods of ``FlinkRestHook`` the Flink operators call, answered from ``jobs`` and ``savepoints``.
 
     The hook's own logic over those calls (``find_operation``, ``run_savepoint``, ``stop_outcome``,
-    ``wait_for_job_state``) is ``FlinkRestHook``'s, unchanged.
+    ``wait_for_job_state``, ``metaspace_short``) is ``FlinkRestHook``'s, unchanged.
     """
 
     log = logging.getLogger("tests.stub_flink_hook")
@@ -47,6 +47,7 @@ class StubFlinkHook:
     stop_outcome = FlinkRestHook.stop_outcome
     wait_for_job_state = FlinkRestHook.wait_for_job_state
     job_failure_cause = FlinkRestHook.job_failure_cause
+    metaspace_short = FlinkRestHook.metaspace_short
 
     def __init__(self, jobs: list[JobDetails] | None = None) -> None:
         self.jobs = {j.jid: j for j in jobs or []}
