@@ -160,14 +160,34 @@ def test_savepoint_to_unwritable_directory_fails_with_flinks_cause(
     assert flink.get_job(slow_job).state == "RUNNING"
 
 
-def test_savepoint_exceeding_the_timeout_fails(stack: Any, airflow_db: Any, slow_job: str) -> None:
+@pytest.fixture
+def held_job(stack: Any, flink: FlinkRestHook, tmp_path: Path) -> Iterator[str]:
+    """A counter whose operator holds one record until the test ends (a gate file): no barrier can pass it,
+    so a savepoint cannot complete however fast or slow the machine is."""
+    name = harness.unique("cp-held")
+    gate = tmp_path / "closed"
+    gate.touch()
+    job_id, _ = _start_counter(stack, flink, name, hold=False, extra_args=["--gate", str(gate)])
+    harness.produce(stack.kafka_bootstrap, f"{name}-in", range(1))
+    held, deadline = Path(f"{gate}.held"), time.monotonic() + 120
+    while not held.exists():
+        assert time.monotonic() < deadline, "the gated record never reached the operator"
+        time.sleep(0.2)
+    try:
+        yield job_id
+    finally:
+        gate.unlink(missing_ok=True)
+        _cleanup(stack, flink, name, job_id)
+
+
+def test_savepoint_exceeding_the_timeout_fails(stack: Any, airflow_db: Any, held_job: str) -> None:
     dag_id = harness.unique("cp-timeout")
     state = _run(
         stack,
         dag_id,
         lambda: QuiesceAndSavepointOperator(
             task_id="quiesce",
-            job_id=slow_job,
+            job_id=held_job,
             mode="savepoint",
             timeout=1.0,
             deferrable=True,
@@ -176,7 +196,7 @@ def test_savepoint_exceeding_the_timeout_fails(stack: Any, airflow_db: Any, slow
     )
     assert state == "failed"
     error = ERRORS[dag_id]
-    assert f"Flink savepoint of job {slow_job} did not complete within 1 s" in error
+    assert f"Flink savepoint of job {held_job} did not complete within 1 s" in error
     assert "no checkpoint is used instead" in error
 
 
