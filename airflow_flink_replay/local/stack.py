@@ -674,10 +674,12 @@ class LocalStack:
         replay cluster between replay runs, never production's while production runs."""
         return self._restart(self._cluster(cluster), ("jobmanager", "taskmanager"))
 
-    def recycle_if_worn(self, cluster: str = "replay", min_free_mb: float = 250.0) -> bool:
+    def recycle_if_worn(self, cluster: str = "replay", min_free_mb: float = 250.0, *, when_busy: bool = False) -> bool:
         """The local recycling policy: restart ``cluster`` when its JobManager has less than ``min_free_mb``
         of metaspace left and no job runs on it (each Python submission leaves ~14 MB there; the
-        submitters refuse a run below 96 MB). Returns whether it recycled."""
+        submitters refuse a run below 96 MB). ``when_busy``: recycle even with jobs running (they are
+        lost — for a test session between modules, never for a production anyone needs). Returns whether
+        it recycled."""
         info = self.info()
         if info is None:
             return False
@@ -686,13 +688,14 @@ class LocalStack:
             names = ",".join(("Status.JVM.Memory.Metaspace.Used", "Status.JVM.Memory.Metaspace.Max"))
             for _ in range(2):  # REST serves a cached copy and refreshes it in the background
                 metrics = requests.get(f"{url}/jobmanager/metrics", params={"get": names}, timeout=5).json()
-                time.sleep(1.5)
+                time.sleep(1.1)  # metrics.fetcher.update-interval is 1 s here
             values = {m["id"]: float(m["value"]) for m in metrics}
             free = (values["Status.JVM.Memory.Metaspace.Max"] - values["Status.JVM.Memory.Metaspace.Used"]) / 2**20
             running = requests.get(f"{url}/jobs/overview", timeout=5).json()["jobs"]
         except (requests.RequestException, KeyError, ValueError):
             return False
-        if free >= min_free_mb or any(j["state"] not in ("FINISHED", "FAILED", "CANCELED") for j in running):
+        busy = any(j["state"] not in ("FINISHED", "FAILED", "CANCELED") for j in running)
+        if free >= min_free_mb or (busy and not when_busy):
             return False
         self.recycle_cluster(cluster)
         return True

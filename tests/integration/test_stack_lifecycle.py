@@ -33,7 +33,8 @@ def test_up_status_down_leaves_no_process_and_frees_ports(stack, tmp_path: Path)
     ports = {"--flink-rest-port": _free_port(), "--flink-rpc-port": _free_port(),
              "--kafka-port": _free_port(), "--chroma-port": _free_port()}
     common = ["--workdir", str(tmp_path / "stack2"), "--cache-dir", str(cache)]
-    port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))]
+    # the second stack runs production's cluster only: the session's stack holds the replay cluster's ports
+    port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))] + ["--no-replay-cluster"]
 
     up = _cli("stack", "up", *common, *port_args, "--task-slots", "1")
     assert up.returncode == 0, up.stdout + up.stderr
@@ -118,7 +119,8 @@ def test_a_process_that_dies_at_start_is_named_with_its_log_and_nothing_is_left(
     (work / "chroma").write_text("not a folder")  # Chroma's --path
     ports = {"--flink-rest-port": _free_port(), "--flink-rpc-port": _free_port(),
              "--kafka-port": _free_port(), "--chroma-port": _free_port()}
-    port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))]
+    # the second stack runs production's cluster only: the session's stack holds the replay cluster's ports
+    port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))] + ["--no-replay-cluster"]
     assert _pids_mentioning(work) == set()
     up = _cli("stack", "up", "--workdir", str(work), "--cache-dir", str(cache), *port_args)
     assert up.returncode != 0

@@ -68,14 +68,17 @@ def test_default_compares_small_inputs_in_memory_and_never_spills_streams(tmp_pa
     assert _spill_parts(CompareConfig(spill_above_mb=None), a, a, a) == 0
 
 
+# Peak Python allocations of the comparison itself (tracemalloc), in one process (spill_workers=1): the
+# process's peak RSS (ru_maxrss) was already set by the imports on some machines and then grew by 0 in both
+# modes. Whole-process RSS, workers included, is what benchmarks/compare.py prints.
 SCRIPT = """
-import resource, sys
+import sys, tracemalloc
 from airflow_flink_replay.core.compare import CompareConfig, compare_runs
 spill = sys.argv[4] == "spill"
-config = CompareConfig(spill_above_mb=0 if spill else None, spill_part_mb=4)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+config = CompareConfig(spill_above_mb=0 if spill else None, spill_part_mb=4, spill_workers=1)
+tracemalloc.start()
 result = compare_runs(sys.argv[1], sys.argv[3], sys.argv[2], key="$.id", config=config)
-print(result.verdict, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+print(result.verdict, tracemalloc.get_traced_memory()[1] // 2**10)
 """
 
 
