@@ -115,6 +115,7 @@ def run_replay_dag(
     from airflow_flink_replay.local.demo import ReviewFeeder
 
     spec = spec or ReplaySpec.from_yaml(production["spec_path"])
+    revive_dead_taskmanagers(stack)
     dag = build_replay_dag(spec, dag_id=f"{kind}_{spec.name.replace('-', '_')}", kind=kind)  # type: ignore[arg-type]
     register_dag(dag, "replay-e2e")
     feeder = ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
@@ -221,3 +222,17 @@ def stack_flink_default(stack: Any) -> str:
     from pathlib import Path
 
     return json.dumps(json.loads(Path(stack.connections_file).read_text())["flink_default"])
+
+
+def revive_dead_taskmanagers(stack: Any) -> None:
+    """Start a fresh TaskManager for a cluster that has none. PyFlink's embedded Python can crash a
+    TaskManager natively when Python jobs end (a pemja SIGSEGV was seen on the replay cluster in CI; see
+    docs/limitations.md); a real deployment's supervisor restarts it, the local stack has none."""
+    from pathlib import Path
+
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig, flink_taskmanagers
+
+    local = LocalStack(StackConfig(workdir=Path(stack.workdir)))
+    for cluster, url in (("production", stack.flink_rest_url), ("replay", stack.replay_flink_rest_url)):
+        if url and flink_taskmanagers(url) < 1:
+            local.restart_taskmanager(cluster)
