@@ -78,15 +78,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> None:
     """Every Flink Agents job leaves ~25 MB in the TaskManager's metaspace: before an integration module,
     replace a TaskManager (production's or the replay cluster's) that is more than half full, so a long
-    session never hits Metaspace OOM."""
+    session never hits Metaspace OOM — or that died (PyFlink's embedded Python can crash one natively)."""
     if "integration" not in Path(str(request.node.path)).parts:
         return
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
     local = LocalStack(StackConfig())
     info = local.info()
-    if info is None or not all(_alive(p.pid) for p in info.processes):
-        return
+    dead = {p.name for p in info.processes if not _alive(p.pid)} if info else set()
+    if info is None or dead - {"flink-taskmanager", "replay-taskmanager"}:
+        return  # more than a TaskManager is gone: the session's stack fixture starts the stack again
     from airflow_flink_replay.local.stack import flink_taskmanagers
 
     if flink_taskmanagers(info.flink_rest_url) < 1 or local.taskmanager_metaspace_used() > 0.5:
