@@ -124,7 +124,7 @@ def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created
 
     edited = _manifest(savepoint_run["record"])
     edited["capture"]["partitions"][0]["end_offset"] += 5  # someone widened the window by hand
-    path = tmp_path / "manifest.json"
+    path = _in_runs(production, tmp_path.name) / "manifest.json"  # earlier manifests load from the runs location
     path.write_text(json.dumps(edited))
     before = running_jobs(stack, production["job_name"])
     dagrun, run = run_replay_dag(
@@ -162,7 +162,7 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
                             parallelism=1, max_parallelism=prod.agent.max_parallelism)
     changed = prod.model_copy(update={"plan_vertices": [*prod.plan_vertices, dedupe],
                                       "plan_vertex_ids": [*prod.plan_vertex_ids, dedupe.id]})
-    path = tmp_path / "manifest-with-state.json"
+    path = _in_runs(production, tmp_path.name) / "manifest-with-state.json"
     save_manifest(earlier.model_copy(update={"production": changed, "digest": None}).sealed(), f"file://{path}")
 
     dagrun, run = run_replay_dag(
@@ -222,3 +222,13 @@ def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, produ
               if line.strip()}
     assert window and window <= outputs, sorted(window - outputs)[:5]
     assert_no_replay_leftovers(stack, record)
+
+
+def _in_runs(production: dict[str, Any], name: str) -> Path:
+    """A folder under the spec's runs location: the only place an earlier manifest is loaded from
+    (``manifest_sources`` defaults to ``runs_uri``)."""
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+    folder = Path(ReplaySpec.from_yaml(production["spec_path"]).runs_uri.removeprefix("file://")) / "by-hand" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
