@@ -34,6 +34,12 @@ class Run:
     #: no outputs in memory)
     samples: list[dict[str, Any]] = field(default_factory=list)
 
+    def note_unkeyed(self, lineno: int) -> None:
+        """Count an output without a correlation key; the first 20 line numbers are kept for the report."""
+        self.unkeyed += 1
+        if len(self.unkeyed_lines) < 20:
+            self.unkeyed_lines.append(lineno)
+
 
 def replay_order(obj: dict[str, Any]) -> tuple[int, int] | None:
     meta = obj.get("_replay")
@@ -76,9 +82,7 @@ def fill_run(
         run.count += 1
         kv = key(obj)
         if kv is MISSING:
-            run.unkeyed += 1
-            if len(run.unkeyed_lines) < 20:
-                run.unkeyed_lines.append(lineno)
+            run.note_unkeyed(lineno)
             continue
         k = key_text(kv)
         flat = flatten_output(flatten, obj, run.source, lineno)

@@ -119,9 +119,7 @@ def partition_run(
             run.count += 1
             kv = key(obj)
             if kv is MISSING:
-                run.unkeyed += 1
-                if len(run.unkeyed_lines) < 20:
-                    run.unkeyed_lines.append(lineno)
+                run.note_unkeyed(lineno)
                 continue
             flat = flatten_output(flatten, obj, run.source, lineno)
             paths.update(flat)
