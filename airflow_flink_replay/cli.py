@@ -1,4 +1,5 @@
-"""``flink-replay``: the command line (stack, compare, manifest, demo).
+"""``flink-replay``: the command line (stack, compare, manifest, demo, and deploy / produce / run-dag for your
+own job on the local stack).
 
 Each sub-command lives in ``airflow_flink_replay.commands.<name>`` with ``add_parser(subparsers)``; this
 module only wires them. They are imported explicitly: a command module missing from an installation is a
@@ -11,10 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from airflow_flink_replay.commands import compare, demo, manifest, stack
+from airflow_flink_replay.commands import compare, demo, deploy, manifest, produce, run_dag, stack
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = (stack, compare, manifest, demo)
+COMMANDS = (stack, compare, manifest, demo, deploy, produce, run_dag)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,9 @@
 3. runs the release-gate DAG with ``airflow dags test`` — candidate v2 → FAIL (labels changed for the
    late-delivery reviews, notify_support called for new customers) — then v1 as its own candidate → PASS,
    while reviews keep flowing into production;
-4. prints each verdict, its reasons, production's downtime and the HTML report's path.
+4. prints one line per chain step of each run (its duration and key figure: savepoint, downtime, records in
+   the window, fork size, outputs per variant), the verdict and its reasons, the report's path; everything
+   Airflow prints goes to a log file under ``.stack/demo/logs/`` whose path is printed first.
 
 ``--ui`` instead serves the same DAGs on ``airflow standalone`` (http://127.0.0.1:8080, no login) so a
 person can trigger the gate from the UI and click through the run.
@@ -15,10 +17,8 @@ person can trigger the gate from the UI and click through the run.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,48 +32,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8080, help="Airflow UI port for --ui")
     p.add_argument("--window", type=int, default=40, help="records per replay window")
     p.set_defaults(func=run)
-
-
-def airflow_env(stack: Any, demo_dir: Path, spec_path: Path) -> dict[str, str]:
-    """The environment of the demo's Airflow: own AIRFLOW_HOME, the repo's dags, the stack's connections."""
-    env = {**os.environ, **stack.env}
-    env.update(
-        {
-            "AIRFLOW_HOME": str(demo_dir / "airflow"),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-            "FLINK_REPLAY_SPEC": str(spec_path),
-            "FLINK_REPLAY_STACK_DIR": stack.workdir,
-        }
-    )
-    for conn_id, conn in json.loads(Path(stack.connections_file).read_text()).items():
-        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
-    return env
-
-
-def _airflow(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow", *args], env=env, text=True, check=check)
-
-
-def _latest_record(runs: Path, dag_id: str) -> dict[str, Any]:
-    records = sorted((runs / dag_id).rglob("run_record.json"), key=lambda p: p.stat().st_mtime)
-    if not records:
-        raise SystemExit(f"no run record under {runs / dag_id}: the DAG run did not get to its last task")
-    return json.loads(records[-1].read_text())
-
-
-def _print_verdict(label: str, record: dict[str, Any]) -> None:
-    print(f"\n=== {label}: {record.get('verdict') or 'no verdict'} ===")
-    for reason in record.get("reasons") or []:
-        if reason.get("severity") in ("fail", "inconclusive"):
-            print(f"  [{reason['code']}] {reason['message']}")
-    if record.get("downtime_s") is not None:
-        print(f"  production downtime (stop -> running again): {record['downtime_s']:.1f} s")
-    if record.get("report_dir"):
-        print(f"  report: {Path(record['report_dir']) / 'report.html'}")
-    print(f"  run record: {record.get('manifest', '').removeprefix('file://').replace('manifest.json', '')}"
-          "run_record.json")
 
 
 def _revive_taskmanager(stack: Any) -> None:
@@ -100,41 +58,68 @@ def _revive_taskmanager(stack: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out the demo."""
+    """Carry out the demo: a few lines per step on the console, everything Airflow prints in a log file."""
     if str(ROOT) not in sys.path:  # the example agent and its review generator live in the checkout
         sys.path.insert(0, str(ROOT))
-    from airflow_flink_replay.local.demo import V1, V2, DemoTopics, ReviewFeeder, deploy_production, write_spec
+    from airflow_flink_replay.local.airflow_runner import DAG_IDS, AirflowRunner, airflow_env
+    from airflow_flink_replay.local.demo import DemoTopics, deploy_production, write_spec
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
     print("bringing the local stack up (the first time installs the Flink side: a few minutes)...")
     stack = LocalStack(StackConfig()).up()
     demo_dir = Path(stack.workdir) / "demo"
+    log_path = demo_dir / "logs" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    print(f"full Airflow log: {log_path}")
+    runs = demo_dir / "runs"
     spec_path = write_spec(stack, DemoTopics.named("demo"), demo_dir / "replay_spec.yaml", window_records=args.window,
-                           runs_dir=demo_dir / "runs")
+                           runs_dir=runs)
     print("deploying the review agent v1 as production and feeding it reviews...")
     job_id = deploy_production(stack, DemoTopics.named("demo"))
     print(f"production: Flink job {job_id} ({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
-    env = airflow_env(stack, demo_dir, spec_path)
-    _airflow(env, "db", "migrate")
+    airflow = AirflowRunner(airflow_env(stack, demo_dir / "airflow", spec_path), log_path)
+    airflow.migrate()
     if args.ui:
-        print(f"serving Airflow on http://127.0.0.1:{args.port} (Ctrl-C to stop); trigger "
-              "flink_agents_release_gate with conf {\"candidate\": \"%s\"}" % V2)
-        env["AIRFLOW__API__PORT"] = str(args.port)
-        env["AIRFLOW__API__HOST"] = "127.0.0.1"
-        with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=10_000, rate=2):
-            return _airflow(env, "standalone", check=False).returncode
-    runs = demo_dir / "runs"
-    results = {}
-    for label, candidate, start in (("candidate v2", V2, 20_000), ("candidate v1", V1, 30_000)):
-        _revive_taskmanager(stack)
-        if stack.replay_flink_rest_url and LocalStack(StackConfig()).recycle_if_worn("replay"):
-            print("recycled the replay cluster (its JobManager's metaspace was filling up: docs/local-stack.md)")
-        print(f"\nrunning flink_agents_release_gate with {label} ({candidate}) ...")
-        with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=start, rate=4):
-            _airflow(env, "dags", "test", "flink_agents_release_gate", "-c", json.dumps({"candidate": candidate}),
-                     check=False)
-        results[label] = _latest_record(runs, "flink_agents_release_gate")
-        _print_verdict(label, results[label])
-    ok = results["candidate v2"].get("verdict") == "FAIL" and results["candidate v1"].get("verdict") == "PASS"
-    print("\ndemo", "OK: v2 is stopped at the gate, v1 passes" if ok else "did NOT end as expected")
+        return _serve_ui(stack, airflow, args.port)
+    verdicts = {label: _gate_run(stack, airflow, runs, label, candidate, start, DAG_IDS["gate"])
+                for label, candidate, start in _candidates()}
+    ok = verdicts["candidate v2"] == "FAIL" and verdicts["candidate v1"] == "PASS"
+    print("\ndemo", "OK: v2 is stopped at the gate, v1 passes" if ok else "did NOT end as expected",
+          f"(full log: {log_path})")
     return 0 if ok else 1
+
+
+def _serve_ui(stack: Any, airflow: Any, port: int) -> int:
+    """``--ui``: serve the DAGs on ``airflow standalone`` while reviews keep flowing into production."""
+    from airflow_flink_replay.local.demo import V2, DemoTopics, ReviewFeeder
+
+    print(f"serving Airflow on http://127.0.0.1:{port} (Ctrl-C to stop); trigger "
+          "flink_agents_release_gate with conf {\"candidate\": \"%s\"}" % V2)
+    with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=10_000, rate=2):
+        return airflow.standalone(port)
+
+
+def _candidates() -> tuple[tuple[str, str, int], ...]:
+    from airflow_flink_replay.local.demo import V1, V2
+
+    return (("candidate v2", V2, 20_000), ("candidate v1", V1, 30_000))
+
+
+def _gate_run(
+    stack: Any, airflow: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str
+) -> str | None:
+    """One release-gate run for ``candidate`` while reviews flow into production; prints its view, returns
+    its verdict."""
+    from airflow_flink_replay.local.demo import DemoTopics, ReviewFeeder
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+    _revive_taskmanager(stack)
+    if stack.replay_flink_rest_url and LocalStack(StackConfig()).recycle_if_worn("replay"):
+        print("recycled the replay cluster (its JobManager's metaspace was filling up: docs/local-stack.md)")
+    print(f"\n{dag_id} with {label} ({candidate}) ...")
+    with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=feed_from, rate=4):
+        result = airflow.dags_test(dag_id, {"candidate": candidate}, runs)
+    if result.run_id is None:
+        print(f"  the DAG run did not start: see {airflow.log_path}")
+    for line in result.lines:
+        print(line)
+    return result.verdict

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from confluent_kafka import Producer
@@ -48,12 +48,30 @@ class DemoTopics(BaseModel):
         )
 
 
-def production_program(stack: StackInfo, topics: DemoTopics, job_name: str, job_identifier: str) -> dict[str, Any]:
-    """The FlinkPythonProgram (as a dict) that (re)submits production."""
+class AgentRef(BaseModel):
+    """Which agent production runs: a job definition (``--agent-job``) or an agent factory (``--agent-factory``),
+    as ``"module:attr"``."""
+
+    reference: str = V1
+    kind: Literal["agent_job", "agent_factory"] = "agent_factory"
+    #: ``--key-field`` (None: the entry's default, ``customer``)
+    key_field: str | None = None
+
+    @property
+    def option(self) -> str:
+        """The production entry's option for it."""
+        return "--agent-job" if self.kind == "agent_job" else "--agent-factory"
+
+
+def production_program(
+    stack: StackInfo, topics: DemoTopics, job_name: str, job_identifier: str, agent: AgentRef | None = None
+) -> dict[str, Any]:
+    """The FlinkPythonProgram (as a dict) that (re)submits production (the demo's v1 unless ``agent``)."""
+    agent = agent or AgentRef()
     return {
         "entry_point": PRODUCTION_JOB_SCRIPT,
         "program_args": [
-            "--agent-factory", V1,
+            agent.option, agent.reference,
             "--bootstrap", stack.kafka_bootstrap,
             "--source-topic", topics.reviews,
             "--sink-topic", topics.outputs,
@@ -64,6 +82,7 @@ def production_program(stack: StackInfo, topics: DemoTopics, job_name: str, job_
             "--mem0-config", json.dumps(stack.mem0_config()),
             "--jars", ",".join(stack.connector_jars),
             "--job-name", job_name,
+            *(["--key-field", agent.key_field] if agent.key_field else []),
         ],
         "job_name": job_name,
     }
@@ -130,23 +149,27 @@ def write_spec(
     job_identifier: str = JOB_IDENTIFIER,
     window_records: int = 40,
     runs_dir: Path | None = None,
+    agent: AgentRef | None = None,
+    candidate: str | None = V2,
 ) -> Path:
-    """Write the demo's ReplaySpec YAML (what a team writes once per production job)."""
+    """Write a ReplaySpec YAML (what a team writes once per production job): the demo's, or with ``agent`` and
+    ``candidate`` the one of a production deployed by ``flink-replay deploy``."""
+    agent = agent or AgentRef()
     spec = {
         "name": name,
         "production": {
             "job_name": job_name,
-            "program": production_program(stack, topics, job_name, job_identifier),
-            "agent_factory": V1,
+            "program": production_program(stack, topics, job_name, job_identifier, agent),
+            agent.kind: agent.reference,
             "input_topic": topics.reviews,
             "capture_topic": topics.capture,
             "action_state_topic": topics.action_state,
             "action_state_partitions": 1,
             "job_identifier": job_identifier,
-            "key_field": "customer",
+            **({"key_field": agent.key_field or "customer"} if agent.kind == "agent_factory" else {}),
             "agent_uid": AGENT_UID,
         },
-        "candidate_agent_factory": V2,
+        **({f"candidate_{agent.kind}": candidate} if candidate else {}),
         "quiesce_mode": "drain",
         "window": {"records": window_records, "timeout_minutes": 10},
         "compare_key": "$.id",
@@ -164,6 +187,33 @@ def write_spec(
     return path
 
 
+def submit_production(
+    stack: StackInfo,
+    topics: DemoTopics,
+    *,
+    job_name: str,
+    job_identifier: str,
+    agent: AgentRef | None = None,
+    timeout: float = 240.0,
+) -> tuple[str, bool]:
+    """Create production's topics and submit it unless a job of that name runs; wait until all its tasks run.
+
+    Returns the job id and whether it was submitted now (False: it was running already)."""
+    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+
+    create_topics(stack.kafka_bootstrap, topics)
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    running = [j for j in hook.list_jobs().jobs if j.name == job_name and j.state == "RUNNING"]
+    if running:
+        return running[0].jid, False
+    program = FlinkPythonProgram.model_validate(production_program(stack, topics, job_name, job_identifier, agent))
+    job_id = RestPythonSubmitter(hook, flink_home=stack.flink_home).submit(program).job_id
+    hook.wait_for_job_state(job_id, ("RUNNING",), timeout=timeout, all_tasks_running=True)
+    return job_id, True
+
+
 def deploy_production(
     stack: StackInfo,
     topics: DemoTopics,
@@ -174,19 +224,12 @@ def deploy_production(
     timeout: float = 240.0,
 ) -> str:
     """Create topics, submit production v1, feed ``initial_reviews`` and wait until they are processed."""
-    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
-    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
-    from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
     from examples.review_agent.common.generator import generate_reviews
 
-    create_topics(stack.kafka_bootstrap, topics)
-    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
-    running = [j for j in hook.list_jobs().jobs if j.name == job_name and j.state == "RUNNING"]
-    if running:
-        return running[0].jid
-    program = FlinkPythonProgram.model_validate(production_program(stack, topics, job_name, job_identifier))
-    job_id = RestPythonSubmitter(hook, flink_home=stack.flink_home).submit(program).job_id
-    hook.wait_for_job_state(job_id, ("RUNNING",), timeout=timeout, all_tasks_running=True)
+    job_id, submitted = submit_production(stack, topics, job_name=job_name, job_identifier=job_identifier,
+                                          timeout=timeout)
+    if not submitted:
+        return job_id
     produce_reviews(stack.kafka_bootstrap, topics.reviews, list(generate_reviews(initial_reviews, seed=7)))
     _wait_for_outputs(stack.kafka_bootstrap, topics.outputs, initial_reviews, timeout)
     return job_id

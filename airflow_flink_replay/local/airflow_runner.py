@@ -1,0 +1,190 @@
+"""Airflow on the local stack: one environment and one way to run the replay DAGs.
+
+``flink-replay demo`` and ``flink-replay run-dag`` both run the repository's three DAG files
+(``dags/``) with ``airflow dags test`` against the stack: an Airflow home of their own, the stack's
+connections as ``AIRFLOW_CONN_*`` variables, the spec in ``$FLINK_REPLAY_SPEC``. Everything Airflow prints
+goes to a log file; what a person reads on the console is built afterwards from the run's task instances
+and its run record (:mod:`airflow_flink_replay.local.run_view`).
+
+The children get this interpreter's scripts folder (the venv's ``bin``) first on their ``PATH``:
+``airflow standalone`` starts its scheduler, DAG processor and API server as ``airflow ...`` found by
+name, which failed with ``FileNotFoundError: 'airflow'`` whenever the venv was not activated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from airflow_flink_replay.local.stack import StackInfo
+
+#: The repository's DAG files (the demo and ``run-dag`` load them; the spec comes from ``$FLINK_REPLAY_SPEC``).
+DAGS_FOLDER = Path(__file__).resolve().parent.parent.parent / "dags"
+
+#: The three replay DAGs by their short name (``flink-replay run-dag gate``) and their DAG id.
+DAG_IDS = {
+    "gate": "flink_agents_release_gate",
+    "replay": "flink_agents_replay",
+    "nightly": "flink_agents_nightly_replay",
+}
+
+
+def scripts_dir() -> Path:
+    """The folder holding this installation's console scripts (``airflow``, ``flink-replay``): the venv's bin."""
+    scripts = Path(sysconfig.get_path("scripts"))
+    return scripts if (scripts / "airflow").exists() else Path(sys.executable).parent
+
+
+def airflow_env(
+    stack: StackInfo, airflow_home: Path, spec_path: Path, *, base: dict[str, str] | None = None,
+    python_path: list[Path] | None = None,
+) -> dict[str, str]:
+    """The environment of an Airflow child on the stack: its own home, the repository's DAGs, the spec,
+    the stack's connections (one ``AIRFLOW_CONN_*`` per entry of its connections file) and a ``PATH``
+    that starts with the venv's bin (see the module docstring). ``python_path`` is put before
+    ``$PYTHONPATH`` (where the user's job definition is importable from)."""
+    env = {**(os.environ if base is None else base), **stack.env}
+    env["PATH"] = os.pathsep.join([str(scripts_dir()), *([env["PATH"]] if env.get("PATH") else [])])
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*(str(p) for p in python_path), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+        )
+    env.update(
+        {
+            "AIRFLOW_HOME": str(airflow_home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "FLINK_REPLAY_SPEC": str(spec_path),
+            "FLINK_REPLAY_STACK_DIR": stack.workdir,
+        }
+    )
+    for conn_id, conn in json.loads(Path(stack.connections_file).read_text()).items():
+        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    return env
+
+
+class TaskTiming(BaseModel):
+    """One task instance of a DAG run, as the console view needs it."""
+
+    task_id: str
+    state: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    map_index: int = -1
+
+
+class DagRunResult(BaseModel):
+    """What one ``airflow dags test`` left: the run, its tasks, its run record (None if it got no record)."""
+
+    dag_id: str
+    run_id: str | None = None
+    state: str | None = None
+    tasks: list[TaskTiming] = []
+    record: dict[str, Any] | None = None
+    record_path: str | None = None
+    #: the console view of the run (:func:`airflow_flink_replay.local.run_view.render_run`)
+    lines: list[str] = []
+
+    @property
+    def verdict(self) -> str | None:
+        """The run's verdict (PASS, FAIL, INCONCLUSIVE), None when it got none."""
+        return (self.record or {}).get("verdict")
+
+
+class AirflowRunner:
+    """Runs Airflow commands in ``env``, appending everything they print to ``log_path``."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env, self.log_path = env, log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
+        with self.log_path.open("a") as log:
+            log.write(f"\n$ airflow {' '.join(args)}\n")
+            log.flush()
+            return subprocess.run(
+                [sys.executable, "-m", "airflow", *args], env=self.env, text=True, check=False,
+                stdout=subprocess.PIPE if capture else log, stderr=log,
+            )
+
+    def migrate(self) -> None:
+        """Create or upgrade the Airflow metadata DB of this home; a failure names the log."""
+        if self._run("db", "migrate").returncode != 0:
+            raise RuntimeError(f"`airflow db migrate` failed: see {self.log_path}")
+
+    def dags_test(self, dag_id: str, conf: dict[str, Any], runs_dir: Path) -> DagRunResult:
+        """Run ``dag_id`` once with ``airflow dags test`` and return its run, tasks and run record."""
+        self._run("dags", "test", dag_id, "-c", json.dumps(conf))
+        return self.last_run(dag_id, runs_dir)
+
+    def last_run(self, dag_id: str, runs_dir: Path) -> DagRunResult:
+        """The newest run of ``dag_id`` in this Airflow home: its task instances, run record and console view.
+
+        Read in an Airflow child (this home's metadata DB; importing Airflow here would set it up in ``~``)."""
+        out = self.log_path.with_suffix(".last-run.json")
+        out.unlink(missing_ok=True)
+        with self.log_path.open("a") as log:  # the answer goes to a file: nothing Airflow prints can garble it
+            subprocess.run([sys.executable, "-m", __name__, "last-run", dag_id, str(runs_dir), str(out)],
+                           env=self.env, check=False, stdout=log, stderr=log)
+        found = json.loads(out.read_text()) if out.exists() else {}
+        out.unlink(missing_ok=True)
+        return DagRunResult.model_validate({"dag_id": dag_id, **found})
+
+    def standalone(self, port: int) -> int:
+        """Serve the DAGs on ``airflow standalone`` (the console keeps its output: a person watches it)."""
+        env = {**self.env, "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1"}
+        return subprocess.run([sys.executable, "-m", "airflow", "standalone"], env=env, check=False).returncode
+
+
+def find_run_record(dag_runs_dir: Path, run_id: str) -> tuple[str | None, dict[str, Any] | None]:
+    """The run record of ``run_id`` under ``<runs>/<dag_id>`` (path and content), or ``(None, None)``."""
+    for path in sorted(dag_runs_dir.rglob("run_record.json")) if dag_runs_dir.exists() else ():
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("run_id") == run_id:
+            return str(path), record
+    return None, None
+
+
+def _last_run_json(dag_id: str, runs_dir: Path) -> dict[str, Any]:
+    """Inside the Airflow child: the newest run of ``dag_id`` (metadata DB), its task instances, its run record
+    and the console view of them."""
+    from airflow.models import DagRun, TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        run = session.scalars(
+            select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(1)
+        ).first()
+        if run is None:
+            return {}
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
+        ).all()
+        result = DagRunResult(
+            dag_id=dag_id, run_id=run.run_id, state=str(run.state) if run.state else None,
+            tasks=[TaskTiming(task_id=ti.task_id, state=str(ti.state) if ti.state else None, map_index=ti.map_index,
+                              start=ti.start_date, end=ti.end_date) for ti in tis],
+        )
+    from airflow_flink_replay.local.run_view import render_run
+
+    result.record_path, result.record = find_run_record(runs_dir / dag_id, result.run_id or "")
+    result.lines = render_run(result.tasks, result.record, result.record_path)
+    return result.model_dump(mode="json")
+
+
+if __name__ == "__main__":  # run by AirflowRunner.last_run in the Airflow child's environment
+    if sys.argv[1:2] == ["last-run"]:
+        Path(sys.argv[4]).write_text(json.dumps(_last_run_json(sys.argv[2], Path(sys.argv[3]))))

@@ -1,0 +1,125 @@
+"""The console view of one replay DAG run: one line per chain step, then the verdict and its reasons.
+
+Built from what the run left, never from its log: the task instances' states and times (the step's
+duration is the wall-clock span of its tasks) and the run record (:class:`RunRecord`: savepoint,
+downtime, memory forks, replay outputs, verdict), plus the manifest the record points to (records in
+the window). The full Airflow log is in a file; this is what a person reads first.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from airflow_flink_replay.core.replay_spec import VARIANTS
+from airflow_flink_replay.replay_dag import ids
+
+#: Reasons shown on the console (the rest are in the report), and their length.
+MAX_REASONS = 4
+MAX_REASON_CHARS = 180
+
+
+class _Task(Protocol):
+    task_id: str
+    state: str | None
+    start: datetime | None
+    end: datetime | None
+
+
+def chain_steps() -> list[tuple[str, list[str]]]:
+    """The replay chain as a person reads it: each step's name and the DAG tasks it is made of."""
+    return [
+        ("preflight", [ids.TASK_RESOLVE, ids.TASK_PREFLIGHT, ids.TASK_CHOOSE_START, ids.TASK_OFFSETS_BEFORE_QUIESCE]),
+        ("savepoint", [ids.TASK_QUIESCE, ids.TASK_REUSE_MANIFEST]),
+        ("production resumed", [ids.TASK_RESUME_PRODUCTION]),
+        ("capture window", [ids.TASK_START_OFFSETS, ids.TASK_CAPTURE_WINDOW, ids.TASK_MANIFEST]),
+        ("memory forks", [ids.fork_task(v) for v in VARIANTS]),
+        ("replays", [ids.TASK_ISOLATE_ACTION_STATE, ids.TASK_REPLAY_FROM, *(ids.replay_task(v) for v in VARIANTS)]),
+        ("compare", [ids.TASK_COMPARE, ids.TASK_APPROVE]),
+        ("cleanup", [ids.TASK_VERIFY_PRODUCTION_MEMORY, ids.TASK_CANCEL_LEFTOVER_REPLAYS, ids.TASK_DELETE_REPLAY_TOPICS,
+                     *(ids.drop_fork_task(v) for v in VARIANTS), ids.TASK_ASSERT_PRODUCTION, ids.TASK_RUN_RECORD]),
+    ]
+
+
+def render_run(tasks: list[Any], record: dict[str, Any] | None, record_path: str | None) -> list[str]:
+    """The console lines of one run: the chain steps, the verdict, its reasons, where the report is."""
+    record = record or {}
+    by_id: dict[str, _Task] = {t.task_id: t for t in tasks}
+    figures = _figures(record)
+    lines = []
+    for name, task_ids in chain_steps():
+        mine = [by_id[t] for t in task_ids if t in by_id]
+        ran = [t for t in mine if t.state not in (None, "skipped", "removed")]
+        if not ran:
+            continue
+        failed = [t.task_id for t in ran if t.state in ("failed", "upstream_failed", "up_for_retry")]
+        unfinished = [t.task_id for t in ran if t.state not in ("success", "failed", "upstream_failed")]
+        figure = f"FAILED: {', '.join(failed)}" if failed else figures.get(name, "")
+        if unfinished and not failed and name != "cleanup":
+            figure = f"{figure} (not finished: {', '.join(unfinished)})".strip()
+        lines.append(f"  {name:<19} {_span(ran):>7}  {figure}".rstrip())
+    lines.extend(_verdict_lines(record, record_path))
+    return lines
+
+
+def _span(tasks: list[_Task]) -> str:
+    starts = [t.start for t in tasks if t.start]
+    ends = [t.end for t in tasks if t.end]
+    if not starts or not ends:
+        return "-"
+    return f"{(max(ends) - min(starts)).total_seconds():.1f}s"
+
+
+def _figures(record: dict[str, Any]) -> dict[str, str]:
+    """The key figure of each chain step, from the run record (and the manifest it points to)."""
+    out: dict[str, str] = {}
+    savepoint = record.get("savepoint") or {}
+    if savepoint.get("savepoint_path"):
+        how = "reused" if savepoint.get("reused") else savepoint.get("mode", "")
+        out["savepoint"] = f"{savepoint['savepoint_path']} ({how})" if how else savepoint["savepoint_path"]
+    if record.get("downtime_s") is not None:
+        out["production resumed"] = f"downtime {record['downtime_s']:.1f} s (stopped -> running again)"
+    window = _window_records(record.get("manifest"))
+    if window is not None:
+        out["capture window"] = f"{window} records in the window"
+    forks = [(v, f.get("count")) for v, f in zip(VARIANTS, record.get("memory_forks") or [], strict=False) if f]
+    if forks:
+        counts = {n for _, n in forks}
+        out["memory forks"] = (
+            f"{forks[0][1]} memories in each of {len(forks)} forks" if len(counts) == 1
+            else "memories per fork: " + ", ".join(f"{v} {n}" for v, n in forks)
+        )
+    outputs = [(v["variant"], v.get("output_records")) for v in record.get("variants") or [] if v.get("job_id")]
+    if outputs:
+        out["replays"] = "outputs: " + ", ".join(f"{name} {n if n is not None else '?'}" for name, n in outputs)
+    if record.get("verdict"):
+        out["compare"] = f"verdict {record['verdict']}"
+    return out
+
+
+def _window_records(manifest_uri: str | None) -> int | None:
+    """Records in the captured window, summed over the manifest's partitions (None if unreadable)."""
+    if not manifest_uri:
+        return None
+    try:
+        manifest = json.loads(Path(manifest_uri.removeprefix("file://")).read_text())
+        return sum(int(p["record_count"]) for p in manifest["capture"]["partitions"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _verdict_lines(record: dict[str, Any], record_path: str | None) -> list[str]:
+    lines = [f"  => {record.get('verdict') or 'no verdict'}"]
+    reasons = [r for r in record.get("reasons") or [] if r.get("severity") in ("fail", "inconclusive")]
+    for reason in reasons[:MAX_REASONS]:
+        text = f"[{reason.get('code')}] {reason.get('message', '')}"
+        lines.append(f"     {text[:MAX_REASON_CHARS] + '...' if len(text) > MAX_REASON_CHARS else text}")
+    if len(reasons) > MAX_REASONS:
+        lines.append(f"     (+{len(reasons) - MAX_REASONS} more reasons in the report)")
+    if record.get("report_dir"):
+        lines.append(f"  report: {Path(record['report_dir']) / 'report.html'}")
+    if record_path:
+        lines.append(f"  run record: {record_path}")
+    return lines
