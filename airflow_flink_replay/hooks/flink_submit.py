@@ -15,6 +15,10 @@ through Flink's ``PythonDriver``:
 A failing Python program makes Flink answer only "Python process exits with code: 1"; both submitters
 raise :class:`FlinkSubmissionError` with the program's own traceback instead (from the JobManager log for
 REST, from the CLI output for the CLI).
+
+``run_check(program)`` runs the agent check's job-side program (:mod:`airflow_flink_replay.flink.agent_check`)
+and returns the :class:`~airflow_flink_replay.core.agent_check.CheckFacts` it sends back: over REST in the job
+graph of ``POST /jars/{id}/plan`` (nothing runs), with the CLI on the program's own output (no job submitted).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from airflow_flink_replay.core.agent_check import CheckFacts, decode_facts
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram, JobPlan, SubmittedJob
 from airflow_flink_replay.exceptions import FlinkOutcomeUnknownError, FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import PYTHON_DRIVER, FlinkRestHook, flink_cause
@@ -152,6 +157,10 @@ class FlinkJobSubmitter(ABC):
             ``env.execute()`` wins).
         :param timeout: seconds the submission itself may take.
         """
+
+    def run_check(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> CheckFacts:
+        """Run the agent check's job-side program and return the facts it sends back (see the module doc)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run the agent check")
 
     @staticmethod
     def _effective(program: FlinkPythonProgram, parallelism: int | None, job_name: str | None) -> FlinkPythonProgram:
@@ -348,6 +357,19 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         except FlinkRestError as err:
             raise self._explain(err, program, None, action="Planning") from err
 
+    def run_check(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> CheckFacts:
+        """The facts of the agent check (``program`` run with ``--emit plan``): carried in the name of the only
+        operator of the job graph ``/plan`` returns; nothing is submitted. A program that failed before it
+        could report raises :class:`FlinkSubmissionError` with its traceback (:meth:`plan`)."""
+        plan = self.plan(program, timeout=timeout)
+        facts = decode_facts("\n".join(f"{n.operator}\n{n.description}" for n in plan.nodes))
+        if facts is None:
+            raise FlinkSubmissionError(
+                f"the agent check {program.entry_point or program.module} on {self.hook.base_url} returned a plan "
+                "without its report: is the cluster's airflow-flink-replay the same version as this worker's?"
+            )
+        return facts
+
     def check_metaspace(self) -> None:
         """Refuse to run a Python program on a JobManager whose metaspace is nearly full.
 
@@ -476,6 +498,15 @@ class CliPythonSubmitter(FlinkJobSubmitter):
         self.java_home = java_home
         self.env = dict(env or {})
 
+    def _client_env(self, program: FlinkPythonProgram) -> dict[str, str]:
+        """The ``flink`` client's environment: this process's, the Flink paths, then the program's own."""
+        env = {**os.environ, "FLINK_HOME": self.flink_home, **self.env, **program.env}
+        if self.flink_conf_dir:
+            env["FLINK_CONF_DIR"] = self.flink_conf_dir
+        if self.java_home:
+            env["JAVA_HOME"] = self.java_home
+        return env
+
     def command(
         self,
         program: FlinkPythonProgram,
@@ -507,11 +538,7 @@ class CliPythonSubmitter(FlinkJobSubmitter):
     ) -> SubmittedJob:
         """Run ``flink run -d``; see :meth:`FlinkJobSubmitter.submit`."""
         program = self._effective(program, parallelism, job_name)
-        env = {**os.environ, "FLINK_HOME": self.flink_home, **self.env, **program.env}
-        if self.flink_conf_dir:
-            env["FLINK_CONF_DIR"] = self.flink_conf_dir
-        if self.java_home:
-            env["JAVA_HOME"] = self.java_home
+        env = self._client_env(program)
         cmd = self.command(program, savepoint_path, allow_non_restored_state)
         started = time.monotonic()
         submitted_at = datetime.now(UTC)
@@ -537,6 +564,30 @@ class CliPythonSubmitter(FlinkJobSubmitter):
             allow_non_restored_state=allow_non_restored_state,
             seconds=round(time.monotonic() - started, 3),
         )
+
+
+    def run_check(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> CheckFacts:
+        """The facts of the agent check (``program`` run with ``--emit stdout``): ``flink run`` runs it on this
+        host, it prints them and submits no job. Raises :class:`FlinkSubmissionError` with the program's output
+        when it failed before it could report."""
+        env = self._client_env(program)
+        cmd = self.command(program)
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as err:
+            message = f"the agent check did not finish within {timeout:g} s: {shlex.join(cmd)}"
+            raise FlinkSubmissionError(message) from err
+        output = (proc.stdout or "") + (proc.stderr or "")
+        facts = decode_facts(output)
+        if facts is None:
+            cause = _cli_cause(output)
+            raise FlinkSubmissionError(
+                f"the agent check {program.entry_point or program.module} failed (exit {proc.returncode}): {cause}\n"
+                "--- output tail ---\n" + "\n".join(output.splitlines()[-40:]),
+                cause=cause,
+                output=output,
+            )
+        return facts
 
 
 def _cli_cause(output: str) -> str:

@@ -1,0 +1,379 @@
+"""The agent check: what the job side found in production's and the candidate's job definitions, judged.
+
+Before anything is stopped, a short program runs on the job side (:mod:`airflow_flink_replay.flink.agent_check`,
+through Flink's PythonDriver): it imports both job definitions, builds both Flink Agents plans, deserialises a
+few captured records with each definition, and sends back :class:`CheckFacts` — facts only, Python errors as
+their traceback text. This module judges those facts with the run's :class:`~airflow_flink_replay.core.policy.
+ReplayPolicy` and production's agent identity (:func:`judge`) and renders the result for a person
+(:meth:`AgentCheckReport.render`): the Airflow task log and the run record show the same text.
+
+The check refuses (``problems``):
+
+- a definition that cannot be imported or built, or whose plan cannot be compiled (the Python error's text,
+  file and line are in the message);
+- an empty plan: no action of the user's (the framework's built-in actions do not count);
+- a candidate plan that lost actions or resources production's has;
+- a deserializer (or key selector) that cannot produce the agent's input from a captured record.
+
+A plain ``class Mine(ExistingAgent): pass`` is the common cause of the two plan refusals: flink-agents builds an
+agent's plan from ``type(agent).__dict__``, so actions and resources declared on a base class are not in it.
+The job side lists what a base class declares that the plan lacks (``invisible``), and the message names them.
+
+The facts travel as text both ways (:func:`encode_facts` / :func:`decode_facts`: JSON, zlib, URL-safe base64
+behind :data:`CARRIER_MARKER`) because the REST path carries them in an operator name of a job graph (see the
+job-side module). Pure: pydantic only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from airflow_flink_replay.core.policy import ReplayPolicy
+
+__all__ = [
+    "CARRIER_MARKER",
+    "AgentCheckReport",
+    "AgentIdentity",
+    "CheckFacts",
+    "DefinitionFacts",
+    "PythonError",
+    "ResourceDecision",
+    "decode_facts",
+    "encode_facts",
+    "judge",
+]
+
+#: What precedes the encoded facts in the job graph's operator name (REST) or on the program's stdout (CLI).
+CARRIER_MARKER = "afr-agent-check:"
+_CARRIER = re.compile(re.escape(CARRIER_MARKER) + r"([A-Za-z0-9_=-]+)")
+FACTS_SCHEMA = 1
+Role = Literal["production", "candidate"]
+#: The method a resource type's calls are judged by in the report (vector stores: one read, one write).
+_CALL = {"chat_model": "chat", "tool": "call", "embedding_model": "embed"}
+#: Resource types that are never called by an action directly (no policy decision of their own).
+_NOT_CALLED = {
+    "chat_model_connection": "used through a chat model setup (which the policy mediates)",
+    "embedding_model_connection": "used through an embedding model setup (which the policy mediates)",
+    "prompt": "text, no call",
+    "mcp_server": "not mediated: its tools reach the server directly",
+}
+
+
+class PythonError(BaseModel):
+    """A Python exception raised on the job side, as text."""
+
+    type: str
+    message: str
+    traceback: str = Field("", description="the formatted traceback (file and line of every frame)")
+
+    def headline(self) -> str:
+        """``Type: message``."""
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+class ActionFact(BaseModel):
+    """One action of the plan and the events it listens to."""
+
+    name: str
+    listens: list[str] = Field(default_factory=list)
+
+
+class ResourceFact(BaseModel):
+    """One resource of the plan: declared on the agent, on the agents environment, or the memory binding."""
+
+    name: str
+    type: str
+    level: Literal["agent", "env", "memory"] = "agent"
+    clazz: str = ""
+    mediated: bool | None = Field(None, description="the replay's policy proxy can wrap it (None: not a call)")
+
+
+class InputTrial(BaseModel):
+    """Captured records deserialised with a definition: the agent's input type and key, or the error."""
+
+    records: int = 0
+    input_type: str | None = None
+    key: str | None = None
+    key_type: str | None = None
+    error: PythonError | None = None
+    failed_record: str | None = Field(None, description="topic/partition@offset of the record that failed")
+
+
+class DefinitionFacts(BaseModel):
+    """What the job side found in one job definition."""
+
+    role: Role
+    ref: str
+    form: Literal["job", "factory"] = "job"
+    stage: str = Field("import", description="the last stage reached: import, build, plan, input, done")
+    error: PythonError | None = None
+    agent_class: str | None = None
+    actions: list[ActionFact] = Field(default_factory=list)
+    builtin_actions: list[str] = Field(default_factory=list)
+    resources: list[ResourceFact] = Field(default_factory=list)
+    invisible: list[str] = Field(
+        default_factory=list,
+        description="'Base.name (kind)' declared on a base class of the agent but absent from the plan",
+    )
+    input: InputTrial | None = None
+
+
+class SampleFacts(BaseModel):
+    """The captured records the job side read to try the deserializers."""
+
+    topic: str
+    records: int = 0
+    error: str | None = None
+
+
+class CheckFacts(BaseModel):
+    """Everything the job-side program sends back."""
+
+    schema_version: int = FACTS_SCHEMA
+    definitions: list[DefinitionFacts] = Field(default_factory=list)
+    sample: SampleFacts | None = None
+    flink_agents: str | None = None
+    python: str | None = None
+
+    def definition(self, role: Role) -> DefinitionFacts | None:
+        """The facts of ``role``'s definition, if it was checked."""
+        return next((d for d in self.definitions if d.role == role), None)
+
+
+class AgentIdentity(BaseModel):
+    """How the replays will pin the agent operator to production's state."""
+
+    uid: str | None = None
+    uid_hash: str | None = None
+    max_parallelism: int | None = None
+    production_vertex: str | None = Field(None, description="production's running agent vertex id, if known")
+
+    def describe(self) -> str:
+        """One line for the report."""
+        if self.uid:
+            pin = f"uid {self.uid!r}"
+        elif self.uid_hash or self.production_vertex:
+            pin = f"uid hash {self.uid_hash or self.production_vertex} (production's agent vertex; it has no uid)"
+        else:
+            pin = "no pin known (production not running and no agent_uid in the spec)"
+        mp = f", max parallelism {self.max_parallelism}" if self.max_parallelism else ""
+        seen = (
+            f"; production's running agent vertex {self.production_vertex}"
+            if self.production_vertex and self.production_vertex != self.uid_hash
+            else ""
+        )
+        return pin + mp + seen
+
+
+class ResourceDecision(BaseModel):
+    """A resource of one definition and what the replay policy will do with its calls."""
+
+    name: str
+    type: str
+    level: str
+    decision: str
+
+
+class AgentCheckReport(BaseModel):
+    """The judged check: facts, decisions per resource, identity, problems (refuse) and warnings."""
+
+    facts: CheckFacts
+    identity: AgentIdentity = Field(default_factory=AgentIdentity)
+    decisions: dict[str, list[ResourceDecision]] = Field(default_factory=dict)
+    problems: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        """Whether the replay must not start."""
+        return bool(self.problems)
+
+    def render(self) -> str:
+        """The report as a person reads it (task log, run record, failure message)."""
+        facts = self.facts
+        side = ", ".join(x for x in (f"flink-agents {facts.flink_agents}" if facts.flink_agents else "",
+                                     f"Python {facts.python}" if facts.python else "") if x)  # fmt: skip
+        lines = [f"agent check ({side or 'job side'}): {'REFUSED' if self.refused else 'OK'}"]
+        for d in facts.definitions:
+            lines += _render_definition(d, self.decisions.get(d.role, []))
+        lines.append(f"agent operator identity: {self.identity.describe()}")
+        if facts.sample is not None:
+            s = facts.sample
+            lines.append(f"captured records tried: {s.records} from {s.topic}" + (f" ({s.error})" if s.error else ""))
+        for title, items in (("problems", self.problems), ("warnings", self.warnings)):
+            if items:
+                lines.append(f"{title}:")
+                lines += ["  - " + item.replace("\n", "\n    ") for item in items]
+        return "\n".join(lines)
+
+
+def _render_definition(d: DefinitionFacts, decisions: list[ResourceDecision]) -> list[str]:
+    form = "AgentJob" if d.form == "job" else "agent factory"
+    lines = [f"{d.role}: {d.ref} ({form})" + (f" -> {d.agent_class}" if d.agent_class else "")]
+    if d.error is not None:
+        lines.append(f"  failed at {d.stage}: {d.error.headline()}")
+        return lines
+    acts = ", ".join(f"{a.name} ({', '.join(e.rsplit('.', 1)[-1] for e in a.listens)})" for a in d.actions)
+    lines.append(f"  actions: {acts or 'NONE'}")
+    lines.append("  resources:" + ("" if decisions else " NONE"))
+    width = max((len(r.type) for r in decisions), default=0)
+    name_width = max((len(r.name) for r in decisions), default=0)
+    lines += [f"    {r.type:<{width}}  {r.name:<{name_width}}  {r.level:<6}  {r.decision}" for r in decisions]
+    if d.invisible:
+        lines.append(f"  declared on a base class, NOT in the plan: {', '.join(d.invisible)}")
+    if d.input is not None:
+        t = d.input
+        if t.error is not None:
+            lines.append(f"  input: failed on {t.failed_record or 'a captured record'}: {t.error.headline()}")
+        elif t.records:
+            lines.append(f"  input: {t.records} captured record(s) -> {t.input_type}, key {t.key} ({t.key_type})")
+        else:
+            lines.append("  input: not tried (no captured record)")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------ carrier
+def encode_facts(facts: CheckFacts) -> str:
+    """``CARRIER_MARKER`` + URL-safe base64 of the zlib-compressed JSON (survives HTML escaping in a plan)."""
+    raw = zlib.compress(facts.model_dump_json().encode(), 9)
+    return CARRIER_MARKER + base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_facts(text: str) -> CheckFacts | None:
+    """The facts carried anywhere in ``text`` (a plan's JSON, a program's output), or None."""
+    match = _CARRIER.search(text)
+    if match is None:
+        return None
+    data = zlib.decompress(base64.urlsafe_b64decode(match.group(1)))
+    return CheckFacts.model_validate(json.loads(data))
+
+
+# -------------------------------------------------------------------------------------------------- judge
+def decision_of(policy: ReplayPolicy, resource: ResourceFact) -> str:
+    """What the policy does with calls of ``resource`` (as the report shows it)."""
+    if resource.type in _NOT_CALLED:
+        return "- " + _NOT_CALLED[resource.type]
+    if resource.mediated is False:
+        return "UNMEDIATED: its calls go through unchanged (the policy proxy cannot wrap it)"
+    if resource.type == "vector_store":
+        read = next(iter(policy.read_methods), "query")
+        return (
+            f"read: {policy.decide('vector_store', resource.name, read).value}, "
+            f"write: {policy.decide('vector_store', resource.name, 'add').value}"
+        )
+    return policy.decide(resource.type, resource.name, _CALL.get(resource.type, "call")).value
+
+
+def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | None = None) -> AgentCheckReport:
+    """Decide per resource and list what refuses the replay (``problems``) or deserves a look (``warnings``)."""
+    report = AgentCheckReport(facts=facts, identity=identity or AgentIdentity())
+    for d in facts.definitions:
+        report.decisions[d.role] = [
+            ResourceDecision(name=r.name, type=r.type, level=r.level, decision=decision_of(policy, r))
+            for r in d.resources
+        ]
+        report.problems += _definition_problems(d)
+        report.warnings += [
+            f"{d.role}: {r.type} {r.name!r} ({r.level}-level) cannot be mediated by the replay policy: "
+            "its calls run for real in every replay"
+            for r in d.resources
+            if r.mediated is False
+        ]
+    production, candidate = facts.definition("production"), facts.definition("candidate")
+    if production and candidate and not (production.error or candidate.error) and candidate.actions:
+        report.problems += _lost(production, candidate)
+    if production and candidate and production.input and candidate.input:
+        p, c = production.input.input_type, candidate.input.input_type
+        if p and c and p != c:
+            report.warnings.append(
+                f"production's deserializer makes {p}, the candidate's {c}: the replay feeds the candidate its own type"
+            )
+    if facts.sample is not None:
+        if facts.sample.error:
+            report.warnings.append(f"captured records could not be read ({facts.sample.error}): inputs not tried")
+        elif facts.sample.records == 0:
+            report.warnings.append(
+                f"the capture topic {facts.sample.topic!r} holds no record yet: the deserializers were not tried"
+            )
+    return report
+
+
+def _definition_problems(d: DefinitionFacts) -> list[str]:
+    if d.error is not None:
+        return [_error_problem(d, d.error)]
+    problems: list[str] = []
+    if not d.actions:
+        problems.append(_empty_plan_problem(d))
+    if d.input is not None and d.input.error is not None:
+        where = d.input.failed_record or "a captured record"
+        problems.append(
+            f"{d.role}'s deserializer or key selector cannot produce the agent's input from {where}: "
+            f"{d.input.error.headline()}\n{d.input.error.traceback.rstrip()}\n"
+            f"Fix: make the deserializer of {d.ref} accept the bytes production captures (the capture topic holds "
+            "the input exactly as received), and the key selector accept what it returns"
+        )
+    return problems
+
+
+def _error_problem(d: DefinitionFacts, err: PythonError) -> str:
+    what = {
+        "import": "could not be imported on the job side",
+        "build": "raised while building the agent",
+        "plan": "raised while Flink Agents compiled the agent's plan",
+    }.get(d.stage, f"failed ({d.stage})")
+    fix = {
+        "import": f"make {d.ref.split(':', 1)[0]} importable by the Flink cluster's Python and fix the error above",
+        "build": "fix the error above in the agent's construction (or its zero-argument factory)",
+        "plan": "fix the resource or action declaration named in the traceback",
+    }.get(d.stage, "fix the error above")
+    if d.form == "factory" and err.type == "TypeError" and "mem0_config" in err.message:
+        fix = (
+            f"{d.ref} is used as an agent factory, which is called as factory(mem0_config=..., **agent_options); "
+            "point the spec at an AgentJob (airflow_flink_replay.flink.agent_job) instead, or accept those arguments"
+        )
+    return f"{d.role} job definition {d.ref} {what}: {err.headline()}\n{err.traceback.rstrip()}\nFix: {fix}"
+
+
+def _empty_plan_problem(d: DefinitionFacts) -> str:
+    text = f"{d.role}'s agent {d.agent_class or d.ref} has an empty plan: no action of its own"
+    if d.invisible:
+        text += (
+            f". Its base class declares {', '.join(d.invisible)}, but flink-agents builds an agent's plan from the "
+            "class's own __dict__ (type(agent).__dict__): a subclass such as `class Mine(ExistingAgent): pass` "
+            "inherits none of its actions, tools or resources into the plan, and the job would run doing nothing"
+        )
+    return text + (
+        ". Fix: declare the actions and resources on the agent class itself, or re-declare the inherited ones in "
+        "the subclass body (e.g. `process_input = ExistingAgent.__dict__['process_input']` for each action, "
+        "tool and resource)"
+    )
+
+
+def _lost(production: DefinitionFacts, candidate: DefinitionFacts) -> list[str]:
+    lost_actions = sorted({a.name for a in production.actions} - {a.name for a in candidate.actions})
+    cand = {(r.type, r.name) for r in candidate.resources}
+    lost_resources = sorted(f"{t} {n!r}" for t, n in {(r.type, r.name) for r in production.resources} - cand)
+    if not (lost_actions or lost_resources):
+        return []
+    parts = [f"actions {', '.join(lost_actions)}" if lost_actions else "",
+             f"resources {', '.join(lost_resources)}" if lost_resources else ""]  # fmt: skip
+    text = (
+        f"the candidate's plan ({candidate.ref}) lost what production's ({production.ref}) has: "
+        f"{'; '.join(p for p in parts if p)}"
+    )
+    if candidate.invisible:
+        text += (
+            f". Its base class declares {', '.join(candidate.invisible)}, which flink-agents does not see: it builds "
+            "the plan from the class's own __dict__, so a subclass inherits none of it"
+        )
+    return [
+        text + ". Fix: declare them on the candidate's agent class itself (or re-declare the inherited ones in the "
+        "subclass body), or register the env-level ones in the candidate's AgentJob(env_resources=...) as "
+        "production does"
+    ]

@@ -1,0 +1,329 @@
+"""The agent check's job-side program: import both job definitions, build both plans, try captured records.
+
+Run by Flink's PythonDriver before anything is stopped (``-pym airflow_flink_replay.flink.agent_check``), in the
+cluster's own Python — where production and the replays import the user's package — so what it finds is what
+the jobs will meet. It never raises for the user's code: every failure (import, agent construction, plan
+compilation, deserialising a captured record) is caught and sent back as facts with the Python traceback
+text; the Airflow side judges them (:mod:`airflow_flink_replay.core.agent_check`).
+
+How the facts get back (``--emit``):
+
+``plan`` (REST, the default)
+    The program builds a one-operator job graph and calls ``execute()``; the Airflow side calls
+    ``POST /jars/{id}/plan``, so Flink hands the graph back in the REST answer *without running anything*, and
+    the facts travel in the name of that graph's only sink (``CARRIER_MARKER`` + URL-safe base64 of
+    compressed JSON, which survives the plan's HTML escaping). Checked on the stack: a 300 kB name comes back
+    whole in under a second. Why this and not the alternatives: the program's stdout and stderr go to the
+    JobManager's log, which REST offers only as a whole file some deployments do not expose; a per-run Kafka
+    topic would need creating, reading and deleting, and a producer on the JobManager host; a shared file
+    system is exactly what a real deployment does not have. The plan call needs nothing but REST, leaves no
+    job, topic or file behind, and is what the identity preflight already uses.
+``stdout`` (CLI submitter)
+    The program runs on the worker (``flink run``), so its own output is the channel: one line with the
+    marker, and no ``execute()`` (which would submit a job).
+
+Captured records are read here, from the capture topic, with the job side's Kafka client: record contents
+never travel in program arguments. Only the newest few per partition are read, with a private consumer that
+commits nothing.
+
+Never imports Airflow. Imports Flink Agents (and PyFlink for ``--emit plan``) lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_flink_replay.core.agent_check import (
+    ActionFact,
+    CheckFacts,
+    DefinitionFacts,
+    InputTrial,
+    PythonError,
+    ResourceFact,
+    SampleFacts,
+    encode_facts,
+)
+
+MODULE = "airflow_flink_replay.flink.agent_check"
+#: Traceback lines kept per error (the innermost frames: where the user's code raised).
+TRACEBACK_LINES = 60
+#: Resource types the replay's policy proxies govern (the others are not called by an action directly).
+_GOVERNED = {"tool", "chat_model", "vector_store", "embedding_model"}
+#: Attributes Flink Agents' decorators set, and what they declare.
+_DECLARATIONS = (
+    ("_listen_events", "action"),
+    ("_is_tool", "tool"),
+    ("_is_chat_model_setup", "chat model setup"),
+    ("_is_chat_model_connection", "chat model connection"),
+    ("_is_embedding_model_setup", "embedding model setup"),
+    ("_is_embedding_model_connection", "embedding model connection"),
+    ("_is_vector_store", "vector store"),
+    ("_is_prompt", "prompt"),
+    ("_is_mcp_server", "MCP server"),
+)
+
+
+@dataclass(frozen=True)
+class CapturedRecord:
+    """One record of the capture topic, as the deserializer gets it."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+    @property
+    def where(self) -> str:
+        """``topic/partition@offset``."""
+        return f"{self.topic}/{self.partition}@{self.offset}"
+
+
+def python_error(exc: BaseException) -> PythonError:
+    """``exc`` as text: type, message and the formatted traceback (its last :data:`TRACEBACK_LINES` lines)."""
+    lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
+    lines = [ln for ln in lines if not ln.startswith('  File "<frozen importlib')]  # the import machinery's frames
+    if len(lines) > TRACEBACK_LINES:
+        lines = [lines[0], f"  ... ({len(lines) - TRACEBACK_LINES} lines left out)", *lines[-TRACEBACK_LINES + 1 :]]
+    return PythonError(type=type(exc).__name__, message=str(exc)[:2000], traceback="\n".join(lines))
+
+
+def qualified(obj: Any) -> str:
+    """``module.QualName`` of a class (builtins without the module)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+# --------------------------------------------------------------------------------------------- records
+def read_captured(bootstrap: str, topic: str, count: int, timeout: float = 15.0) -> tuple[list[CapturedRecord], str]:
+    """The newest ``count`` records of ``topic`` (at most ``count`` per partition), and an error text or ``""``.
+
+    A private consumer (``assign``, no group offsets committed) reads from ``high - count`` on each partition.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"afr-agent-check-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return [], f"topic {topic!r} not readable: {getattr(meta, 'error', 'missing')}"
+        starts, wanted = [], 0
+        for partition in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            if high > low:
+                starts.append(TopicPartition(topic, partition, max(low, high - count)))
+                wanted += min(count, high - low)
+        if not starts:
+            return [], ""
+        consumer.assign(starts)
+        records: list[CapturedRecord] = []
+        deadline = time.monotonic() + timeout
+        while len(records) < wanted and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            records.append(CapturedRecord(topic, msg.partition(), msg.offset(), msg.value() or b""))
+        records.sort(key=lambda r: (r.partition, r.offset))
+        return records[-count:], ""
+    except Exception as exc:  # the check reports it; the plans are still checked
+        return [], f"{type(exc).__name__}: {exc}"
+    finally:
+        consumer.close()
+
+
+def try_inputs(job: Any, records: Sequence[CapturedRecord]) -> InputTrial:
+    """Deserialise ``records`` with ``job`` and select their keys; the first failure is the result."""
+    trial = InputTrial()
+    for record in records:
+        try:
+            value = job.deserializer(record.value)
+            key = job.key_selector(value)
+            hash(key)
+        except Exception as exc:
+            return InputTrial(records=trial.records, error=python_error(exc), failed_record=record.where)
+        trial = InputTrial(
+            records=trial.records + 1, input_type=qualified(value), key=repr(key)[:80], key_type=qualified(key)
+        )
+    return trial
+
+
+# ------------------------------------------------------------------------------------------- definitions
+def load_definition(ref: str, form: str, key_field: str, mem0_config: dict[str, Any] | None) -> Any:
+    """The :class:`~airflow_flink_replay.flink.agent_job.AgentJob` behind ``ref`` (the factory form adapted)."""
+    from airflow_flink_replay.flink.agent_build import load_agent_factory
+    from airflow_flink_replay.flink.agent_job import AgentJob, load_agent_job
+
+    if form == "job":
+        return load_agent_job(ref)
+    factory = load_agent_factory(ref, isolate=False).factory
+    return AgentJob.from_factory(factory, key_field=key_field, mem0_config=mem0_config, ref=ref)
+
+
+def invisible_declarations(agent_class: type) -> list[str]:
+    """What a base class of ``agent_class`` declares (actions, tools, resources) that its plan will not have.
+
+    Flink Agents builds the plan from ``agent_class.__dict__`` only: a subclass inherits none of it.
+    """
+    from flink_agents.api.agents.agent import Agent
+
+    own = set(vars(agent_class))
+    seen: set[str] = set()
+    found: list[str] = []
+    for base in agent_class.__mro__[1:]:
+        if base is object or (isinstance(base, type) and issubclass(Agent, base)):
+            continue
+        for name, value in vars(base).items():
+            if name in own or name in seen:
+                continue
+            func = getattr(value, "__func__", value)  # the decorators mark the staticmethod or its function
+            kind = next((k for attr, k in _DECLARATIONS if hasattr(value, attr) or hasattr(func, attr)), None)
+            if kind is not None:
+                seen.add(name)
+                found.append(f"{base.__qualname__}.{name} ({kind})")
+    return found
+
+
+def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
+    """Fill ``facts`` with ``plan``'s actions and resources, and which of them the policy proxy can wrap."""
+    from flink_agents.plan.agent_plan import BUILT_IN_ACTIONS
+
+    from airflow_flink_replay.core.policy import ReplayPolicy
+    from airflow_flink_replay.flink.proxies import rewrite_plan_resources
+
+    builtin = {a.name for a in BUILT_IN_ACTIONS}
+    facts.builtin_actions = sorted(n for n in plan.actions if n in builtin)
+    facts.actions = [
+        ActionFact(name=name, listens=list(act.listen_event_types))
+        for name, act in plan.actions.items()
+        if name not in builtin
+    ]
+    env_names = {r.name for r in job.env_resources}
+    memory = job.memory.resource_name if job.memory is not None else None
+    resources: list[ResourceFact] = []
+    for rtype, named in (plan.resource_providers or {}).items():
+        for name, provider in named.items():
+            level = "env" if name in env_names else "memory" if name == memory else "agent"
+            resources.append(ResourceFact(name=name, type=rtype.value, level=level, clazz=_provider_class(provider)))
+    with tempfile.TemporaryDirectory(prefix="afr-agent-check-") as audit_dir:
+        wrapped = rewrite_plan_resources(plan, ReplayPolicy(), "agent-check", audit_dir)  # the plan is a copy
+    unmediated = set(wrapped["unmediated"])
+    for res in resources:
+        if res.type in _GOVERNED:
+            res.mediated = f"{res.type}:{res.name}" not in unmediated
+    facts.resources = sorted(resources, key=lambda r: (r.type, r.name))
+
+
+def _provider_class(provider: Any) -> str:
+    descriptor = getattr(provider, "descriptor", None)
+    if descriptor is not None and getattr(descriptor, "target_clazz", None):
+        return f"{getattr(descriptor, 'target_module', '')}.{descriptor.target_clazz}".lstrip(".")
+    module, clazz = getattr(provider, "module", ""), getattr(provider, "clazz", "")
+    return f"{module}.{clazz}".strip(".")
+
+
+def inspect_definition(
+    role: str,
+    ref: str,
+    form: str,
+    records: Sequence[CapturedRecord],
+    *,
+    key_field: str = "customer",
+    mem0_config: dict[str, Any] | None = None,
+) -> DefinitionFacts:
+    """Import, build and plan one definition and try it on ``records``; every failure becomes facts."""
+    facts = DefinitionFacts(role=role, ref=ref, form=form, stage="import")  # type: ignore[arg-type]
+    try:
+        importlib.import_module(ref.split(":", 1)[0])
+        facts.stage = "build"
+        job = load_definition(ref, form, key_field, mem0_config)
+        agent = job.build_agent()
+        facts.agent_class = qualified(agent)
+        facts.invisible = invisible_declarations(type(agent))
+        facts.stage = "plan"
+        plan_facts(facts, job, job.build_plan(mem0_config))
+        facts.stage = "input"
+        facts.input = try_inputs(job, records) if records else InputTrial()
+        facts.stage = "done"
+    except Exception as exc:
+        facts.error = python_error(exc)
+    return facts
+
+
+# -------------------------------------------------------------------------------------------------- main
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The program's arguments (names and references only; never record contents or secrets)."""
+    p = argparse.ArgumentParser(prog=MODULE)
+    p.add_argument("--production", required=True, help='production\'s job definition "module:attr"')
+    p.add_argument("--production-form", choices=("job", "factory"), default="job")
+    p.add_argument("--candidate", help='the candidate\'s job definition "module:attr"')
+    p.add_argument("--candidate-form", choices=("job", "factory"), default="job")
+    p.add_argument("--key-field", default="customer", help="the factory form's JSON key field")
+    p.add_argument("--mem0-config", default=None, help="JSON: the memory store config the agents are built with")
+    p.add_argument("--capture-topic", default=None)
+    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers as seen from the job side")
+    p.add_argument("--samples", type=int, default=3, help="captured records to try per definition")
+    p.add_argument("--emit", choices=("plan", "stdout"), default="plan")
+    return p.parse_args(list(argv))
+
+
+def collect(args: argparse.Namespace) -> CheckFacts:
+    """Run every check of the program; never raises for the user's code."""
+    try:
+        from importlib.metadata import version
+
+        agents_version: str | None = version("flink-agents")
+    except Exception:
+        agents_version = None
+    facts = CheckFacts(flink_agents=agents_version, python=platform.python_version())
+    records: list[CapturedRecord] = []
+    if args.capture_topic and args.bootstrap and args.samples > 0:
+        records, error = read_captured(args.bootstrap, args.capture_topic, args.samples)
+        facts.sample = SampleFacts(topic=args.capture_topic, records=len(records), error=error or None)
+    mem0 = json.loads(args.mem0_config) if args.mem0_config else None
+    roles = [("production", args.production, args.production_form)]
+    if args.candidate:
+        roles.append(("candidate", args.candidate, args.candidate_form))
+    for role, ref, form in roles:
+        facts.definitions.append(
+            inspect_definition(role, ref, form, records, key_field=args.key_field, mem0_config=mem0)
+        )
+    return facts
+
+
+def emit(facts: CheckFacts, how: str) -> None:
+    """Send the facts back: in the job graph a ``/plan`` call returns (``plan``) or on stdout (``stdout``)."""
+    text = encode_facts(facts)
+    if how == "stdout":
+        print(text, flush=True)
+        return
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection(["agent-check"], type_info=Types.STRING()).print().name(text)
+    env.execute("afr-agent-check")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point (``python -m airflow_flink_replay.flink.agent_check --production module:attr ...``)."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    emit(collect(args), args.emit)
+
+
+if __name__ == "__main__":
+    main()

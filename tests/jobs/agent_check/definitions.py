@@ -1,0 +1,79 @@
+"""Job definitions for the agent check's tests.
+
+``plain_subclass``: the subclassing trap — ``class PlainSubclass(ReviewAgent): pass`` has an empty plan, since
+Flink Agents builds it from the class's own ``__dict__``. ``redeclared_subclass``: the fix, the inherited
+declarations re-declared in the subclass body. ``lost_tool``: a candidate that declares its actions but not
+production's tool. ``build_fails``: a factory that raises while the agent is built. ``healthy``: the review
+agent v1 as an AgentJob, with its model connection registered at environment level (as the Flink Agents
+quickstart does) and a JSON deserializer that needs ``customer``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flink_agents.api.resource import ResourceType
+
+from airflow_flink_replay.flink.agent_job import AgentJob, EnvResource
+from examples.review_agent.common import triage
+from examples.review_agent.v1.agent import ReviewAgent
+
+#: The line ``agent_factory_that_raises`` raises on (the tests look for it in the task's failure).
+BUILD_ERROR = "the agent's settings are incomplete: REVIEW_THRESHOLD is not set"
+
+
+class PlainSubclass(ReviewAgent):
+    """A plain subclass: inherits every action and resource, none of which reach the plan."""
+
+
+class RedeclaredSubclass(ReviewAgent):
+    """The fix: each inherited declaration re-declared in the subclass body."""
+
+    review_llm = ReviewAgent.__dict__["review_llm"]
+    review_model = ReviewAgent.__dict__["review_model"]
+    notify_support = ReviewAgent.__dict__["notify_support"]
+    process_input = ReviewAgent.__dict__["process_input"]
+    process_response = ReviewAgent.__dict__["process_response"]
+
+
+class WithoutTool(ReviewAgent):
+    """Declares the actions and the model, but not production's ``notify_support`` tool."""
+
+    review_llm = ReviewAgent.__dict__["review_llm"]
+    review_model = ReviewAgent.__dict__["review_model"]
+    process_input = ReviewAgent.__dict__["process_input"]
+    process_response = ReviewAgent.__dict__["process_response"]
+
+
+def customer_of(review: dict[str, Any]) -> str:
+    """The review's customer (a KeyError for a record without one)."""
+    return str(review["customer"])
+
+
+def review_of(raw: bytes) -> dict[str, Any]:
+    """The captured record as the agent's input: a JSON object."""
+    return dict(json.loads(raw))
+
+
+def agent_factory_that_raises() -> ReviewAgent:
+    """Raises while building the agent, as a misconfigured factory does."""
+    raise RuntimeError(BUILD_ERROR)
+
+
+def _job(agent: Any) -> AgentJob:
+    return AgentJob(
+        agent=agent,
+        key_selector=customer_of,
+        deserializer=review_of,
+        env_resources=[EnvResource("env_review_llm", ResourceType.CHAT_MODEL_CONNECTION, triage.review_llm())],
+    )
+
+
+healthy = _job(ReviewAgent)
+plain_subclass = _job(PlainSubclass)
+redeclared_subclass = _job(RedeclaredSubclass)
+lost_tool = _job(WithoutTool)
+build_fails = _job(agent_factory_that_raises)
+#: A deserializer that cannot produce the agent's input from the review agent's captured JSON records.
+wrong_input = AgentJob(agent=ReviewAgent, key_selector=customer_of, deserializer=lambda raw: int(raw))
