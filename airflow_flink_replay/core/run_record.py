@@ -61,6 +61,7 @@ class RunRecord(BaseModel):
     created_at: datetime
     manifest: str | None = None
     manifest_digest: str | None = None
+    agent_check: dict[str, Any] | None = None
     savepoint: dict[str, Any] | None = None
     production_resumed: dict[str, Any] | None = None
     downtime_s: float | None = None

@@ -75,6 +75,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         created_at=datetime.now(UTC),
         manifest=manifest_uri,
         manifest_digest=file_digest(manifest_path) if manifest_path else None,
+        agent_check=pull(ids.TASK_AGENT_CHECK) or pull(ids.TASK_AGENT_CHECK, ids.XCOM_AGENT_CHECK_KEY),
         savepoint=pull(ids.TASK_QUIESCE) or pull(ids.TASK_REUSE_MANIFEST),
         production_resumed=resumed or None,
         downtime_s=resumed.get("downtime_seconds") if isinstance(resumed, dict) else None,

@@ -18,6 +18,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
+from airflow_flink_replay.operators.agent_check import AgentCheckOperator
 from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
 from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
 from airflow_flink_replay.operators.manifest import (
@@ -60,6 +61,7 @@ NO_RETRY = retry(0)
 #: :func:`wire` applies it to every stage's tasks (``resolve``, built in ``run``, retries twice: it is pure).
 RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_PREFLIGHT: retry(2),  # read-only checks
+    ids.TASK_AGENT_CHECK: retry(1),  # builds a plan only; a refusal fails at once
     ids.TASK_CHOOSE_START: retry(1),  # pure: reads the resolved mode
     ids.TASK_OFFSETS_BEFORE_QUIESCE: retry(2),  # reads end offsets only
     ids.TASK_QUIESCE: retry(1, delay_s=5),  # deterministic trigger id: a retry reattaches to the same stop
@@ -125,6 +127,7 @@ class Capture:
     """Preflight, the savepoint (new: quiesce; or reused: reuse_manifest), resume, window, manifest."""
 
     preflight: Task
+    agent_check: Task
     start: Task
     offsets_before: Task
     quiesce: Task
@@ -141,6 +144,12 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
     prod = spec.production
     preflight: Any = ReplayPreflightOperator(task_id=ids.TASK_PREFLIGHT, spec=run[ids.XCOM_SPEC_KEY])
     job_id = preflight.output[ids.XCOM_JOB_ID_KEY]  # None in a task that runs although preflight did not
+    # both job definitions imported, planned and tried on captured records on the job side, before any stop
+    agent_check = AgentCheckOperator(
+        task_id=ids.TASK_AGENT_CHECK,
+        spec=run[ids.XCOM_SPEC_KEY],
+        production_details=preflight.output[ids.XCOM_PRODUCTION_DETAILS_KEY],
+    )
     start = choose_start(run[ids.XCOM_QUIESCE_MODE_KEY])
     offsets_before: Any = RecordStartOffsetsOperator(
         task_id=ids.TASK_OFFSETS_BEFORE_QUIESCE, topic=prod.capture_topic, kafka_config_id=spec.kafka_conn_id
@@ -203,10 +212,12 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         watermark=prod.watermark.model_dump(mode="json"),
         signing_conn_id=spec.manifest_signing_conn_id,
     )
-    run >> preflight >> start >> [offsets_before, reuse]
+    run >> preflight >> agent_check >> start >> [offsets_before, reuse]
     offsets_before >> quiesce >> start_offsets
     resume >> window >> manifest
-    return Capture(preflight, start, offsets_before, quiesce, start_offsets, reuse, resume, window, manifest)
+    return Capture(
+        preflight, agent_check, start, offsets_before, quiesce, start_offsets, reuse, resume, window, manifest
+    )
 
 
 @dataclass(frozen=True)

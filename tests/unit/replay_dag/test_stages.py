@@ -19,7 +19,8 @@ DROPS = ["drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"]
 GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "resolve": ([], "all_success"),
     "preflight": (["resolve"], "all_success"),
-    "choose_start": (["preflight", "resolve"], "all_success"),
+    "agent_check": (["preflight", "resolve"], "all_success"),
+    "choose_start": (["agent_check", "resolve"], "all_success"),
     "offsets_before_quiesce": (["choose_start"], "all_success"),
     "quiesce": (["offsets_before_quiesce", "preflight", "resolve"], "all_success"),
     "start_offsets": (["offsets_before_quiesce", "quiesce"], "all_success"),
@@ -49,6 +50,7 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
 RETRIES: dict[str, tuple[int, float, float]] = {
     "resolve": (2, 10, 0),
     "preflight": (2, 10, 0),
+    "agent_check": (1, 10, 0),
     "choose_start": (1, 10, 0),
     "offsets_before_quiesce": (2, 10, 0),
     "quiesce": (1, 5, 0),
