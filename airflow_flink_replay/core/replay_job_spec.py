@@ -229,7 +229,16 @@ class ReplayJobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     variant: str = Field(description="Variant name written into every output line (baseline, candidate, ...).")
-    agent_factory: str = Field(description='"module:attr" of a callable returning the Agent (kwargs: mem0_config).')
+    agent_job: str | None = Field(
+        default=None,
+        description='"module:attr" of the job definition (an AgentJob: agent, deserializer, key selector, env '
+        "resources, output serializer) the replay applies to the captured input; production's for the baselines.",
+    )
+    agent_factory: str | None = Field(
+        default=None,
+        description='Older form, instead of agent_job: "module:attr" of a callable returning the Agent, called as '
+        "factory(mem0_config=..., **agent_options); its input is the record's JSON text keyed by key_field.",
+    )
     job_identifier: str = Field(description="Flink Agents job-identifier = the Mem0 fork namespace.")
     action_state_topic: str = Field(description="Isolated, fresh Kafka action-state topic (never production's).")
     production_action_state_topic: str | None = Field(
@@ -285,7 +294,11 @@ class ReplayJobSpec(BaseModel):
     agent_config: dict[str, str | int | bool] = Field(
         default_factory=dict, description="Extra Flink Agents config entries for the agent operator."
     )
-    key_field: str = Field(default="customer", description="JSON field of the input that is the agent key.")
+    key_field: str = Field(
+        default="customer",
+        description="agent_factory form: JSON field of the input that is the agent key. Both forms: the field the "
+        "audit names the key by (a job definition whose key selector is a FieldKey uses its field).",
+    )
     watermark: str | None = Field(
         default=None,
         description='Watermark strategy override: "none", "monotonous" or "bounded:<ms>". None (the default): '
@@ -305,12 +318,26 @@ class ReplayJobSpec(BaseModel):
     connector_jars: list[str] = Field(default_factory=list, description="Kafka connector + kafka-clients jars.")
     job_name: str | None = None
 
-    @field_validator("agent_factory")
+    @field_validator("agent_job", "agent_factory")
     @classmethod
-    def _factory_shape(cls, value: str) -> str:
-        if not _FACTORY.match(value):
-            raise ValueError(f'agent_factory {value!r} must look like "package.module:attribute"')
+    def _ref_shape(cls, value: str | None, info: Any) -> str | None:
+        if value is not None and not _FACTORY.match(value):
+            raise ValueError(f'{info.field_name} {value!r} must look like "package.module:attribute"')
         return value
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> ReplayJobSpec:
+        if bool(self.agent_job) == bool(self.agent_factory):
+            raise ValueError(
+                "give exactly one of agent_job (the job definition, an AgentJob) and agent_factory (the older "
+                "factory form)"
+            )
+        return self
+
+    @property
+    def agent_ref(self) -> str:
+        """The agent this spec runs, as written: the job definition, else the factory."""
+        return self.agent_job or self.agent_factory or ""
 
     @field_validator("agent_uid_hash")
     @classmethod

@@ -54,7 +54,6 @@ def replay_topic_name(production_topic: str, run_key: str, variant: str) -> str:
     return name
 
 
-
 class ProductionJob(BaseModel):
     """The production Flink Agents job and the external state it owns."""
 
@@ -62,7 +61,17 @@ class ProductionJob(BaseModel):
 
     job_name: str = Field(description="Flink job name; the RUNNING job with this name is production")
     program: FlinkPythonProgram = Field(description="how production is (re)submitted on resume")
-    agent_factory: str = Field(description='"module:attr" of production\'s agent (the baseline)')
+    agent_job: str | None = Field(
+        default=None,
+        description='"module:attr" of production\'s job definition (an AgentJob: agent, deserializer, key '
+        "selector, env resources, output serializer); the baselines replay it. Production's program applies the "
+        "same definition (production_job.py --agent-job, or your main() calling apply_agent_job)",
+    )
+    agent_factory: str | None = Field(
+        default=None,
+        description='older form, instead of agent_job: "module:attr" of factory(mem0_config=..., **options) '
+        "returning production's agent; its input is the record's JSON text keyed by key_field",
+    )
     input_topic: str = Field(description="production's input topic")
     capture_topic: str = Field(description="topic the capture tee writes the agent's keyed input to")
     action_state_topic: str = Field(description="production's Flink Agents action-state topic (never touched)")
@@ -70,7 +79,11 @@ class ProductionJob(BaseModel):
         default=None, ge=1, description="partitions of the replay's action-state topics (default: production's)"
     )
     job_identifier: str = Field(description="production's Flink Agents job identifier = Mem0 user_id")
-    key_field: str = Field(default="customer", description="JSON field of the input that is the agent key")
+    key_field: str = Field(
+        default="customer",
+        description="agent_factory form: JSON field of the input that is the agent key; both forms: the field "
+        "audit records name the key by",
+    )
     agent_uid: str | None = Field(default=None, description="uid the production pipeline sets on the agent")
     max_parallelism: int | None = Field(default=None, ge=1)
     event_time: EventTime = Field(
@@ -84,12 +97,26 @@ class ProductionJob(BaseModel):
         "the replay job uses it",
     )
 
-    @field_validator("agent_factory")
+    @field_validator("agent_job", "agent_factory")
     @classmethod
-    def _factory(cls, value: str) -> str:
-        if not _FACTORY.match(value):
-            raise ValueError(f'agent_factory {value!r} must look like "package.module:attribute"')
-        return value
+    def _ref(cls, value: str | None, info: Any) -> str | None:
+        if value and not _FACTORY.match(value):
+            raise ValueError(f'{info.field_name} {value!r} must look like "package.module:attribute"')
+        return value or None
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> ProductionJob:
+        if bool(self.agent_job) == bool(self.agent_factory):
+            raise ValueError(
+                'give exactly one of agent_job ("module:attr" of the AgentJob production runs) and agent_factory '
+                "(the older factory form)"
+            )
+        return self
+
+    @property
+    def agent_ref(self) -> str:
+        """Production's agent as written: the job definition, else the factory."""
+        return self.agent_job or self.agent_factory or ""
 
 
 class WindowSpec(BaseModel):
@@ -121,8 +148,13 @@ class ReplaySpec(BaseModel):
 
     name: str = Field(description="short id used in DAG ids, topic and namespace names ([a-z0-9_-])")
     production: ProductionJob
+    candidate_agent_job: str | None = Field(
+        default=None,
+        description='"module:attr" of the candidate\'s job definition (an AgentJob); None (and no '
+        "candidate_agent_factory) = baselines only (noise tracking)",
+    )
     candidate_agent_factory: str | None = Field(
-        default=None, description='"module:attr" of the candidate; None = baseline only (noise tracking)'
+        default=None, description='older form, instead of candidate_agent_job: "module:attr" of the candidate factory'
     )
     quiesce_mode: QuiesceModeName = "drain"
     existing_manifest: str | None = Field(
@@ -175,12 +207,20 @@ class ReplaySpec(BaseModel):
             raise ValueError(f"name {value!r} must be 2-63 characters of [a-z0-9_-], starting with a letter/digit")
         return value
 
-    @field_validator("candidate_agent_factory")
+    @field_validator("candidate_agent_job", "candidate_agent_factory")
     @classmethod
-    def _candidate(cls, value: str | None) -> str | None:
+    def _candidate(cls, value: str | None, info: Any) -> str | None:
         if value and not _FACTORY.match(value):
-            raise ValueError(f'candidate_agent_factory {value!r} must look like "package.module:attribute"')
+            raise ValueError(f'{info.field_name} {value!r} must look like "package.module:attribute"')
         return value or None
+
+    @model_validator(mode="after")
+    def _one_candidate(self) -> ReplaySpec:
+        if self.candidate_agent_job and self.candidate_agent_factory:
+            raise ValueError(
+                "give candidate_agent_job or candidate_agent_factory, not both (the candidate is one agent)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _secrets_by_reference(self) -> ReplaySpec:
@@ -235,7 +275,7 @@ class ReplaySpec(BaseModel):
     # ------------------------------------------------------------------------------------------ names
     def variants(self) -> list[str]:
         """The variants this spec replays: the baselines always, the candidate when one is set."""
-        return [v for v in VARIANTS if v != "candidate" or self.candidate_agent_factory]
+        return [v for v in VARIANTS if v != "candidate" or self.candidate_ref()]
 
     def fork_namespace(self, run_tag: str, variant: str) -> str:
         """The Mem0 user_id (= job identifier) of a variant's memory fork."""
@@ -246,28 +286,65 @@ class ReplaySpec(BaseModel):
         ``<name>-<run_tag>``, i.e. ``<production topic>-replay-<name>-<run_tag>-<variant>``."""
         return replay_topic_name(self.production.action_state_topic, f"{self.name}-{run_tag}", variant)
 
-    def agent_factory_for(self, variant: str) -> str:
-        """The agent each variant runs: production's for both baselines, the candidate's otherwise."""
+    def candidate_ref(self) -> str | None:
+        """The candidate as written (its job definition, else its factory); None without a candidate."""
+        return self.candidate_agent_job or self.candidate_agent_factory
+
+    def agent_job_for(self, variant: str) -> str | None:
+        """The job definition (``"module:attr"`` of an AgentJob) a variant runs: production's for both
+        baselines, the candidate's otherwise; None when that agent is given in the factory form
+        (:meth:`agent_factory_for` then names it). Exactly one of the two is set for every variant."""
         if variant == "candidate":
-            if not self.candidate_agent_factory:
-                raise SpecError("variant 'candidate' needs candidate_agent_factory")
+            self._need_candidate()
+            return self.candidate_agent_job
+        return self.production.agent_job
+
+    def agent_factory_for(self, variant: str) -> str | None:
+        """The agent factory (older form) a variant runs; None when it is given as a job definition."""
+        if variant == "candidate":
+            self._need_candidate()
             return self.candidate_agent_factory
         return self.production.agent_factory
+
+    def _need_candidate(self) -> None:
+        if not self.candidate_ref():
+            raise SpecError("variant 'candidate' needs candidate_agent_job (or candidate_agent_factory)")
+
+    def with_candidate(self, ref: str | None) -> ReplaySpec:
+        """This spec with ``ref`` as the candidate, in the form of the spec's candidate if it has one, else in
+        production's form; ``None``: production's own agent (an A/A run)."""
+        if ref is None:
+            update = {
+                "candidate_agent_job": self.production.agent_job,
+                "candidate_agent_factory": self.production.agent_factory,
+            }
+        elif self.candidate_agent_job or (not self.candidate_agent_factory and self.production.agent_job):
+            update = {"candidate_agent_job": ref, "candidate_agent_factory": None}
+        else:
+            update = {"candidate_agent_job": None, "candidate_agent_factory": ref}
+        return self.model_copy(update=update)
 
     # -------------------------------------------------------------------------------------- overrides
     def with_run_overrides(self, params: dict[str, Any] | None) -> ReplaySpec:
         """This spec with a DAG run's params/conf applied (unknown or empty values are ignored).
 
-        Accepted keys: ``candidate`` (agent factory), ``quiesce_mode``, ``window_records``,
-        ``window_minutes``, ``abs_threshold``, ``rel_threshold``, ``min_aligned``, ``keep_fork``,
-        ``existing_manifest``, ``existing_savepoint``, ``existing_memory``.
+        Accepted keys: ``candidate`` (``"module:attr"``, in the form of the spec's candidate, else of
+        production's: see :meth:`with_candidate`), ``candidate_agent_job`` / ``candidate_agent_factory`` (the
+        form said explicitly), ``quiesce_mode``, ``window_records``, ``window_minutes``, ``abs_threshold``,
+        ``rel_threshold``, ``min_aligned``, ``keep_fork``, ``existing_manifest``, ``existing_savepoint``,
+        ``existing_memory``.
         """
         if not params:
             return self
-        data = self.model_dump()
         p = {k: v for k, v in params.items() if v not in (None, "")}
-        if "candidate" in p:
-            data["candidate_agent_factory"] = p["candidate"]
+        base = self.with_candidate(p["candidate"]) if "candidate" in p else self
+        data = base.model_dump()
+        for key, other in (
+            ("candidate_agent_job", "candidate_agent_factory"),
+            ("candidate_agent_factory", "candidate_agent_job"),
+        ):
+            if key in p:
+                data[key], data[other] = p[key], None
         for key in ("quiesce_mode", "keep_fork", "existing_manifest", "existing_savepoint", "existing_memory"):
             if key in p:
                 data[key] = p[key]

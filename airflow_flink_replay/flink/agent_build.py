@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_flink_replay.flink.agent_job import AgentJob, as_agent_job, resolve_attr
+
 
 @dataclass(frozen=True)
 class AgentBuild:
@@ -43,20 +45,21 @@ def _package_digest(pkg_dir: Path) -> str:
     return h.hexdigest()
 
 
-def load_agent_factory(factory: str, *, isolate: bool = True, build_root: str | Path | None = None) -> AgentBuild:
-    """Resolve ``"package.module:attr"``; with ``isolate`` import it from a content-hashed package copy."""
-    if ":" not in factory:
-        raise ValueError(f'agent factory {factory!r} must look like "package.module:attribute"')
-    module_name, attr = factory.split(":", 1)
+def import_isolated(
+    module_name: str, *, isolate: bool = True, build_root: str | Path | None = None
+) -> tuple[Any, Path | None]:
+    """Import ``module_name``; with ``isolate`` from a content-hashed copy of its package (see the module doc).
+
+    Returns the module and the folder to ship with ``env.add_python_file`` (None without isolation).
+    """
     if not isolate:
-        module = importlib.import_module(module_name)
-        return AgentBuild(factory=_attr(module, attr, factory), module=module_name, build_root=None)
+        return importlib.import_module(module_name), None
     if "." not in module_name:
-        raise ValueError(f"agent factory module {module_name!r} must live in a package to be isolated")
+        raise ValueError(f"module {module_name!r} must live in a package to be isolated")
     package, leaf = module_name.rsplit(".", 1)
     pkg_spec = importlib.util.find_spec(package)
     if pkg_spec is None or not pkg_spec.submodule_search_locations:
-        raise ValueError(f"agent factory package {package!r} is not importable here")
+        raise ValueError(f"package {package!r} is not importable here")
     pkg_dir = Path(next(iter(pkg_spec.submodule_search_locations)))
     unique = f"afr_build_{_package_digest(pkg_dir)[:16]}"
     if build_root is None:
@@ -74,24 +77,57 @@ def load_agent_factory(factory: str, *, isolate: bool = True, build_root: str | 
         tmp.rename(dest)
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    module = importlib.import_module(f"{unique}.{leaf}")
-    return AgentBuild(factory=_attr(module, attr, factory), module=f"{unique}.{leaf}", build_root=root)
+    return importlib.import_module(f"{unique}.{leaf}"), root
+
+
+def load_agent_factory(factory: str, *, isolate: bool = True, build_root: str | Path | None = None) -> AgentBuild:
+    """Resolve ``"package.module:attr"``; with ``isolate`` import it from a content-hashed package copy."""
+    if ":" not in factory:
+        raise ValueError(f'agent factory {factory!r} must look like "package.module:attribute"')
+    module_name, attr = factory.split(":", 1)
+    module, root = import_isolated(module_name, isolate=isolate, build_root=build_root)
+    return AgentBuild(factory=_attr(module, attr, factory), module=module.__name__, build_root=root)
+
+
+@dataclass(frozen=True)
+class JobBuild:
+    """A loaded job definition and where its code comes from."""
+
+    job: AgentJob
+    module: str
+    build_root: Path | None
+
+
+def load_job_definition(ref: str, *, isolate: bool = True, build_root: str | Path | None = None) -> JobBuild:
+    """Resolve ``"package.module:attr"`` to an :class:`~airflow_flink_replay.flink.agent_job.AgentJob`; with
+    ``isolate`` the module is imported from a content-hashed copy of its package, so the definition and the
+    agent it names (imported relatively inside the package) get a module name of their own content."""
+    if ":" not in ref:
+        raise ValueError(f'job definition {ref!r} must look like "package.module:attribute"')
+    module_name, attr = ref.split(":", 1)
+    module, root = import_isolated(module_name, isolate=isolate, build_root=build_root)
+    job = as_agent_job(resolve_attr(module, attr, f"job definition {ref}"), ref)
+    return JobBuild(job=job, module=module.__name__, build_root=root)
 
 
 def _attr(module: Any, attr: str, factory: str) -> Callable[..., Any]:
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"agent factory {factory!r}: {module.__name__} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    obj = resolve_attr(module, attr, f"agent factory {factory}")
     if not callable(obj):
         raise ValueError(f"agent factory {factory!r} is not callable")
     return obj
 
 
 #: Modules of this package the TaskManager's embedded interpreter imports (policy proxies, audit hook).
-_RUNTIME_FILES = ("__init__.py", "exceptions.py", "core/__init__.py", "core/policy.py", "core/audit.py",
-                  "flink/__init__.py", "flink/audit_context.py", "flink/proxies.py")
+_RUNTIME_FILES = (
+    "__init__.py",
+    "exceptions.py",
+    "core/__init__.py",
+    "core/policy.py",
+    "core/audit.py",
+    "flink/__init__.py",
+    "flink/audit_context.py",
+    "flink/proxies.py",
+)
 
 
 def isolate_runtime(build_root: str | Path) -> str:

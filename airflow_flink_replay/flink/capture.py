@@ -1,12 +1,15 @@
-"""The capture tee: the agent's keyed input, written to a capture topic as it enters the agent.
+"""The capture tee: the raw bytes of every record the agent receives, written to a capture topic.
 
-Each record is written with key = the agent key (so per-key order holds within a partition), record
-timestamp = the event time (the element's timestamp, i.e. the source record's timestamp), value = the
-payload exactly as the agent receives it, and provenance headers:
+:func:`~airflow_flink_replay.flink.pipeline.apply_agent_job` writes each record, in its ingest operator and
+before passing it on, with
 
-- ``afr-job``: the production job's name / identifier,
-- ``afr-source-topic``: the topic the job read,
-- ``afr-captured-at``: wall-clock ms when the tee wrote it.
+- value = the record's raw value **exactly as received** (the bytes the job definition's deserializer is
+  given; never re-encoded or normalised), so a replay deserialises the very bytes production did;
+- key = the agent key (:func:`key_bytes`), so per-key order holds within a capture partition;
+- record timestamp = the event time (the element's timestamp, i.e. the source record's timestamp or the one
+  production's watermark operator assigned);
+- provenance headers: ``afr-job`` (the production job's name / identifier), ``afr-source-topic`` (the topic
+  the job read), ``afr-captured-at`` (wall-clock ms when the tee wrote it).
 
 The tee flushes each record before passing it on, so every record that reached the agent before a
 stop-with-savepoint barrier is in the capture topic when the savepoint completes: the capture topic's end
@@ -17,57 +20,67 @@ replays exact regardless, and duplicates are visible as repeated ids).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from pyflink.datastream.functions import ProcessFunction, RuntimeContext
+__all__ = ["CaptureConfig", "CaptureWriter", "key_bytes"]
 
 
 @dataclass(frozen=True)
 class CaptureConfig:
-    """Where and how the tee writes."""
+    """Where the tee writes, and the provenance it records."""
 
     bootstrap: str
     topic: str
-    key_field: str
     job: str
     source_topic: str = ""
 
 
-class CaptureTee(ProcessFunction):
-    """Pass-through ProcessFunction that also writes each record to the capture topic."""
+def key_bytes(key: Any) -> bytes:
+    """The Kafka key of a captured record: the agent key as bytes (bytes as is, text as UTF-8, numbers as their
+    decimal text, anything else as sorted JSON). Only its equality matters: equal keys, same partition."""
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, bool | int | float):
+        return str(key).encode()
+    return json.dumps(key, sort_keys=True, default=str).encode("utf-8")
+
+
+class CaptureWriter:
+    """A Kafka producer writing captured records one at a time, each flushed before the record moves on."""
 
     def __init__(self, config: CaptureConfig) -> None:
         self.config = config
         self._producer: Any = None
 
-    def open(self, runtime_context: RuntimeContext) -> None:
+    def open(self) -> None:
+        """Create the producer (in the Flink worker, not where the job is built)."""
         from confluent_kafka import Producer
 
         self._producer = Producer(
             {"bootstrap.servers": self.config.bootstrap, "linger.ms": 0, "enable.idempotence": False}
         )
 
-    def process_element(self, value: str, ctx: ProcessFunction.Context):  # type: ignore[override]
-        import json
-
-        key = str(json.loads(value)[self.config.key_field])
-        ts = ctx.timestamp()
+    def write(self, raw: bytes, key: Any, timestamp: int | None) -> None:
+        """Write ``raw`` keyed by ``key`` and wait until the broker has it."""
         headers = [
             ("afr-job", self.config.job.encode()),
             ("afr-source-topic", self.config.source_topic.encode()),
             ("afr-captured-at", str(int(time.time() * 1000)).encode()),
         ]
-        kwargs: dict[str, Any] = {"key": key.encode(), "value": value.encode(), "headers": headers}
-        if ts is not None and ts > 0:
-            kwargs["timestamp"] = int(ts)
+        kwargs: dict[str, Any] = {"key": key_bytes(key), "value": raw, "headers": headers}
+        if timestamp is not None and timestamp > 0:
+            kwargs["timestamp"] = int(timestamp)
         self._producer.produce(self.config.topic, **kwargs)
         remaining = self._producer.flush(30)
         if remaining:
             raise RuntimeError(f"capture tee: {remaining} record(s) not delivered to {self.config.topic}")
-        yield value
 
     def close(self) -> None:
+        """Flush what is left."""
         if self._producer is not None:
             self._producer.flush(30)

@@ -10,7 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+#: How a source gives the record values: ``bytes`` exactly as stored (PyFlink's ``ByteArraySchema``, what the
+#: agent jobs read: the capture tee writes and the deserializer gets these bytes unchanged), or ``text``
+#: (``SimpleStringSchema``, UTF-8 decoded; invalid UTF-8 would come back altered).
+ValueFormat = Literal["bytes", "text"]
+
+
+def value_schema(value: ValueFormat) -> Any:
+    """The PyFlink deserialization schema for ``value``."""
+    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
+
+    if value == "bytes":
+        return ByteArraySchema()
+    if value == "text":
+        return SimpleStringSchema()
+    raise ValueError(f"value format {value!r} must be 'bytes' or 'text'")
 
 
 def add_connector_jars(env: Any, jars: Iterable[str]) -> list[str]:
@@ -45,13 +61,18 @@ def offsets_initializer(topic: str, offsets: Mapping[int, int]) -> Any:
 
 
 def bounded_source(
-    bootstrap: str, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int], group_id: str
+    bootstrap: str,
+    topic: str,
+    start_offsets: Mapping[int, int],
+    end_offsets: Mapping[int, int],
+    group_id: str,
+    value: ValueFormat = "text",
 ) -> Any:
     """KafkaSource over ``topic`` from ``start_offsets`` to (exclusive) ``end_offsets`` per partition; bounded.
 
-    The job FINISHES by itself once every partition reached its end offset.
+    The job FINISHES by itself once every partition reached its end offset. ``value``: see :data:`ValueFormat`
+    (the replay job reads ``bytes``).
     """
-    from pyflink.common.serialization import SimpleStringSchema
     from pyflink.datastream.connectors.kafka import KafkaSource
 
     return (
@@ -61,15 +82,17 @@ def bounded_source(
         .set_group_id(group_id)
         .set_starting_offsets(offsets_initializer(topic, start_offsets))
         .set_bounded(offsets_initializer(topic, end_offsets))
-        .set_value_only_deserializer(SimpleStringSchema())
+        .set_value_only_deserializer(value_schema(value))
         .set_property("partition.discovery.interval.ms", "-1")
         .build()
     )
 
 
-def unbounded_source(bootstrap: str, topic: str, group_id: str, from_earliest: bool = True) -> Any:
-    """Continuous KafkaSource (production): committed group offsets, else earliest/latest."""
-    from pyflink.common.serialization import SimpleStringSchema
+def unbounded_source(
+    bootstrap: str, topic: str, group_id: str, from_earliest: bool = True, value: ValueFormat = "bytes"
+) -> Any:
+    """Continuous KafkaSource (production): committed group offsets, else earliest/latest; record values as
+    ``bytes`` by default (see :data:`ValueFormat`)."""
     from pyflink.datastream.connectors.kafka import KafkaSource
     from pyflink.java_gateway import get_gateway
 
@@ -85,7 +108,7 @@ def unbounded_source(bootstrap: str, topic: str, group_id: str, from_earliest: b
         .set_topics(topic)
         .set_group_id(group_id)
         .set_starting_offsets(start)
-        .set_value_only_deserializer(SimpleStringSchema())
+        .set_value_only_deserializer(value_schema(value))
         .build()
     )
 

@@ -1,28 +1,56 @@
-"""The one pipeline builder used by BOTH production and replay jobs.
+"""Apply a job definition to a stream: the one function production's ``main()`` and every replay call.
 
-    source stream → normalise (stable uid) → [capture tee (stable uid), production only] → key by
-      → agent ("action-execute-operator", pinned: uid / uid hash / max parallelism) → output (stable uid)
+    raw source (bytes) → ingest (uid afr-ingest: deserialize + key, [capture tee in production])
+      → key by the job's key selector (typed key) → agent ("action-execute-operator", pinned: uid / uid hash /
+      max parallelism) → output serializer (uid afr-agent-output) → JSON strings
 
-The caller builds the source (an unbounded Kafka source in production, the bounded capture source in a
-replay) and attaches the sink to the returned stream of JSON strings. The agent sees the normalised JSON
-string of each event; its key is the event's ``key_field``.
+:func:`apply_agent_job` is the public entry. Production's own ``main()`` calls it on its own source stream::
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    raw = env.from_source(my_kafka_source_of_bytes, watermark_strategy, "source").uid("my-source")
+    out = apply_agent_job(
+        env, raw, load_agent_job("my_pkg.jobs:review_job"),
+        runtime=AgentRuntimeConfig(bootstrap=..., action_state_topic=..., job_identifier=...),
+        pin=AgentPin(uid="afr-agent", max_parallelism=128),
+        capture=CaptureConfig(bootstrap=..., topic="reviews-capture", job="reviews-prod", source_topic="reviews"),
+        mem0_config=my_mem0_config,
+    )
+    out.sink_to(my_sink)
+
+What the agent sees is exactly what it would see without this package: ``job.deserializer(raw bytes)`` (the
+user's type), keyed by ``job.key_selector`` with its typed key (``job.key_type``, pickled by default as
+Flink Agents' own ``from_datastream(input, key_selector=...)`` keys). The capture tee only *writes* the raw
+bytes it was given — it never rewrites them. The replay job calls the same function on the bounded capture
+source, so a replay deserialises the very bytes production received.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyflink.datastream.functions import ProcessFunction
+from pyflink.datastream.functions import ProcessFunction, RuntimeContext
 
+from airflow_flink_replay.flink.agent_job import AgentJob, set_config
 from airflow_flink_replay.flink.agent_pin import AgentPin, pin_agent_operator
-from airflow_flink_replay.flink.capture import CaptureConfig, CaptureTee
+from airflow_flink_replay.flink.capture import CaptureConfig, CaptureWriter
 
-NORMALISE_UID = "afr-normalise"
-CAPTURE_UID = "afr-capture-tee"
+__all__ = [
+    "INGEST_UID",
+    "OUTPUT_UID",
+    "AgentRuntimeConfig",
+    "agent_plan_of",
+    "agents_environment",
+    "apply_agent_job",
+]
+
+INGEST_UID = "afr-ingest"
 OUTPUT_UID = "afr-agent-output"
+
+_log = logging.getLogger("airflow_flink_replay")
 
 
 @dataclass(frozen=True)
@@ -50,45 +78,76 @@ class AgentRuntimeConfig:
         return out
 
 
-class _Normalise:
-    """Parse, check the key field, re-emit canonical JSON; drop what cannot be keyed (logged)."""
+def raw_bytes(value: Any) -> bytes:
+    """A source element as bytes: ``bytes`` as is (a byte-array source), text as its UTF-8 encoding."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(
+        f"the source gave a {type(value).__name__}; apply_agent_job takes a stream of the records' raw values "
+        "(bytes, e.g. a KafkaSource with ByteArraySchema, or text)"
+    )
 
-    def __init__(self, key_field: str) -> None:
-        self.key_field = key_field
 
-    def __call__(self, value: str):
-        import logging
+class _Ingest(ProcessFunction):
+    """Raw value → ``job.deserializer(raw)``; with a capture config the raw bytes go to the capture topic too.
 
+    A record the deserializer or the key selector rejects is dropped with a warning (``bad_records="drop"``)
+    — before the tee, so the capture topic holds exactly the agent's input — or fails the job (``"fail"``).
+    """
+
+    def __init__(self, job: AgentJob, capture: CaptureConfig | None) -> None:
+        self.deserializer = job.deserializer
+        self.key_selector = job.key_selector
+        self.bad_records = job.bad_records
+        self.capture = capture
+        self._writer: CaptureWriter | None = None
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        if self.capture is not None:
+            self._writer = CaptureWriter(self.capture)
+            self._writer.open()
+
+    def process_element(self, value: Any, ctx: ProcessFunction.Context):  # type: ignore[override]
+        raw = raw_bytes(value)
         try:
-            event = json.loads(value)
-            key = event[self.key_field]
-        except Exception as exc:  # a poison record must not stop production
-            logging.getLogger("airflow_flink_replay").warning("dropping unkeyable record (%s): %.200s", exc, value)
+            event = self.deserializer(raw)
+            key = self.key_selector(event)
+        except Exception as exc:
+            if self.bad_records == "fail":
+                raise ValueError(f"record rejected by the job definition ({exc}): {raw[:200]!r}") from exc
+            _log.warning("dropping a record the job definition rejects (%s): %.200r", exc, raw)
             return
-        event[self.key_field] = str(key).strip()
-        yield json.dumps(event, sort_keys=True)
+        if self._writer is not None:
+            self._writer.write(raw, key, ctx.timestamp())
+        yield event
 
-
-class _KeyOf:
-    def __init__(self, key_field: str) -> None:
-        self.key_field = key_field
-
-    def __call__(self, value: str) -> str:
-        return str(json.loads(value)[self.key_field])
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 class _ToJson:
-    def __init__(self, extra: Mapping[str, Any] | None) -> None:
+    """Agent output → ``job.output_serializer(output)`` (+ ``extra``) as sorted JSON text."""
+
+    def __init__(self, serializer: Callable[[Any], Mapping[str, Any]], extra: Mapping[str, Any] | None) -> None:
+        self.serializer = serializer
         self.extra = dict(extra or {})
 
-    def __call__(self, output: Any) -> str:
-        if hasattr(output, "model_dump"):
-            output = output.model_dump(mode="json")
-        if not isinstance(output, dict):
-            output = {"output": output}
+    def obj(self, output: Any) -> dict[str, Any]:
+        out = self.serializer(output)
+        if not isinstance(out, Mapping):
+            raise TypeError(f"output_serializer returned a {type(out).__name__}, not a JSON object (a mapping)")
+        out = dict(out)
         if self.extra:
-            output = {**output, **self.extra}
-        return json.dumps(output, sort_keys=True, default=str)
+            out.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in self.extra.items()})
+        return out
+
+    def __call__(self, output: Any) -> str:
+        return json.dumps(self.obj(output), sort_keys=True, default=str)
 
 
 class _ToJsonTimed(ProcessFunction):
@@ -97,67 +156,79 @@ class _ToJsonTimed(ProcessFunction):
     watermark strategy it ran with (the agent operator keeps its input's timestamp and forwards watermarks in
     order with its outputs)."""
 
-    def __init__(self, extra: Mapping[str, Any] | None, timing_key: str) -> None:
-        self.to_json = _ToJson(None)
-        self.extra = dict(extra or {})
+    def __init__(
+        self, serializer: Callable[[Any], Mapping[str, Any]], extra: Mapping[str, Any] | None, timing_key: str
+    ) -> None:
+        self.to_json = _ToJson(serializer, extra)
         self.timing_key = timing_key
 
     def process_element(self, value: Any, ctx: ProcessFunction.Context):  # type: ignore[override]
-        out = json.loads(self.to_json(value))
-        out.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in self.extra.items()})
+        out = self.to_json.obj(value)
         timing = out.get(self.timing_key)
-        timing = timing if isinstance(timing, dict) else {}
+        timing = dict(timing) if isinstance(timing, dict) else {}
         timing["event_time_ms"] = ctx.timestamp()
         timing["watermark_ms"] = ctx.timer_service().current_watermark()
         out[self.timing_key] = timing
         yield json.dumps(out, sort_keys=True, default=str)
 
 
-def agents_environment(env: Any, config: AgentRuntimeConfig) -> Any:
-    """``AgentsExecutionEnvironment`` on ``env`` with ``config`` applied (connector jars must be added first)."""
+def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | None = None) -> Any:
+    """``AgentsExecutionEnvironment`` on ``env``: the job's config options, then ``config`` (the runtime's
+    action-state store and identity win), and the job's env-level resources registered.
+
+    Connector jars must be added to ``env`` first (the flink-agents fat jar carries another kafka-clients).
+    """
     from flink_agents.api.execution_environment import AgentsExecutionEnvironment
 
     agents_env = AgentsExecutionEnvironment.get_execution_environment(env)
     conf = agents_env.get_config()
-    for key, value in config.entries().items():
-        if isinstance(value, bool):
-            conf.set_bool(key, value)
-        elif isinstance(value, int):
-            conf.set_int(key, value)
-        else:
-            conf.set_str(key, str(value))
+    if job is not None:
+        job.apply_config(conf)
+    set_config(conf, config.entries())
+    if job is not None:
+        job.register_env_resources(agents_env)
     return agents_env
 
 
-def build_agent_pipeline(
+def apply_agent_job(
     env: Any,
-    source: Any,
-    agent: Any,
+    raw_source: Any,
+    job: AgentJob,
     *,
     runtime: AgentRuntimeConfig,
-    key_field: str = "customer",
     pin: AgentPin | None = None,
     capture: CaptureConfig | None = None,
     plan_hook: Callable[[Any], None] | None = None,
+    mem0_config: Mapping[str, Any] | None = None,
     output_extra: Mapping[str, Any] | None = None,
     output_timing_key: str | None = None,
 ) -> Any:
-    """Wire ``source`` (a DataStream of JSON strings) through the agent; returns a DataStream of JSON strings.
+    """Run ``job``'s agent over ``raw_source``; returns the DataStream of its outputs as JSON text.
 
-    ``pin`` pins the agent operator (see :mod:`airflow_flink_replay.flink.agent_pin`); ``capture`` adds the
-    capture tee; ``plan_hook`` may rewrite the compiled ``AgentPlan`` before it is handed to Flink (the replay
-    wraps resources in policy proxies there); ``output_extra`` is merged into every output object;
-    ``output_timing_key`` adds the record's event time and the current watermark under that key (a process
-    function instead of a map; the output's uid stays the same, it holds no state).
+    - ``raw_source``: a DataStream of the records' raw values — ``bytes`` (a Kafka source with PyFlink's
+      ``ByteArraySchema``, what :func:`~airflow_flink_replay.flink.kafka.unbounded_source` builds) or text
+      (encoded as UTF-8). Event time and watermarks are the caller's: assign them on ``raw_source``.
+    - ``runtime``: the agent operator's action-state store and ``job-identifier`` (the Mem0 namespace).
+    - ``pin``: the agent operator's identity (uid / uid hash / max parallelism) so savepoints map onto it.
+    - ``capture``: production only — the raw bytes of every record the agent receives, unchanged, written
+      to the capture topic keyed by the agent key (per-key order kept) with provenance headers.
+    - ``plan_hook``: may rewrite the compiled ``AgentPlan`` before Flink gets it (the replay wraps resources,
+      the agent's and the env-level ones alike, in policy proxies there).
+    - ``mem0_config``: the store config the job's :class:`~airflow_flink_replay.flink.agent_job.MemoryBinding`
+      is built with (production's in production, the replay's in a replay).
+    - ``output_extra`` is merged into every output object; ``output_timing_key`` adds the record's event time
+      and the current watermark under that key (a process function instead of a map, same uid: no state).
+
+    Must be called once per ``env`` (Flink Agents 0.2.0 applies one agent per builder); connector jars must be
+    on ``env`` before (see :func:`agents_environment`).
     """
     from pyflink.common import Types
 
+    agent = job.agent_with_memory(mem0_config)
     # The agent operator takes pickled Python objects: no output_type on the streams that feed it.
-    stream = source.flat_map(_Normalise(key_field)).uid(NORMALISE_UID).name("normalise")
-    if capture is not None:
-        stream = stream.process(CaptureTee(capture)).uid(CAPTURE_UID).name("capture-tee")
-    keyed = stream.key_by(_KeyOf(key_field), key_type=Types.STRING())
-    agents_env = agents_environment(env, runtime)
+    stream = raw_source.process(_Ingest(job, capture)).uid(INGEST_UID).name("ingest")
+    keyed = stream.key_by(job.key_selector, key_type=job.flink_key_type())
+    agents_env = agents_environment(env, runtime, job)
     builder = agents_env.from_datastream(input=keyed).apply(agent)
     if plan_hook is not None:
         plan_hook(agent_plan_of(builder))
@@ -165,9 +236,11 @@ def build_agent_pipeline(
     if pin is not None and not pin.is_empty:
         pin_agent_operator(out, pin)
     if output_timing_key:
-        out = out.process(_ToJsonTimed(output_extra, output_timing_key), output_type=Types.STRING())
+        out = out.process(
+            _ToJsonTimed(job.output_serializer, output_extra, output_timing_key), output_type=Types.STRING()
+        )
     else:
-        out = out.map(_ToJson(output_extra), output_type=Types.STRING())
+        out = out.map(_ToJson(job.output_serializer, output_extra), output_type=Types.STRING())
     return out.uid(OUTPUT_UID).name("agent-output")
 
 

@@ -4,12 +4,14 @@ Run by the submitter as a PyFlink program (``flink run -py <this file> --spec-js
 PythonDriver with the same program args). Arguments: :class:`~airflow_flink_replay.core.replay_job_spec.ReplayJobSpec`
 as ``--spec-json <json>`` or ``--spec-file <path>``.
 
-What it builds (the same pipeline builder as production, different upstream):
+What it builds (:func:`~airflow_flink_replay.flink.pipeline.apply_agent_job`, as production, different
+upstream):
 
-    KafkaSource over the capture topic, start → end offsets per partition (bounded, uid afr-replay-source)
-      → production's event time + watermark strategy as its own operator (uid afr-replay-watermarks)
-      → normalise → key by → agent (pinned: uid or uid hash, max parallelism — the latter job-wide too)
-      → output + ``_replay`` → FileSink ``<output_dir>/<variant>-*.jsonl``
+    KafkaSource over the capture topic (raw bytes), start → end offsets per partition (bounded, uid
+      afr-replay-source) → production's event time + watermark strategy as its own operator (uid
+      afr-replay-watermarks) → ingest (the job's deserializer) → key by the job's key selector
+      → agent (pinned: uid or uid hash, max parallelism — the latter job-wide too)
+      → the job's output serializer + ``_replay`` → FileSink ``<output_dir>/<variant>-*.jsonl``
 
 The manifest is loaded through :mod:`~airflow_flink_replay.core.manifest_io` (plain path, ``file://`` or any
 fsspec URI) and its digest verified: a manifest edited after it was sealed stops the job before it is built.
@@ -24,8 +26,10 @@ the variant, the record's event time (``event_time_ms``) and the watermark when 
 (``watermark_ms``).
 
 The agent runs with ``job-identifier`` = the fork namespace, ``kafkaActionStateTopic`` = the isolated topic,
-and every governed resource wrapped in a policy proxy that audits to ``<audit_dir>``. The agent factory is
-imported under a content-hashed module name (see :mod:`airflow_flink_replay.flink.agent_build`). The job
+and every governed resource — the agent's and the job definition's env-level ones — wrapped in a policy proxy that
+audits to ``<audit_dir>``. The job definition (``agent_job``; or the older ``agent_factory``, adapted by
+:meth:`~airflow_flink_replay.flink.agent_job.AgentJob.from_factory`) is imported under a content-hashed module
+name (see :mod:`airflow_flink_replay.flink.agent_build`); its memory binding gets the spec's ``mem0_config``. The job
 finishes by itself when every partition reached its end offset. Submit with allowNonRestoredState: the only
 state dropped is production's source.
 """
@@ -60,6 +64,7 @@ def replay_source(env: Any, spec: ReplayJobSpec, window: ReplayWindow, timing: R
         window.start_offsets,
         window.end_offsets,
         group_id=f"afr-replay-{spec.job_identifier}-{spec.variant}",
+        value="bytes",  # the bytes production received, unchanged: the job's deserializer gets them
     )
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "replay-capture-source").uid(REPLAY_SOURCE_UID)
     if needs_operator(timing):
@@ -101,15 +106,44 @@ def refuse_production_targets(spec: ReplayJobSpec) -> None:
         )
 
 
+def load_replay_job(spec: ReplayJobSpec, build_root: Path) -> tuple[Any, str]:
+    """The spec's job definition (``agent_job``), or its ``agent_factory`` adapted to one, imported from a
+    content-hashed copy of its package when ``isolate_agent_build``; returns it and the module it came from."""
+    from airflow_flink_replay.flink.agent_build import load_agent_factory, load_job_definition
+    from airflow_flink_replay.flink.agent_job import AgentJob
+
+    if spec.agent_job:
+        built = load_job_definition(spec.agent_job, isolate=spec.isolate_agent_build, build_root=build_root)
+        return built.job, built.module
+    assert spec.agent_factory is not None  # ReplayJobSpec._one_agent
+    build = load_agent_factory(spec.agent_factory, isolate=spec.isolate_agent_build, build_root=build_root)
+    job = AgentJob.from_factory(
+        build.factory,
+        key_field=spec.key_field,
+        mem0_config=spec.mem0_config,
+        agent_options=spec.agent_options,
+        ref=spec.agent_factory,
+    )
+    return job, build.module
+
+
+def audit_key_field(job: Any, spec: ReplayJobSpec) -> str:
+    """The input field audit records name the key by: the job's ``FieldKey`` field, else the spec's key_field."""
+    from airflow_flink_replay.flink.agent_job import FieldKey
+
+    selector = job.key_selector
+    return selector.name if isinstance(selector, FieldKey) else spec.key_field
+
+
 def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
     refuse_production_targets(spec)  # first: before PyFlink, the agent's code or the manifest is touched
     import importlib
 
-    from airflow_flink_replay.flink.agent_build import isolate_runtime, load_agent_factory
+    from airflow_flink_replay.flink.agent_build import isolate_runtime
     from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars
-    from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, build_agent_pipeline
+    from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, apply_agent_job
 
     replay_input = spec.replay_input()  # the manifest, if any, is verified here: a tampered one stops the job
     window, timing = replay_input.window, replay_input.timing
@@ -126,31 +160,29 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     env.set_parallelism(spec.parallelism)
     if spec.max_parallelism:
         # Job-wide, not only on the agent: Flink checks the max parallelism of EVERY operator it maps to savepoint
-        # state (also stateless ones such as afr-normalise), and a cluster-wide pipeline.max-parallelism would
-        # otherwise make them explicit with another value ("Max parallelism mismatch ... afr-normalise").
+        # state (also stateless ones such as afr-ingest), and a cluster-wide pipeline.max-parallelism would
+        # otherwise make them explicit with another value ("Max parallelism mismatch ... afr-ingest").
         env.set_max_parallelism(spec.max_parallelism)
     env.enable_checkpointing(spec.checkpoint_interval_ms)
 
     build_root = Path(tempfile.mkdtemp(prefix=f"afr-build-{spec.variant}-"))
-    build = load_agent_factory(spec.agent_factory, isolate=spec.isolate_agent_build, build_root=build_root)
+    job, module = load_replay_job(spec, build_root)
     runtime_pkg = isolate_runtime(build_root)
     env.add_python_file(str(build_root))
     proxies = importlib.import_module(f"{runtime_pkg}.flink.proxies")
     policy_cls = importlib.import_module(f"{runtime_pkg}.core.policy").ReplayPolicy
-    agent = build.factory(mem0_config=spec.mem0_config, **spec.agent_options)
-    logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_factory, build.module)
-
-    stream = replay_source(env, spec, window, timing)
+    logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_ref, module)
+    key_field = audit_key_field(job, spec)
 
     def plan_hook(plan: Any) -> None:
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
-        report = proxies.rewrite_plan_resources(plan, policy, spec.variant, spec.audit_dir, spec.key_field)
+        report = proxies.rewrite_plan_resources(plan, policy, spec.variant, spec.audit_dir, key_field)
         logging.info("replay %s: resources %s", spec.variant, report)
 
-    out = build_agent_pipeline(
+    out = apply_agent_job(
         env,
-        stream,
-        agent,
+        replay_source(env, spec, window, timing),
+        job,
         runtime=AgentRuntimeConfig(
             bootstrap=spec.kafka_bootstrap,
             action_state_topic=spec.action_state_topic,
@@ -158,9 +190,9 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
             action_state_partitions=spec.action_state_partitions,
             extra=spec.agent_config,
         ),
-        key_field=spec.key_field,
         pin=AgentPin(uid=spec.agent_uid, uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism),
         plan_hook=plan_hook if spec.mediate_resources else None,
+        mem0_config=spec.mem0_config,
         output_extra={"_replay": {"variant": spec.variant, "partition": None, "offset": None}},
         output_timing_key="_replay",
     )

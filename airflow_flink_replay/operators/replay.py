@@ -246,6 +246,7 @@ class SubmitReplayJobOperator(BaseOperator):
         audits = collect_jsonl(Path(spec.audit_dir), audit)
         result = {
             "variant": spec.variant,
+            "agent_job": spec.agent_job,
             "agent_factory": spec.agent_factory,
             "job_id": carry["job_id"],
             "job_name": spec.job_name,

@@ -114,12 +114,17 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
     }
 
 
+def _agent_ref(job_spec: dict[str, Any]) -> str:
+    """The agent a variant ran as its spec names it: the job definition, else the factory."""
+    return str(job_spec.get("agent_job") or job_spec.get("agent_factory") or "?")
+
+
 def _variant(variant: str, pull: Any) -> VariantRecord:
     task_id = ids.replay_task(variant)
     result = pull(task_id) or {}
     return VariantRecord(
         variant=variant,
-        agent_factory=(pull(ids.TASK_RESOLVE, ids.job_spec_key(variant)) or {}).get("agent_factory", "?"),
+        agent_factory=_agent_ref(pull(ids.TASK_RESOLVE, ids.job_spec_key(variant)) or {}),
         job_id=result.get("job_id") or pull(task_id, ids.XCOM_FLINK_JOB_ID_KEY),
         state=result.get("state"),
         fork_namespace=pull(ids.TASK_RESOLVE, ids.fork_key(variant)),

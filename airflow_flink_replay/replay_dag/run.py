@@ -26,8 +26,9 @@ def run_params(spec: ReplaySpec) -> dict[str, Param]:
     """The Params form of the UI-triggered DAG (defaults from the spec)."""
     return {
         "candidate": Param(
-            spec.candidate_agent_factory or "", type="string", title="Candidate agent",
-            description='"module:attr" of the candidate agent factory (empty: production\'s agent, an A/A run)',
+            spec.candidate_ref() or "", type="string", title="Candidate agent",
+            description='"module:attr" of the candidate job definition (or factory, as the spec gives it; empty: '
+            "production's agent, an A/A run)",
         ),
         "quiesce_mode": Param(
             spec.quiesce_mode, enum=["drain", "stop", "savepoint", "existing"], title="Quiesce mode",
@@ -60,8 +61,8 @@ def run_params(spec: ReplaySpec) -> dict[str, Param]:
 def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: str) -> dict[str, Any]:
     """Everything the run's tasks take, flattened into XCom keys (pure; unit-tested)."""
     run = spec.with_run_overrides(overrides)
-    if not run.candidate_agent_factory:
-        run = run.model_copy(update={"candidate_agent_factory": run.production.agent_factory})
+    if not run.candidate_ref():
+        run = run.with_candidate(None)
     run_dir = Path(run.runs_uri.removeprefix("file://")) / dag_id / tag
     manifest = run_dir / "manifest.json"
     out: dict[str, Any] = {
@@ -89,6 +90,7 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
         out[ids.audit_key(variant)] = str(audit)
         out[ids.job_spec_key(variant)] = ReplayJobSpec(
             variant=variant,
+            agent_job=run.agent_job_for(variant),
             agent_factory=run.agent_factory_for(variant),
             job_identifier=run.fork_namespace(tag, variant),
             action_state_topic=run.action_state_topic(tag, variant),

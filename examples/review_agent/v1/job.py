@@ -1,0 +1,14 @@
+"""The job definition of the review agent v1 (``"examples.review_agent.v1.job:job"``).
+
+Production runs it with ``production_job.py --agent-job examples.review_agent.v1.job:job``, a replay
+spec names it as ``production.agent_job`` or ``candidate_agent_job``. The agent is imported relatively so
+that a replay's content-hashed copy of this package runs this version's own code.
+"""
+
+from __future__ import annotations
+
+from examples.review_agent.common.job import review_job
+
+from .agent import ReviewAgent
+
+job = review_job(ReviewAgent)
