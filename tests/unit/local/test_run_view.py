@@ -1,0 +1,88 @@
+"""The console view of a replay run: one line per chain step with its duration and key figure, the verdict,
+its reasons (bounded), the report and the run record — from task instances and the run record only."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from airflow_flink_replay.local.airflow_runner import TaskTiming
+from airflow_flink_replay.local.run_view import MAX_REASONS, chain_steps, render_run
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _task(task_id: str, start: float, end: float, state: str = "success") -> TaskTiming:
+    return TaskTiming(task_id=task_id, state=state, start=T0 + timedelta(seconds=start),
+                      end=T0 + timedelta(seconds=end))
+
+
+def _tasks(compare_state: str = "success") -> list[TaskTiming]:
+    """Every task of a gate run, one second each, in chain order; reuse_manifest skipped."""
+    tasks, t = [], 0.0
+    for _, ids in chain_steps():
+        for task_id in ids:
+            state = "skipped" if task_id == "reuse_manifest" else compare_state if task_id == "compare" else "success"
+            tasks.append(_task(task_id, t, t + 1, state))
+            t += 1
+    return tasks
+
+
+def _record(tmp_path: Path, verdict: str = "FAIL", reasons: int = 2) -> dict:
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"capture": {"partitions": [{"record_count": 12}, {"record_count": 8}]}}))
+    return {
+        "run_id": "manual__x",
+        "manifest": f"file://{manifest}",
+        "savepoint": {"savepoint_path": "file:/sp/savepoint-1", "mode": "drain", "reused": False},
+        "downtime_s": 41.764,
+        "memory_forks": [{"count": 112}, {"count": 112}, {"count": 112}],
+        "variants": [
+            {"variant": "baseline", "job_id": "a", "output_records": 20},
+            {"variant": "baseline_2", "job_id": "b", "output_records": 20},
+            {"variant": "candidate", "job_id": "c", "output_records": 19},
+        ],
+        "verdict": verdict,
+        "reasons": [{"code": f"R{i}", "severity": "fail", "message": "x" * 400} for i in range(reasons)]
+        + [{"code": "NOTE", "severity": "info", "message": "not shown"}],
+        "report_dir": "/runs/compare-x",
+    }
+
+
+def test_one_line_per_chain_step_with_duration_and_figure(tmp_path: Path) -> None:
+    lines = render_run(_tasks(), _record(tmp_path), "/runs/x/run_record.json")
+    steps = {line.split()[0]: line for line in lines[:8]}
+    assert [line.split()[0] for line in lines[:8]] == [
+        "preflight", "savepoint", "production", "capture", "memory", "replays", "compare", "cleanup"
+    ]
+    assert "4.0s" in steps["preflight"]  # four tasks of one second each, back to back
+    assert "file:/sp/savepoint-1 (drain)" in steps["savepoint"] and "1.0s" in steps["savepoint"]  # skipped reuse
+    assert "downtime 41.8 s" in steps["production"]
+    assert "20 records in the window" in steps["capture"]
+    assert "112 memories in each of 3 forks" in steps["memory"]
+    assert "baseline 20, baseline_2 20, candidate 19" in steps["replays"]
+    assert "verdict FAIL" in steps["compare"]
+    assert lines[8] == "  => FAIL"
+    assert [line.split()[0] for line in lines[9:11]] == ["[R0]", "[R1]"]  # info reasons are not shown
+    assert all(len(line) < 200 for line in lines[9:11])  # long messages are cut
+    assert lines[-2:] == ["  report: /runs/compare-x/report.html", "  run record: /runs/x/run_record.json"]
+
+
+def test_reasons_are_bounded(tmp_path: Path) -> None:
+    lines = render_run(_tasks(), _record(tmp_path, reasons=MAX_REASONS + 3), None)
+    assert sum(line.strip().startswith("[R") for line in lines) == MAX_REASONS
+    assert "(+3 more reasons in the report)" in lines[-2]
+
+
+def test_failed_step_names_its_task_and_a_run_without_record_still_shows_its_steps() -> None:
+    tasks = [_task("resolve", 0, 1), _task("preflight", 1, 3, "failed"), _task("quiesce", 3, 3, "upstream_failed")]
+    lines = render_run(tasks, None, None)
+    assert lines[0].split()[:2] == ["preflight", "3.0s"] and "FAILED: preflight" in lines[0]
+    assert "FAILED: quiesce" in lines[1]
+    assert lines[-1] == "  => no verdict"
+
+
+def test_unfinished_tasks_are_named() -> None:
+    lines = render_run([_task("capture_window", 0, 5, "running")], None, None)
+    assert "not finished: capture_window" in lines[0]
