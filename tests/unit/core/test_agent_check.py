@@ -1,0 +1,183 @@
+"""The agent check's judgement: what refuses a replay, the decision each resource gets, the report's text,
+and the carrier the facts travel in (through an operator name of a Flink plan)."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+from airflow_flink_replay.core.agent_check import (
+    ActionFact,
+    AgentIdentity,
+    CheckFacts,
+    DefinitionFacts,
+    InputTrial,
+    PythonError,
+    ResourceFact,
+    SampleFacts,
+    decode_facts,
+    encode_facts,
+    judge,
+)
+from airflow_flink_replay.core.policy import ReplayPolicy
+
+ACTIONS = [
+    ActionFact(name="process_input", listens=["flink_agents.api.events.event.InputEvent"]),
+    ActionFact(name="process_response", listens=["flink_agents.api.events.chat_event.ChatResponseEvent"]),
+]
+RESOURCES = [
+    ResourceFact(name="review_model", type="chat_model", mediated=True),
+    ResourceFact(name="ollama_server", type="chat_model_connection", level="env"),
+    ResourceFact(name="notify_support", type="tool", mediated=True),
+    ResourceFact(name="review_memory", type="vector_store", level="memory", mediated=True),
+]
+INVISIBLE = ["ReviewAgent.process_input (action)", "ReviewAgent.notify_support (tool)"]
+
+
+def _definition(role: str = "production", **kw: object) -> DefinitionFacts:
+    base: dict[str, object] = {"role": role, "ref": f"pkg.{role}:job", "stage": "done", "agent_class": "pkg.Agent",
+                               "actions": ACTIONS, "resources": RESOURCES}  # fmt: skip
+    base.update(kw)
+    return DefinitionFacts.model_validate(base)
+
+
+def _facts(*definitions: DefinitionFacts, sample: SampleFacts | None = None) -> CheckFacts:
+    return CheckFacts(definitions=list(definitions), sample=sample, flink_agents="0.2.0", python="3.11.7")
+
+
+def test_a_healthy_pair_passes_and_lists_actions_resources_and_the_policy_decision_of_each() -> None:
+    policy = ReplayPolicy(by_name={"notify_support": "block"})
+    trial = InputTrial(records=3, input_type="pkg.Review", key="1", key_type="int")
+    report = judge(
+        _facts(
+            _definition(input=trial), _definition("candidate", input=trial), sample=SampleFacts(topic="cap", records=3)
+        ),
+        policy,
+        AgentIdentity(uid="afr-agent", max_parallelism=128),
+    )
+    assert not report.refused and report.problems == [] and report.warnings == []
+    decisions = {(d.name, d.level): d.decision for d in report.decisions["candidate"]}
+    assert decisions[("review_model", "agent")] == "allow"
+    assert decisions[("notify_support", "agent")] == "block"  # by name beats the tool default (record)
+    assert decisions[("review_memory", "memory")] == "read: allow, write: record"
+    assert decisions[("ollama_server", "env")].startswith("- used through a chat model setup")
+    text = report.render()
+    assert text.splitlines()[0] == "agent check (flink-agents 0.2.0, Python 3.11.7): OK"
+    assert "actions: process_input (InputEvent), process_response (ChatResponseEvent)" in text
+    assert "chat_model_connection  ollama_server   env     - used through a chat model setup" in text
+    assert "tool                   notify_support  agent   block" in text
+    assert "input: 3 captured record(s) -> pkg.Review, key 1 (int)" in text
+    assert "agent operator identity: uid 'afr-agent', max parallelism 128" in text
+
+
+def test_a_plain_subclass_is_refused_with_why_and_how_to_fix_it() -> None:
+    subclass = _definition("candidate", agent_class="pkg.Mine", actions=[], resources=[], invisible=INVISIBLE)
+    report = judge(_facts(_definition(), subclass), ReplayPolicy())
+    assert report.refused and len(report.problems) == 1  # one message, not also "lost" for the same cause
+    problem = report.problems[0]
+    assert "candidate's agent pkg.Mine has an empty plan" in problem
+    assert "ReviewAgent.process_input (action), ReviewAgent.notify_support (tool)" in problem
+    assert "type(agent).__dict__" in problem and "class Mine(ExistingAgent): pass" in problem
+    assert "Fix: declare the actions and resources on the agent class itself, or re-declare" in problem
+    assert "declared on a base class, NOT in the plan: ReviewAgent.process_input (action)" in report.render()
+
+
+def test_an_empty_plan_is_refused_for_production_too_and_builtin_actions_do_not_count() -> None:
+    empty = _definition(actions=[], builtin_actions=["chat_model_action", "tool_call_action"])
+    report = judge(_facts(empty), ReplayPolicy())
+    assert report.refused and "production's agent pkg.Agent has an empty plan" in report.problems[0]
+    assert "Its base class" not in report.problems[0]  # nothing inherited: no subclass story
+    assert "actions: NONE" in report.render()
+
+
+def test_a_candidate_that_lost_a_tool_or_an_action_is_refused_naming_them() -> None:
+    candidate = _definition(
+        "candidate", actions=ACTIONS[:1], resources=[r for r in RESOURCES if r.name != "notify_support"],
+        invisible=["ReviewAgent.notify_support (tool)"],
+    )  # fmt: skip
+    report = judge(_facts(_definition(), candidate), ReplayPolicy())
+    assert report.refused and len(report.problems) == 1
+    problem = report.problems[0]
+    assert (
+        "lost what production's (pkg.production:job) has: actions process_response; resources tool 'notify_support'"
+        in problem
+    )
+    assert "ReviewAgent.notify_support (tool), which flink-agents does not see" in problem
+    assert "AgentJob(env_resources=...)" in problem
+
+
+def test_a_candidate_with_more_than_production_is_fine() -> None:
+    more = _definition("candidate", resources=[*RESOURCES, ResourceFact(name="extra", type="tool", mediated=True)])
+    assert not judge(_facts(_definition(), more), ReplayPolicy()).refused
+
+
+@pytest.mark.parametrize(
+    ("stage", "form", "message", "fix"),
+    [
+        ("import", "job", "boom at import", "Fix: make pkg.candidate importable by the Flink cluster's Python"),
+        ("build", "job", "REVIEW_THRESHOLD is not set", "Fix: fix the error above in the agent's construction"),
+        ("build", "factory", "build_agent() got an unexpected keyword argument 'mem0_config'",
+         "is used as an agent factory, which is called as factory(mem0_config=..., **agent_options)"),
+    ],
+)  # fmt: skip
+def test_a_python_error_refuses_with_its_message_and_traceback_text(
+    stage: str, form: str, message: str, fix: str
+) -> None:
+    tb = (
+        'Traceback (most recent call last):\n  File "/srv/pkg/candidate.py", line 7, in <module>\n'
+        f"    boom()\nRuntimeError: {message}"
+    )
+    err = PythonError(type="TypeError" if form == "factory" else "RuntimeError", message=message, traceback=tb)
+    failed = _definition("candidate", stage=stage, form=form, error=err, actions=[], resources=[])
+    report = judge(_facts(_definition(), failed), ReplayPolicy())
+    assert report.refused and len(report.problems) == 1
+    problem = report.problems[0]
+    assert message in problem.splitlines()[0] and 'File "/srv/pkg/candidate.py", line 7' in problem
+    assert fix in problem
+    assert f"failed at {stage}: {err.headline()}" in report.render()
+
+
+def test_a_deserializer_that_cannot_read_a_captured_record_is_refused_naming_the_record() -> None:
+    tb = '  File "/srv/pkg/job.py", line 12, in review_of\nValidationError: 1 error'
+    err = PythonError(type="ValidationError", message="1 validation error for ProductReview", traceback=tb)
+    bad = _definition("candidate", input=InputTrial(records=0, error=err, failed_record="capture/0@41"))
+    report = judge(_facts(_definition(), bad, sample=SampleFacts(topic="capture", records=3)), ReplayPolicy())
+    assert report.refused
+    assert (
+        "candidate's deserializer or key selector cannot produce the agent's input from capture/0@41"
+        in report.problems[0]
+    )
+    assert 'File "/srv/pkg/job.py", line 12' in report.problems[0]
+    assert "input: failed on capture/0@41: ValidationError" in report.render()
+
+
+def test_warnings_do_not_refuse() -> None:
+    java_tool = ResourceFact(name="java_tool", type="tool", mediated=False)
+    trial = InputTrial(records=1, input_type="dict", key="'a'", key_type="str")
+    unmediated = _definition("candidate", resources=[*RESOURCES, java_tool], input=trial)
+    production = _definition(input=InputTrial(records=1, input_type="pkg.Review", key="'a'", key_type="str"))
+    report = judge(_facts(production, unmediated, sample=SampleFacts(topic="capture", records=0)), ReplayPolicy())
+    assert not report.refused
+    assert any("tool 'java_tool' (agent-level) cannot be mediated" in w for w in report.warnings)
+    assert any("production's deserializer makes pkg.Review, the candidate's dict" in w for w in report.warnings)
+    assert any("'capture' holds no record yet" in w for w in report.warnings)
+    assert "UNMEDIATED" in report.render()
+
+
+def test_identity_says_how_the_replays_pin_the_agent() -> None:
+    assert AgentIdentity(uid="u").describe() == "uid 'u'"
+    vid = "a" * 32
+    assert AgentIdentity(uid_hash=vid, max_parallelism=64, production_vertex=vid).describe() == (
+        f"uid hash {vid} (production's agent vertex; it has no uid), max parallelism 64"
+    )
+    assert AgentIdentity().describe().startswith("no pin known")
+
+
+def test_facts_survive_the_plan_s_html_escaping_and_surrounding_text() -> None:
+    facts = _facts(_definition(), _definition("candidate", agent_class="pkg.<Agent> & 'co'"))
+    carried = encode_facts(facts)
+    assert set(carried.split(":", 1)[1]) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=")
+    description = html.escape(f"Source: Collection Source<br/>+- Sink: {carried}<br/>")
+    assert decode_facts(description) == facts
+    assert decode_facts("no report here") is None
