@@ -94,7 +94,8 @@ def python_error(exc: BaseException) -> PythonError:
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
     lines = [ln for ln in lines if not ln.startswith('  File "<frozen importlib')]  # the import machinery's frames
     if len(lines) > TRACEBACK_LINES:
-        lines = [lines[0], f"  ... ({len(lines) - TRACEBACK_LINES} lines left out)", *lines[-TRACEBACK_LINES + 1 :]]
+        kept = lines[-(TRACEBACK_LINES - 2) :]
+        lines = [lines[0], f"  ... ({len(lines) - 1 - len(kept)} lines left out)", *kept]
     return PythonError(type=type(exc).__name__, message=str(exc)[:2000], traceback="\n".join(lines))
 
 

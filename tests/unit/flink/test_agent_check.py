@@ -1,0 +1,103 @@
+"""The agent check's job-side program, in the parts that need no Flink Agents: errors as traceback text, the
+input trial on captured records, a definition that fails at import, the arguments and the stdout carrier.
+(Building real plans, reading the capture topic and the REST/CLI round trip: tests/integration/test_agent_check.py.)"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from airflow_flink_replay.core.agent_check import decode_facts
+from airflow_flink_replay.flink import agent_check
+from airflow_flink_replay.flink.agent_check import CapturedRecord, inspect_definition, python_error, try_inputs
+
+IMPORT_FAILS = "tests.jobs.agent_check.import_fails:job"
+
+
+def _raise_here() -> None:
+    raise ValueError("the threshold must be positive")
+
+
+def test_a_python_error_keeps_its_type_message_and_where_it_was_raised() -> None:
+    try:
+        _raise_here()
+    except ValueError as exc:
+        err = python_error(exc)
+    assert (err.type, err.message) == ("ValueError", "the threshold must be positive")
+    assert err.headline() == "ValueError: the threshold must be positive"
+    assert f'File "{__file__}"' in err.traceback and ", in _raise_here" in err.traceback
+    assert err.traceback.splitlines()[-1] == "ValueError: the threshold must be positive"
+
+
+def test_a_long_traceback_keeps_its_innermost_frames() -> None:
+    error: BaseException | None = None
+    for level in range(40):  # a chain of 40 causes: far more lines than are kept
+        try:
+            raise RuntimeError(f"level {level}") from error
+        except RuntimeError as exc:
+            error = exc
+    assert error is not None
+    lines = python_error(error).traceback.splitlines()
+    assert len(lines) == agent_check.TRACEBACK_LINES
+    assert lines[0] == "Traceback (most recent call last):" and "lines left out" in lines[1]
+    assert lines[-1] == "RuntimeError: level 39"
+
+
+@dataclass
+class _Job:
+    deserializer: Any
+    key_selector: Any
+
+
+def _records(*values: bytes) -> list[CapturedRecord]:
+    return [CapturedRecord("capture", 0, 40 + i, v) for i, v in enumerate(values)]
+
+
+def test_the_input_trial_reports_the_agent_s_input_type_and_typed_key() -> None:
+    job = _Job(deserializer=json.loads, key_selector=lambda r: r["id"])
+    trial = try_inputs(job, _records(b'{"id": 1}', b'{"id": 2}'))
+    assert (trial.records, trial.input_type, trial.key, trial.key_type, trial.error) == (2, "dict", "2", "int", None)
+
+
+def test_the_input_trial_stops_at_the_first_record_it_cannot_read_and_names_it() -> None:
+    job = _Job(deserializer=json.loads, key_selector=lambda r: r["customer"])
+    trial = try_inputs(job, _records(b'{"customer": "a"}', b'{"id": 2}', b"not json"))
+    assert trial.records == 1 and trial.failed_record == "capture/0@41"
+    assert trial.error is not None and (trial.error.type, trial.error.message) == ("KeyError", "'customer'")
+
+
+def test_an_unhashable_key_fails_the_trial() -> None:
+    trial = try_inputs(_Job(deserializer=json.loads, key_selector=lambda r: r), _records(b'{"id": 1}'))
+    assert trial.error is not None and trial.error.type == "TypeError" and "unhashable" in trial.error.message
+
+
+def test_a_definition_whose_module_raises_at_import_is_reported_with_the_line_that_raised() -> None:
+    facts = inspect_definition("candidate", IMPORT_FAILS, "job", [])
+    assert facts.stage == "import" and facts.error is not None
+    assert facts.error.headline() == "ImportError: cannot reach the feature store at import time"
+    assert 'tests/jobs/agent_check/import_fails.py", line 7, in <module>' in facts.error.traceback
+    assert "<frozen importlib" not in facts.error.traceback
+
+
+def test_a_missing_module_is_reported_not_raised() -> None:
+    facts = inspect_definition("production", "no_such_pkg.jobs:job", "factory", [])
+    assert facts.stage == "import" and facts.error is not None and facts.error.type == "ModuleNotFoundError"
+
+
+def test_arguments_carry_names_only_and_default_to_the_plan_carrier() -> None:
+    args = agent_check.parse_args(["--production", "pkg.jobs:production", "--candidate", "pkg.jobs:candidate"])
+    assert (args.production_form, args.candidate_form, args.emit, args.samples) == ("job", "job", "plan", 3)
+    with pytest.raises(SystemExit):
+        agent_check.parse_args(["--candidate", "pkg.jobs:candidate"])  # production is required
+
+
+def test_the_cli_carrier_is_one_line_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    args = agent_check.parse_args(["--production", IMPORT_FAILS, "--emit", "stdout"])
+    agent_check.emit(agent_check.collect(args), args.emit)
+    out = capsys.readouterr().out
+    facts = decode_facts(out)
+    assert facts is not None and [d.role for d in facts.definitions] == ["production"]
+    assert facts.definitions[0].error is not None and facts.sample is None  # no capture topic given: no records
