@@ -141,7 +141,9 @@ class AirflowRunner:
 
     def standalone(self, port: int) -> int:
         """Serve the DAGs on ``airflow standalone`` (the console keeps its output: a person watches it)."""
-        env = {**self.env, "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1"}
+        env = {**self.env, "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1",
+               # the workers reach the execution API on this port, not the default 8080
+               "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/"}
         return subprocess.run([sys.executable, "-m", "airflow", "standalone"], env=env, check=False).returncode
 
 
