@@ -41,8 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from airflow_flink_replay.local.demo import AgentRef, DemoTopics, submit_production, write_spec
     from airflow_flink_replay.local.own_job import OwnJobError, check_reference, link_python_path, running_stack
 
-    kind, option = ("agent_job", "--agent-job") if args.agent_job else ("agent_factory", "--agent-factory")
-    agent = AgentRef(reference=args.agent_job or args.agent_factory, kind=kind, key_field=args.key_field)
+    agent = AgentRef(reference=args.agent_job or args.agent_factory,
+                     kind="agent_job" if args.agent_job else "agent_factory", key_field=args.key_field)
+    kind, option = agent.kind, agent.option
     python_path = args.python_path or [Path.cwd()]
     topics = DemoTopics(
         reviews=args.source_topic or f"{args.name}-input",
