@@ -343,20 +343,25 @@ def set_config(agent_config: Any, entries: Mapping[Any, Any]) -> None:
             agent_config.set_str(key, str(value))
 
 
-def _is_agent(obj: Any) -> bool:
+def _agent_base() -> type | None:
     try:
         from flink_agents.api.agents.agent import Agent
-    except ImportError:  # pragma: no cover - the Airflow side has no Flink Agents
-        return not callable(obj)
-    return isinstance(obj, Agent)
+    except ImportError:  # the Airflow side has no Flink Agents
+        return None
+    return Agent
+
+
+def _is_agent(obj: Any) -> bool:
+    """An Agent instance (without Flink Agents installed: anything not callable, i.e. not a factory)."""
+    base = _agent_base()
+    return not callable(obj) if base is None else isinstance(obj, base)
 
 
 def _is_agent_class(cls: type) -> bool:
-    try:
-        from flink_agents.api.agents.agent import Agent
-    except ImportError:  # pragma: no cover
-        return any(base.__name__ == "Agent" for base in cls.__mro__)
-    return issubclass(cls, Agent)
+    base = _agent_base()
+    if base is None:
+        return any(b.__name__ == "Agent" for b in cls.__mro__)
+    return issubclass(cls, base)
 
 
 def as_agent_job(obj: Any, ref: str) -> AgentJob:
@@ -371,11 +376,15 @@ def as_agent_job(obj: Any, ref: str) -> AgentJob:
                 "name the AgentJob itself, or a zero-argument function returning it"
             ) from None
     if not isinstance(obj, AgentJob):
-        hint = (
-            " (an Agent class: wrap it, `job = AgentJob(agent=" + obj.__name__ + ", key_selector=...)`)"
-            if isinstance(obj, type) and _is_agent_class(obj)
-            else ""
-        )
+        if isinstance(obj, type) and _is_agent_class(obj):
+            hint = f" (an Agent class: wrap it, `job = AgentJob(agent={obj.__name__}, key_selector=...)`)"
+        elif _agent_base() is not None and _is_agent(obj):
+            hint = (
+                " (it returned an agent: this looks like an agent factory; name it as agent_factory / "
+                "candidate_agent_factory, or wrap the agent in an AgentJob)"
+            )
+        else:
+            hint = ""
         raise ValueError(
             f"job definition {ref!r} is a {type(obj).__name__}, not an AgentJob{hint}. Fix: define "
             "`job = AgentJob(agent=..., key_selector=...)` (airflow_flink_replay.flink.agent_job) and name it"

@@ -23,8 +23,9 @@ from airflow_flink_replay.local.stack import REPLAY_CONN_ID, StackInfo
 
 PRODUCTION_JOB_NAME = "review-triage-production"
 JOB_IDENTIFIER = "review-triage-prod"
-V1 = "examples.review_agent.v1.agent:build_agent"
-V2 = "examples.review_agent.v2.agent:build_agent"
+#: The example agent's job definitions (production runs v1; v2 is the candidate whose prompt change the gate catches).
+V1 = "examples.review_agent.v1.job:job"
+V2 = "examples.review_agent.v2.job:job"
 AGENT_UID = "afr-agent"
 PRODUCTION_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "production_job.py")
 
@@ -53,7 +54,7 @@ class AgentRef(BaseModel):
     as ``"module:attr"``."""
 
     reference: str = V1
-    kind: Literal["agent_job", "agent_factory"] = "agent_factory"
+    kind: Literal["agent_job", "agent_factory"] = "agent_job"
     #: ``--key-field`` (None: the entry's default, ``customer``)
     key_field: str | None = None
 

@@ -190,7 +190,8 @@ def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, produ
     from airflow_flink_replay.core.replay_spec import ReplaySpec
 
     spec = ReplaySpec.from_yaml(production["spec_path"])
-    spec = ReplaySpec.model_validate({**spec.model_dump(), "candidate_agent_factory": None, "quiesce_mode": "stop"})
+    no_candidate = {"candidate_agent_job": None, "candidate_agent_factory": None}
+    spec = ReplaySpec.model_validate({**spec.model_dump(), **no_candidate, "quiesce_mode": "stop"})
     before = running_jobs(stack, production["job_name"])
     # Reviews flow only once production runs again: nothing is in flight at the stop. (A stop-mode savepoint
     # holding an agent run that waits on a tool response cannot be restored by Flink Agents 0.2.0 — KeyError
@@ -207,7 +208,7 @@ def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, produ
     assert quiesce["note"].startswith("Stopped without drain"), quiesce["note"]
     assert _manifest(record)["production"]["savepoint"]["quiesce_mode"] == "stop"
     # A/A: the candidate is production's agent, and the three replays agree
-    assert {v["agent_factory"] for v in record["variants"]} == {spec.production.agent_factory}, record["variants"]
+    assert {v["agent_factory"] for v in record["variants"]} == {spec.production.agent_ref}, record["variants"]
     assert record["verdict"] == "PASS", record["reasons"]
     # production resumed: resubmitted from this run's savepoint, exactly one RUNNING job, a new one
     resumed = record["production_resumed"]

@@ -44,7 +44,7 @@ def test_drill_candidate_crashes_in_flink(stack, production, capfd) -> None:
     replay's topics and forks are cleaned up."""
     from examples.review_agent.drills import CRASH_MESSAGE
 
-    dagrun, run = _run_gate(stack, production, "examples.review_agent.drills.agent:build_agent")
+    dagrun, run = _run_gate(stack, production, "examples.review_agent.drills.job:job")
     states = run["states"]
     assert str(dagrun.state) == "failed"
     assert states["replay_candidate"] == "failed"
@@ -77,7 +77,7 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     conn_file = tmp_path / "connections.json"
     conn_file.write_text(json.dumps(conns))
     spec = spec.model_copy(update={"mem0_conn_id": "mem0_drill_down", "name": f"{spec.name}-forkdrill"})
-    dagrun, run = run_replay_dag(stack, production, {"candidate": "examples.review_agent.v2.agent:build_agent"},
+    dagrun, run = run_replay_dag(stack, production, {"candidate": "examples.review_agent.v2.job:job"},
                                  spec=spec, conn_file=str(conn_file), feed_from=next(_FEED_START))
     states = run["states"]
     assert str(dagrun.state) == "failed"

@@ -15,10 +15,10 @@ def _arg(args: list[str], name: str) -> str | None:
     return args[args.index(name) + 1] if name in args else None
 
 
-def test_the_demo_program_runs_the_v1_factory_on_its_topics(tmp_path: Path) -> None:
+def test_the_demo_program_runs_the_v1_job_definition_on_its_topics(tmp_path: Path) -> None:
     program = production_program(_stack(tmp_path), DemoTopics.named("demo"), "job", "ident")
     args = program["program_args"]
-    assert _arg(args, "--agent-factory") == V1 and "--agent-job" not in args and "--key-field" not in args
+    assert _arg(args, "--agent-job") == V1 and "--agent-factory" not in args and "--key-field" not in args
     assert (_arg(args, "--source-topic"), _arg(args, "--capture-topic")) == ("demo-reviews", "demo-capture")
     assert program["job_name"] == "job" and _arg(args, "--job-identifier") == "ident"
 
@@ -27,7 +27,7 @@ def test_a_job_definition_is_passed_as_agent_job(tmp_path: Path) -> None:
     agent = AgentRef(reference="my_agents.job:job", kind="agent_job")
     args = production_program(_stack(tmp_path), DemoTopics.named("mine"), "mine", "mine", agent)["program_args"]
     assert _arg(args, "--agent-job") == "my_agents.job:job" and "--agent-factory" not in args
-    factory = AgentRef(reference="my_agents.agent:build", key_field="id")
+    factory = AgentRef(reference="my_agents.agent:build", kind="agent_factory", key_field="id")
     args = production_program(_stack(tmp_path), DemoTopics.named("mine"), "mine", "mine", factory)["program_args"]
     assert (_arg(args, "--agent-factory"), _arg(args, "--key-field")) == ("my_agents.agent:build", "id")
 
@@ -35,13 +35,13 @@ def test_a_job_definition_is_passed_as_agent_job(tmp_path: Path) -> None:
 def test_the_demo_spec_loads(tmp_path: Path) -> None:
     spec = ReplaySpec.from_yaml(write_spec(_stack(tmp_path), DemoTopics.named("demo"), tmp_path / "s.yaml",
                                            window_records=12, runs_dir=tmp_path / "runs"))
-    assert (spec.production.agent_factory, spec.candidate_agent_factory) == (V1, V2)
+    assert (spec.production.agent_job, spec.candidate_agent_job) == (V1, V2)
     assert spec.window.records == 12 and spec.compare.min_aligned == 12
     assert spec.runs_uri == f"file://{tmp_path / 'runs'}" and spec.production.key_field == "customer"
 
 
 def test_a_deployed_jobs_spec_names_its_agent_and_candidate(tmp_path: Path) -> None:
-    factory = AgentRef(reference="my_agents.agent:build", key_field="id")
+    factory = AgentRef(reference="my_agents.agent:build", kind="agent_factory", key_field="id")
     path = write_spec(_stack(tmp_path), DemoTopics.named("mine"), tmp_path / "s.yaml", name="mine", agent=factory,
                       candidate="my_agents.agent:build_v2")
     spec = ReplaySpec.from_yaml(path)
