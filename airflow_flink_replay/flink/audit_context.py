@@ -158,7 +158,7 @@ def _wrap_input_event() -> None:
 
                 value = cloudpickle.loads(bytes_object)
                 event = json.loads(value) if isinstance(value, str | bytes) else value
-                learn_key(str(event[field]))
+                learn_key(str(event[field] if isinstance(event, dict) else getattr(event, field)))
             except Exception:  # never break the agent for an audit nicety
                 pass
         return original(bytes_object)

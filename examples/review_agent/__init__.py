@@ -10,7 +10,10 @@ Layout:
 - ``v1/`` and ``v2/``: the two agent builds (same module layout, ``agent.py`` + ``prompts.py``); v2 changes
   only the prompt. Each ``agent.py`` declares the agent class (Flink Agents reads actions and resources from
   the class's own ``__dict__``, so v2 cannot subclass v1's) and delegates to ``common/triage.py``.
-  ``build_agent`` in ``vN/agent.py`` is the agent factory (``"examples.review_agent.v1.agent:build_agent"``).
+  ``vN/job.py`` is the version's job definition (``"examples.review_agent.v1.job:job"``, an ``AgentJob`` built by
+  :func:`examples.review_agent.common.job.review_job`: dict input keyed by the ``customer`` text, the Mem0
+  ``review_memory`` resource bound to the run's store). ``build_agent`` in ``vN/agent.py`` is the same agent as
+  an agent factory (the older form, still accepted).
 
 What v2 changes (asserted by the tests and the demo; :func:`examples.review_agent.common.generator.v2_changes_label`):
 reviews with ``rating == 3`` whose text contains ``"late delivery"`` (case-insensitive) are labelled
@@ -20,6 +23,6 @@ other reviews get identical outputs from v1 and v2.
 Agent config ``review-agent.extra-rules`` (lines of the same rule form) is appended to the system prompt of
 either version: a prompt change without a code change, which keeps the action identity (used by the
 action-state hazard test). Run the production job with ``airflow_flink_replay/flink/production_job.py
---agent-factory examples.review_agent.v1.agent:build_agent ...`` and generate input with
+--agent-job examples.review_agent.v1.job:job ...`` and generate input with
 :func:`examples.review_agent.common.generator.produce_reviews`.
 """
