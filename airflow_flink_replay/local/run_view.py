@@ -54,14 +54,28 @@ def render_run(tasks: list[Any], record: dict[str, Any] | None, record_path: str
         ran = [t for t in mine if t.state not in (None, "skipped", "removed")]
         if not ran:
             continue
-        failed = [t.task_id for t in ran if t.state in ("failed", "upstream_failed", "up_for_retry")]
+        failed = _failures(ran, record)
         unfinished = [t.task_id for t in ran if t.state not in ("success", "failed", "upstream_failed")]
         figure = f"FAILED: {', '.join(failed)}" if failed else figures.get(name, "")
+        if all(t.state == "upstream_failed" for t in ran):
+            figure = "not run (a step before it failed)"
         if unfinished and not failed and name != "cleanup":
             figure = f"{figure} (not finished: {', '.join(unfinished)})".strip()
         lines.append(f"  {name:<19} {_span(ran):>7}  {figure}".rstrip())
     lines.extend(_verdict_lines(record, record_path))
     return lines
+
+
+def _failures(ran: list[_Task], record: dict[str, Any]) -> list[str]:
+    """The step's tasks that failed for a reason of their own. Not shown: tasks that did not run because
+    one before them failed (``upstream_failed``), the gate's ``compare`` on a FAIL verdict and ``run_record``
+    failing the run after writing the record — both by design, and the verdict line says why."""
+    return [
+        t.task_id for t in ran
+        if t.state in ("failed", "up_for_retry")
+        and not (t.task_id == ids.TASK_COMPARE and record.get("verdict") == "FAIL")
+        and not (t.task_id == ids.TASK_RUN_RECORD and record)
+    ]
 
 
 def _span(tasks: list[_Task]) -> str:
@@ -76,6 +90,8 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
     """The key figure of each chain step, from the run record (and the manifest it points to)."""
     out: dict[str, str] = {}
     savepoint = record.get("savepoint") or {}
+    if savepoint.get("job_name"):
+        out["preflight"] = f"production {savepoint['job_name']} (Flink job {savepoint.get('job_id', '?')})"
     if savepoint.get("savepoint_path"):
         how = "reused" if savepoint.get("reused") else savepoint.get("mode", "")
         out["savepoint"] = f"{savepoint['savepoint_path']} ({how})" if how else savepoint["savepoint_path"]
@@ -96,6 +112,11 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
         out["replays"] = "outputs: " + ", ".join(f"{name} {n if n is not None else '?'}" for name, n in outputs)
     if record.get("verdict"):
         out["compare"] = f"verdict {record['verdict']}"
+    forks = ((record.get("cleanup") or {}).get("forks_dropped") or {}).values()
+    dropped = [d for d in forks if d and not d.get("kept")]
+    deleted = (((record.get("action_state") or {}).get("cleanup")) or {}).get("deleted")
+    if dropped or deleted:
+        out["cleanup"] = f"{len(dropped)} memory forks dropped, {len(deleted or [])} replay topics deleted"
     return out
 
 

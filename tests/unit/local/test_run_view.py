@@ -18,13 +18,13 @@ def _task(task_id: str, start: float, end: float, state: str = "success") -> Tas
                       end=T0 + timedelta(seconds=end))
 
 
-def _tasks(compare_state: str = "success") -> list[TaskTiming]:
-    """Every task of a gate run, one second each, in chain order; reuse_manifest skipped."""
+def _tasks(**states: str) -> list[TaskTiming]:
+    """Every task of a gate run, one second each, in chain order; reuse_manifest skipped, others as given."""
     tasks, t = [], 0.0
+    states = {"reuse_manifest": "skipped", **states}
     for _, ids in chain_steps():
         for task_id in ids:
-            state = "skipped" if task_id == "reuse_manifest" else compare_state if task_id == "compare" else "success"
-            tasks.append(_task(task_id, t, t + 1, state))
+            tasks.append(_task(task_id, t, t + 1, states.get(task_id, "success")))
             t += 1
     return tasks
 
@@ -35,7 +35,8 @@ def _record(tmp_path: Path, verdict: str = "FAIL", reasons: int = 2) -> dict:
     return {
         "run_id": "manual__x",
         "manifest": f"file://{manifest}",
-        "savepoint": {"savepoint_path": "file:/sp/savepoint-1", "mode": "drain", "reused": False},
+        "savepoint": {"savepoint_path": "file:/sp/savepoint-1", "mode": "drain", "reused": False,
+                      "job_name": "prod", "job_id": "4b75"},
         "downtime_s": 41.764,
         "memory_forks": [{"count": 112}, {"count": 112}, {"count": 112}],
         "variants": [
@@ -47,22 +48,29 @@ def _record(tmp_path: Path, verdict: str = "FAIL", reasons: int = 2) -> dict:
         "reasons": [{"code": f"R{i}", "severity": "fail", "message": "x" * 400} for i in range(reasons)]
         + [{"code": "NOTE", "severity": "info", "message": "not shown"}],
         "report_dir": "/runs/compare-x",
+        "cleanup": {"forks_dropped": {"baseline": {"kept": False}, "baseline_2": {"kept": False},
+                                      "candidate": {"kept": True}}},
+        "action_state": {"cleanup": {"deleted": ["t1", "t2", "t3"]}},
     }
 
 
 def test_one_line_per_chain_step_with_duration_and_figure(tmp_path: Path) -> None:
-    lines = render_run(_tasks(), _record(tmp_path), "/runs/x/run_record.json")
+    # the gate on FAIL: compare fails the run, approve does not run, run_record fails the run after writing
+    tasks = _tasks(compare="failed", approve="upstream_failed", run_record="failed")
+    lines = render_run(tasks, _record(tmp_path), "/runs/x/run_record.json")
     steps = {line.split()[0]: line for line in lines[:8]}
     assert [line.split()[0] for line in lines[:8]] == [
         "preflight", "savepoint", "production", "capture", "memory", "replays", "compare", "cleanup"
     ]
     assert "4.0s" in steps["preflight"]  # four tasks of one second each, back to back
+    assert "production prod (Flink job 4b75)" in steps["preflight"]
     assert "file:/sp/savepoint-1 (drain)" in steps["savepoint"] and "1.0s" in steps["savepoint"]  # skipped reuse
     assert "downtime 41.8 s" in steps["production"]
     assert "20 records in the window" in steps["capture"]
     assert "112 memories in each of 3 forks" in steps["memory"]
     assert "baseline 20, baseline_2 20, candidate 19" in steps["replays"]
-    assert "verdict FAIL" in steps["compare"]
+    assert steps["compare"].endswith("verdict FAIL") and "FAILED" not in steps["cleanup"]
+    assert "2 memory forks dropped, 3 replay topics deleted" in steps["cleanup"]  # a kept fork is not dropped
     assert lines[8] == "  => FAIL"
     assert [line.split()[0] for line in lines[9:11]] == ["[R0]", "[R1]"]  # info reasons are not shown
     assert all(len(line) < 200 for line in lines[9:11])  # long messages are cut
@@ -79,8 +87,16 @@ def test_failed_step_names_its_task_and_a_run_without_record_still_shows_its_ste
     tasks = [_task("resolve", 0, 1), _task("preflight", 1, 3, "failed"), _task("quiesce", 3, 3, "upstream_failed")]
     lines = render_run(tasks, None, None)
     assert lines[0].split()[:2] == ["preflight", "3.0s"] and "FAILED: preflight" in lines[0]
-    assert "FAILED: quiesce" in lines[1]
+    assert lines[1].split()[0] == "savepoint" and lines[1].endswith("not run (a step before it failed)")
     assert lines[-1] == "  => no verdict"
+
+
+def test_a_compare_that_fails_without_a_fail_verdict_is_a_failure(tmp_path: Path) -> None:
+    lines = render_run(_tasks(compare="failed", run_record="failed"), _record(tmp_path, verdict="INCONCLUSIVE"),
+                       None)
+    assert "FAILED: compare" in next(line for line in lines if line.split()[0] == "compare")
+    lines = render_run(_tasks(run_record="failed"), None, None)  # no record written: run_record's own failure
+    assert "FAILED: run_record" in next(line for line in lines if line.split()[0] == "cleanup")
 
 
 def test_unfinished_tasks_are_named() -> None:
