@@ -58,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
         check_reference(option, agent.reference, python_path, ROOT)
         if args.candidate:
             check_reference("--candidate", args.candidate, python_path, ROOT)
-        if args.spec_out:
-            _refuse_unsupported_agent_job(kind)
         stack = running_stack()
         pth = link_python_path(stack, python_path)
         print(f"Flink side imports your package from {', '.join(str(p) for p in python_path)} ({pth})")
@@ -79,13 +77,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"  spec: {args.spec_out} (flink-replay run-dag gate --spec {args.spec_out})")
     return 0
 
-
-def _refuse_unsupported_agent_job(kind: str) -> None:
-    """``--spec-out`` with ``--agent-job`` needs the spec field ``production.agent_job``: refused before submitting
-    when this installation's ReplaySpec does not have it."""
-    from airflow_flink_replay.core.replay_spec import ProductionJob
-    from airflow_flink_replay.local.own_job import OwnJobError
-
-    if kind == "agent_job" and "agent_job" not in ProductionJob.model_fields:
-        raise OwnJobError("--spec-out with --agent-job: this installation's ReplaySpec has no production.agent_job "
-                          "field.\nFix: deploy without --spec-out, or use --agent-factory with your agent factory")
