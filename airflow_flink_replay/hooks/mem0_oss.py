@@ -265,9 +265,9 @@ class OssMem0Backend:
             )
             self._write_markers(store, target, manifest, snapshot_chunks)
             timings["marker"] = time.monotonic() - mark
-        except BaseException:
+        except BaseException as exc:
             log.error("fork %s into %s failed after %d memories: removing what it wrote", fork_id, target, len(written))
-            self._remove(target, written, parts=parts)
+            self._roll_back(exc, target, fork_id, written, parts)
             raise
         return ForkResult(
             **manifest.model_dump(exclude={"snapshot_parts"}),
@@ -359,13 +359,35 @@ class OssMem0Backend:
         }
         store.insert([StoredMemory(id=marker_id(tgt), payload=manifest_payload, vector=vector)])
 
+    def _roll_back(self, exc: BaseException, tgt: Mem0Namespace, fork_id: str, written: list[str], parts: int) -> None:
+        """Remove what a failed fork wrote. When the store cannot be reached (the failure is often that very
+        outage) the fork's own error stays the one raised, with a note naming the leftovers and what removes
+        them: they carry the fork's provenance and no completion marker, so a retry of the same fork removes
+        them before it copies, and a drop of the namespace (the replay DAG's cleanup) removes them."""
+        try:
+            self._remove(tgt, written, parts=parts)
+        except Exception as cleanup:
+            log.error("fork %s: rollback could not reach the store: %s", fork_id, cleanup)
+            exc.add_note(
+                f"fork {fork_id!r} into {tgt}: the rollback could not remove the up to {len(written)} memories "
+                f"it wrote ({type(cleanup).__name__}: {cleanup}). Once the store is reachable, a retry of this "
+                "fork removes them first, and dropping the namespace (DropMem0ForkOperator, the replay DAG's "
+                "cleanup) removes them."
+            )
+
     def _remove(self, tgt: Mem0Namespace, memory_ids: Sequence[str], *, parts: int) -> int:
-        """Delete memories, their history rows and the markers of ``tgt`` (best effort on every part)."""
+        """Delete memories, their history rows and the markers of ``tgt`` (best effort on every part).
+
+        Markers: the manifest, snapshot parts ``0..parts-1`` and any other marker record naming ``tgt``
+        (snapshot parts an interrupted fork wrote before its manifest, when its own rollback could not
+        reach the store: a later drop does not know how many there were)."""
         history = 0
         with suppress(Exception):
             history = self._delete_history(memory_ids)
         self.store.delete_ids(list(memory_ids))
-        self.store.delete_ids([marker_id(tgt)] + [marker_id(tgt, i) for i in range(parts)])
+        markers = {marker_id(tgt)} | {marker_id(tgt, i) for i in range(parts)}
+        markers.update(r.id for b in self.store.iter_where({MARKER_FIELD: tgt.key()}, with_vectors=False) for r in b)
+        self.store.delete_ids(sorted(markers))
         return history
 
     # ---------------------------------------------------------------------------------------- drop

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -118,3 +120,91 @@ def seed(memory: Any, user_id: str, n: int, *, via_add: int, keys: int = 25, run
             payloads=payloads[start : start + 1000],
             ids=ids[start : start + 1000],
         )
+
+
+class CuttableTcpProxy:
+    """A TCP proxy in front of the stack's Chroma server that can lose the network, as a flaky link does.
+
+    Forwards bytes both ways (one thread per direction and connection). When the ``cut_at``-th request
+    whose request line names ``cut_on`` (e.g. ``/upsert``) arrives, it is not forwarded. With
+    ``stay_down`` (an outage) every open connection is closed and the listening socket too, so the client
+    gets "server disconnected" for what was in flight and "connection refused" for anything after, until
+    :meth:`restore` listens on the same port again (the link comes back). Without it (a blip) only that
+    request's connection is closed and everything after is forwarded. ``seen`` counts the matching
+    requests, ``forwarded`` those that went through.
+    """
+
+    def __init__(
+        self, host: str, port: int, *, cut_on: bytes = b"/upsert", cut_at: int | None = None, stay_down: bool = True
+    ) -> None:
+        self.upstream = (host, port)
+        self.cut_on, self.cut_at, self.stay_down = cut_on, cut_at, stay_down
+        self.seen = self.forwarded = 0
+        self.is_cut = False
+        self._lock = threading.Lock()
+        self._conns: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._serve()
+
+    def _serve(self) -> None:
+        listener = self._listener
+
+        def accept_loop() -> None:
+            listener.settimeout(0.1)
+            while not self.is_cut:
+                try:
+                    client, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:  # closed by cut()/close()
+                    return
+                upstream = socket.create_connection(self.upstream)
+                with self._lock:
+                    self._conns += [client, upstream]
+                threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+                threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+        threading.Thread(target=accept_loop, daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if from_client and data.startswith((b"POST ", b"PUT ")) and self.cut_on in data.split(b"\r\n", 1)[0]:
+                    with self._lock:
+                        self.seen += 1
+                        cut_now = self.cut_at is not None and self.seen >= self.cut_at
+                        self.forwarded += not cut_now
+                        if cut_now and not self.stay_down:
+                            self.cut_at = None  # a blip: this request's connection only
+                    if cut_now:
+                        if self.stay_down:
+                            self.cut()
+                        return  # (finally: closes this connection)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Lose the link: close every connection and stop listening (new connections are refused)."""
+        with self._lock:
+            self.is_cut = True
+            conns, self._conns = self._conns, []
+        for s in [self._listener, *conns]:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def restore(self) -> None:
+        """The link comes back: listen on the same port again, forward everything from now on."""
+        self.cut_at = None
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self.is_cut = False
+        self._serve()
+
+    def close(self) -> None:
+        self.cut()

@@ -5,8 +5,9 @@ and vectors — the stored vectors, not re-embedded ones: most seeded vectors di
 gives for their text, and the embedder raises while the fork runs —; search in the fork finds what
 search in the source finds; the source fingerprint is unchanged; replay writes stay out of production;
 a replay leak into production fails verify-untouched while production's own writes are only reported;
-drop removes the fork and refuses a non-fork namespace; a failure injected mid-fork leaves nothing
-behind; a retry after success is a no-op. FAISS goes through mem0's generic ``VectorStoreBase``.
+drop removes the fork and refuses a non-fork namespace; a failure mid-fork leaves nothing behind — the
+network to the Chroma server cut by a proxy (a real fault), and patched failures where no real fault can
+reach (embedded stores, a killed process); a retry after success is a no-op. FAISS goes through mem0's generic ``VectorStoreBase``.
 """
 
 from __future__ import annotations
@@ -19,20 +20,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
 from airflow_flink_replay.core.memory import (
     FORK_ID_FIELD,
     FORK_SOURCE_ID_FIELD,
+    MARKER_FIELD,
     PROVENANCE_FIELDS,
     SCOPE_FIELDS,
+    Mem0Namespace,
     rewrite_payload,
 )
 from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
 from airflow_flink_replay.hooks.mem0_stores import StoredMemory
 from airflow_flink_replay.memory.offline import hashing_embed
-from tests.integration.mem0_fixtures import TOPICS, drop_collection, embedder_forbidden, seed, store_config
+from tests.integration.mem0_fixtures import (
+    TOPICS,
+    CuttableTcpProxy,
+    drop_collection,
+    embedder_forbidden,
+    seed,
+    store_config,
+)
 
 PROD = {"user_id": "prod-job-7"}
 OTHER = {"user_id": "other-job"}
@@ -215,46 +226,28 @@ def test_fork_1000_memories_roundtrip(hook: Mem0Hook) -> None:
 
 
 def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failures injected by patching the store, where no real fault can do it; Chroma's real network faults
+    are :func:`test_chroma_unreachable_during_the_fork`.
+
+    * A write failing mid-fork and a failing marker write, the store staying reachable (the rollback
+      removes everything): patched for the embedded stores (Qdrant, FAISS: in-process, no link to cut);
+      on the Chroma server the real-fault test's blip cases check the same.
+    * A crash between writes that could not clean up (process killed: no rollback at all), every store:
+      the retry removes the leftovers and forks; someone else's leftovers are refused.
+    * Retry after success is a no-op; a taken target is refused.
+    """
     memory = hook.get_memory()
     seed(memory, PROD["user_id"], 400, via_add=40)
     before = hook.fingerprint(PROD).digest
     target = {"user_id": "replay-run-2"}
     store = hook.get_store()
-    store.batch_size = 100  # read pages of 100: the fork writes in 4 batches
-    real_insert = store.insert
-    calls = {"n": 0}
-
-    def failing_insert(records: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:  # the second batch: 100 memories already written
-            real_insert(records[:50])  # and part of this one
-            raise RuntimeError("injected: store went away mid-fork")
-        real_insert(records)
-
-    monkeypatch.setattr(store, "insert", failing_insert)
-    with pytest.raises(RuntimeError, match="injected"):
-        hook.fork(PROD, target, fork_id="run-2")
-    monkeypatch.setattr(store, "insert", real_insert)
-    assert hook.count(target) == 0 and hook.read_manifest(target) is None
-    fork_tagged = [r for r in hook.list_memories(target) if r.payload.get(FORK_ID_FIELD)]
-    assert not fork_tagged
-    with sqlite3.connect(memory.config.history_db_path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM history").fetchone()[0] == 40  # only production's rows
-
-    # failure while writing the completion marker (every memory already copied): also nothing left
-    def failing_marker(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("injected: marker write failed")
-
     backend = hook.get_backend()  # the vector-store backend writes the markers and cleans up
-    monkeypatch.setattr(backend, "_write_markers", failing_marker)
-    with pytest.raises(RuntimeError, match="marker"):
-        hook.fork(PROD, target, fork_id="run-2")
-    monkeypatch.undo()
-    assert hook.count(target) == 0 and hook.read_manifest(target) is None
+    if store.provider != "chroma":
+        _patched_failures_leave_nothing(hook, monkeypatch, target)
 
     # a crash that could not clean up (process killed): the retry removes the leftovers and forks
     monkeypatch.setattr(backend, "_remove", lambda *a, **k: 0)
-    monkeypatch.setattr(backend, "_write_markers", failing_marker)
+    monkeypatch.setattr(backend, "_write_markers", _failing_marker)
     with pytest.raises(RuntimeError):
         hook.fork(PROD, target, fork_id="run-2")
     monkeypatch.undo()
@@ -281,6 +274,130 @@ def test_fork_failure_leaves_nothing_and_retry_is_noop(hook: Mem0Hook, monkeypat
         hook.fork(PROD, PROD, fork_id="run-3")
     assert hook.fingerprint(PROD).digest == before
     hook.drop(target)
+
+
+def _failing_marker(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("injected: marker write failed")
+
+
+def _patched_failures_leave_nothing(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch, target: dict[str, str]) -> None:
+    """A write failing mid-fork, then a failing marker write, the store reachable: nothing is left."""
+    memory, store, backend = hook.get_memory(), hook.get_store(), hook.get_backend()
+    store.batch_size = 100  # read pages of 100: the fork writes in 4 batches
+    real_insert = store.insert
+    calls = {"n": 0}
+
+    def failing_insert(records: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second batch: 100 memories already written
+            real_insert(records[:50])  # and part of this one
+            raise RuntimeError("injected: store went away mid-fork")
+        real_insert(records)
+
+    monkeypatch.setattr(store, "insert", failing_insert)
+    with pytest.raises(RuntimeError, match="injected"):
+        hook.fork(PROD, target, fork_id="run-2")
+    monkeypatch.setattr(store, "insert", real_insert)
+    assert hook.count(target) == 0 and hook.read_manifest(target) is None
+    fork_tagged = [r for r in hook.list_memories(target) if r.payload.get(FORK_ID_FIELD)]
+    assert not fork_tagged
+    with sqlite3.connect(memory.config.history_db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM history").fetchone()[0] == 40  # only production's rows
+
+    # failure while writing the completion marker (every memory already copied): also nothing left
+    monkeypatch.setattr(backend, "_write_markers", _failing_marker)
+    with pytest.raises(RuntimeError, match="marker"):
+        hook.fork(PROD, target, fork_id="run-2")
+    monkeypatch.undo()
+    assert hook.count(target) == 0 and hook.read_manifest(target) is None
+
+
+@pytest.fixture
+def chroma_behind_proxy(stack: Any, tmp_path: Path) -> Iterator[tuple[Mem0Hook, CuttableTcpProxy, dict[str, Any]]]:
+    """A hook straight on the stack's Chroma (seeding, checks), a proxy in front of that server, and the
+    config of the same collection reached through the proxy (what the fork uses)."""
+    config = store_config("chroma", tmp_path, stack.chroma_host, stack.chroma_port)
+    direct = Mem0Hook(config=config, batch_size=100)
+    proxy = CuttableTcpProxy(stack.chroma_host, stack.chroma_port)
+    vs = config["vector_store"]
+    through_proxy = {**config, "vector_store": {**vs, "config": {**vs["config"], "port": proxy.port}}}
+    yield direct, proxy, through_proxy
+    proxy.close()
+    drop_collection(direct.get_memory())
+
+
+# 400 memories read in 4 batches of 100, each written as 2 concurrent upserts of 50 (ChromaAdapter's
+# write_workers), then one upsert of the snapshot part(s), then the manifest's: upsert 3 is mid-copy
+# (100 memories written), upsert 10 the completion marker (every memory and the snapshot written).
+@pytest.mark.parametrize(
+    ("cut_at", "stay_down"),
+    [(3, True), (10, True), (3, False), (10, False)],
+    ids=["outage-mid-copy", "outage-at-the-manifest", "blip-mid-copy", "blip-at-the-manifest"],
+)
+def test_chroma_unreachable_during_the_fork(
+    chroma_behind_proxy: tuple[Mem0Hook, CuttableTcpProxy, dict[str, Any]], cut_at: int, stay_down: bool
+) -> None:
+    """Real fault, no mock: the network to the Chroma server fails while the fork writes.
+
+    A blip (one connection reset): the fork fails and its own rollback leaves nothing. An outage (every
+    connection closed, new ones refused, then the link comes back): the rollback cannot reach Chroma
+    either, so the fork fails with its own error (not the rollback's) plus a note naming what it left
+    and what removes it; the leftovers are tagged and carry no completion marker, and once Chroma is
+    reachable the fork's retry (mid-copy) or the DAG's cleanup, a drop (at the manifest: snapshot parts
+    already written), leaves the target without memories or markers. Production's namespace and its
+    history rows are untouched throughout.
+    """
+    direct, proxy, through_proxy = chroma_behind_proxy
+    memory = direct.get_memory()
+    seed(memory, PROD["user_id"], 400, via_add=40)
+    before = direct.fingerprint(PROD).digest
+    target = {"user_id": "replay-run-cut"}
+    markers = {MARKER_FIELD: Mem0Namespace.coerce(target).key()}
+    fork_hook = Mem0Hook(config=through_proxy, batch_size=100)
+    fork_hook.get_store()  # the collection opened through the proxy before the fault is armed
+    proxy.cut_at, proxy.stay_down = cut_at, stay_down
+
+    with pytest.raises(httpx.TransportError) as err:
+        fork_hook.fork(PROD, target, fork_id="run-cut")
+    assert proxy.seen >= cut_at and proxy.forwarded == (cut_at - 1 if stay_down else proxy.seen - 1)
+    assert all(entry.name != "_remove" for entry in err.traceback), "the rollback's error hid the fork's"
+    note = " ".join(getattr(err.value, "__notes__", []))
+    assert direct.fingerprint(PROD).digest == before
+    assert history_rows_total(memory) == 40  # only production's: the rollback removed the copied rows
+    assert direct.read_manifest(target) is None  # no completion marker: never used as a fork
+    if not stay_down:  # the rollback reached Chroma: nothing left
+        assert not proxy.is_cut and not note
+        assert direct.count(target) == 0 and direct.get_store().count(markers) == 0
+        assert fork_hook.fork(PROD, target, fork_id="run-cut").source_fingerprint == before
+        assert direct.drop(target).dropped == 400
+        return
+
+    assert proxy.is_cut
+    assert "fork 'run-cut' into user_id=replay-run-cut: the rollback could not remove" in note, note
+    assert "a retry of this fork removes them first" in note and "DropMem0ForkOperator" in note
+    proxy.restore()  # the network comes back
+    left = direct.list_memories(target)
+    assert left and all(r.payload[FORK_ID_FIELD] == "run-cut" for r in left)  # tagged leftovers only
+    assert direct.read_manifest(target) is None
+    if cut_at == 3:
+        assert len(left) == 100 and direct.get_store().count(markers) == 0
+        # the fork task's retry, in a new worker: removes the leftovers, then forks
+        retried = Mem0Hook(config=through_proxy, batch_size=100).fork(PROD, target, fork_id="run-cut")
+        assert (retried.count, retried.noop, retried.source_fingerprint) == (400, False, before)
+        assert direct.count(target) == 400 and direct.read_manifest(target) is not None
+        assert direct.verify_untouched(target).unchanged
+    else:
+        assert len(left) == 400 and direct.get_store().count(markers) >= 1  # snapshot part(s), no manifest
+    assert Mem0Hook(config=through_proxy).drop(target).dropped == 400  # the DAG's cleanup task
+    assert direct.count(target) == 0 and direct.get_store().count(markers) == 0  # no orphaned snapshot part
+    assert direct.read_manifest(target) is None
+    assert direct.count(PROD) == 400 and direct.fingerprint(PROD).digest == before
+    assert history_rows_total(memory) == 40
+
+
+def history_rows_total(memory: Any) -> int:
+    with sqlite3.connect(memory.config.history_db_path) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM history").fetchone()[0])
 
 
 def test_generic_fallback_through_mem0_interface(tmp_path: Path, stack: Any) -> None:
