@@ -10,6 +10,7 @@ quickstart does) and a JSON deserializer that needs ``customer``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -75,5 +76,12 @@ plain_subclass = _job(PlainSubclass)
 redeclared_subclass = _job(RedeclaredSubclass)
 lost_tool = _job(WithoutTool)
 build_fails = _job(agent_factory_that_raises)
-#: A deserializer that cannot produce the agent's input from the review agent's captured JSON records.
-wrong_input = AgentJob(agent=ReviewAgent, key_selector=customer_of, deserializer=lambda raw: int(raw))
+
+
+def review_number(raw: bytes) -> int:
+    """A deserializer for another input: a number (the review agent's captured records are JSON objects)."""
+    return int(raw)
+
+
+#: Production's definition but for its deserializer, which cannot read the captured records.
+wrong_input = dataclasses.replace(healthy, deserializer=review_number)
