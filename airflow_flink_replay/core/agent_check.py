@@ -70,7 +70,7 @@ class PythonError(BaseModel):
 
     type: str
     message: str
-    traceback: str = Field("", description="the formatted traceback (file and line of every frame)")
+    traceback: str = Field(default="", description="the formatted traceback (file and line of every frame)")
 
     def headline(self) -> str:
         """``Type: message``."""
@@ -91,7 +91,7 @@ class ResourceFact(BaseModel):
     type: str
     level: Literal["agent", "env", "memory"] = "agent"
     clazz: str = ""
-    mediated: bool | None = Field(None, description="the replay's policy proxy can wrap it (None: not a call)")
+    mediated: bool | None = Field(default=None, description="the replay's policy proxy can wrap it (None: not a call)")
 
 
 class InputTrial(BaseModel):
@@ -102,7 +102,7 @@ class InputTrial(BaseModel):
     key: str | None = None
     key_type: str | None = None
     error: PythonError | None = None
-    failed_record: str | None = Field(None, description="topic/partition@offset of the record that failed")
+    failed_record: str | None = Field(default=None, description="topic/partition@offset of the record that failed")
 
 
 class DefinitionFacts(BaseModel):
@@ -111,7 +111,7 @@ class DefinitionFacts(BaseModel):
     role: Role
     ref: str
     form: Literal["job", "factory"] = "job"
-    stage: str = Field("import", description="the last stage reached: import, build, plan, input, done")
+    stage: str = Field(default="import", description="the last stage reached: import, build, plan, input, done")
     error: PythonError | None = None
     agent_class: str | None = None
     actions: list[ActionFact] = Field(default_factory=list)
@@ -152,7 +152,7 @@ class AgentIdentity(BaseModel):
     uid: str | None = None
     uid_hash: str | None = None
     max_parallelism: int | None = None
-    production_vertex: str | None = Field(None, description="production's running agent vertex id, if known")
+    production_vertex: str | None = Field(default=None, description="production's running agent vertex id, if known")
 
     def describe(self) -> str:
         """One line for the report."""

@@ -42,7 +42,7 @@ import traceback
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from airflow_flink_replay.core.agent_check import (
     ActionFact,
@@ -138,7 +138,7 @@ def read_captured(bootstrap: str, topic: str, count: int, timeout: float = 15.0)
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None:
                 continue
-            records.append(CapturedRecord(topic, msg.partition(), msg.offset(), msg.value() or b""))
+            records.append(CapturedRecord(topic, msg.partition() or 0, msg.offset() or 0, msg.value() or b""))
         records.sort(key=lambda r: (r.partition, r.offset))
         return records[-count:], ""
     except Exception as exc:  # the check reports it; the plans are still checked
@@ -218,7 +218,9 @@ def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
     resources: list[ResourceFact] = []
     for rtype, named in (plan.resource_providers or {}).items():
         for name, provider in named.items():
-            level = "env" if name in env_names else "memory" if name == memory else "agent"
+            level: Literal["agent", "env", "memory"] = (
+                "env" if name in env_names else "memory" if name == memory else "agent"
+            )
             resources.append(ResourceFact(name=name, type=rtype.value, level=level, clazz=_provider_class(provider)))
     with tempfile.TemporaryDirectory(prefix="afr-agent-check-") as audit_dir:
         wrapped = rewrite_plan_resources(plan, ReplayPolicy(), "agent-check", audit_dir)  # the plan is a copy

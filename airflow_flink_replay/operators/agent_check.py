@@ -58,7 +58,7 @@ def check_program(spec: ReplaySpec, *, emit: str, samples: int = 3, module: str 
              "--bootstrap", spec.kafka_bootstrap, "--samples", str(samples), "--emit", emit]  # fmt: skip
     if spec.mem0_config:
         args += ["--mem0-config", json.dumps(spec.mem0_config, sort_keys=True)]  # references only (spec-checked)
-    return FlinkPythonProgram(module=module, program_args=args)
+    return FlinkPythonProgram(entry_point=None, module=module, program_args=args, parallelism=None, job_name=None)
 
 
 def production_identity(spec: ReplaySpec, production_details: dict[str, Any] | None) -> AgentIdentity:
