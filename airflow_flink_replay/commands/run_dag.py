@@ -4,12 +4,14 @@ local stack.
 Runs the DAG with ``airflow dags test`` in the stack's Airflow environment (the one ``flink-replay demo``
 uses: :mod:`airflow_flink_replay.local.airflow_runner`), prints one line per chain step, the verdict and
 its reasons, and writes everything Airflow printed to a log file whose path it prints. Exit code 0 when
-the run succeeded (a gate: PASS), 1 when it did not.
+the run succeeded (a gate: PASS), 1 when it did not. ``--feed samples.jsonl`` produces the file to
+production's input while the DAG runs: the window is captured from what production reads after it resumed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -25,6 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", type=Path, required=True, help="your ReplaySpec YAML")
     p.add_argument("--candidate", metavar="MODULE:ATTR", help="the candidate (default: the spec's)")
     p.add_argument("--conf", default="{}", help="more DAG run conf as a JSON object (e.g. '{\"window_records\": 20}')")
+    p.add_argument("--feed", type=Path, metavar="JSONL",
+                   help="produce this file's records to the spec's input topic while the DAG runs (the window is "
+                   "captured after production resumes)")
+    p.add_argument("--feed-rate", type=float, default=2.0, help="--feed: records per second (default 2)")
+    p.add_argument("--key-field", default=None, help="--feed: field whose value is the Kafka key")
     p.add_argument("--python-path", type=Path, action="append", default=[], metavar="DIR",
                    help="folder your package is imported from on the Airflow side (default: the current folder)")
     p.set_defaults(func=run)
@@ -33,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check the spec and the conf, run the DAG, print its view."""
     from airflow_flink_replay.local.airflow_runner import AirflowRunner, airflow_env
-    from airflow_flink_replay.local.own_job import OwnJobError, load_spec, running_stack
+    from airflow_flink_replay.local.own_job import JsonlFeeder, OwnJobError, load_spec, read_jsonl, running_stack
 
     dag_id = DAG_IDS[args.dag]
     try:
@@ -42,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dag == "gate" and not conf.get("candidate") and "candidate" not in spec.variants():
             raise OwnJobError(f"the release gate needs a candidate and {args.spec} names none.\n"
                               "Fix: --candidate module:attr, or the spec's candidate field")
+        feed = read_jsonl(args.feed, args.key_field) if args.feed else []
         stack = running_stack()
     except OwnJobError as err:
         print(f"run-dag: {err}", file=sys.stderr)
@@ -53,7 +61,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{dag_id} for {spec.name} ({args.spec}); full Airflow log: {log_path}")
     airflow.migrate()
     runs = Path(spec.runs_uri.removeprefix("file://"))
-    result = airflow.dags_test(dag_id, conf, runs)
+    with contextlib.ExitStack() as feeding:
+        if feed:
+            feeder = feeding.enter_context(
+                JsonlFeeder(stack.kafka_bootstrap, spec.production.input_topic, feed, args.feed_rate))
+        result = airflow.dags_test(dag_id, conf, runs)
+    if feed:
+        print(f"  fed {feeder.sent} of {len(feed)} record(s) from {args.feed} to {spec.production.input_topic}")
     if result.run_id is None:
         print(f"  the DAG run did not start: see {log_path}")
         return 1

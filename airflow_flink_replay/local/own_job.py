@@ -4,13 +4,15 @@
 - :func:`check_reference` / :func:`link_python_path`: a ``"module:attr"`` the Flink side can import. The
   stack's Flink-side Python imports this checkout through a ``.pth`` file; your package is linked the same
   way (one more ``.pth`` line per folder), so production and every replay job find it;
-- :func:`produce_jsonl`: sample input from a JSONL file, each line's bytes unchanged.
+- :func:`produce_jsonl` / :class:`JsonlFeeder`: sample input from a JSONL file, each line's bytes unchanged,
+  at once or in the background while a DAG runs (the capture window fills only after production resumed).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,3 +133,31 @@ def produce_jsonl(bootstrap: str, topic: str, records: list[tuple[bytes | None, 
     if errors:
         raise OwnJobError(f"{len(errors)} record(s) were not delivered to {topic}: {errors[0]}")
     return len(records)
+
+
+class JsonlFeeder:
+    """Produces ``records`` in the background, ``rate`` per second, once through, until done or stopped.
+
+    A replay DAG captures its window from what production reads *after* it resumed: feeding while the DAG
+    runs is what fills it (``flink-replay run-dag --feed``)."""
+
+    def __init__(self, bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], rate: float) -> None:
+        self.bootstrap, self.topic, self.records, self.rate = bootstrap, topic, records, rate
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="jsonl-feeder")
+
+    def _run(self) -> None:
+        for record in self.records:
+            if self._stop.is_set():
+                return
+            self.sent += produce_jsonl(self.bootstrap, self.topic, [record])
+            self._stop.wait(1.0 / self.rate)
+
+    def __enter__(self) -> JsonlFeeder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)

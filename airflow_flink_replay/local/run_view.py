@@ -112,8 +112,8 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
         out["replays"] = "outputs: " + ", ".join(f"{name} {n if n is not None else '?'}" for name, n in outputs)
     if record.get("verdict"):
         out["compare"] = f"verdict {record['verdict']}"
-    forks = ((record.get("cleanup") or {}).get("forks_dropped") or {}).values()
-    dropped = [d for d in forks if d and not d.get("kept")]
+    drops = ((record.get("cleanup") or {}).get("forks_dropped") or {}).values()
+    dropped = [d for d in drops if d and not d.get("kept")]
     deleted = (((record.get("action_state") or {}).get("cleanup")) or {}).get("deleted")
     if dropped or deleted:
         out["cleanup"] = f"{len(dropped)} memory forks dropped, {len(deleted or [])} replay topics deleted"

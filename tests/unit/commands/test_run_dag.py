@@ -49,3 +49,11 @@ def test_a_missing_or_wrong_spec_is_named(tmp_path: Path, capsys: pytest.Capture
     bad.write_text("name: x\n")
     assert main(["run-dag", "replay", "--spec", str(bad)]) == 2
     assert "production: Field required" in capsys.readouterr().err
+
+
+def test_a_bad_feed_file_is_named_before_airflow_starts(spec: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text('{"id": 1}\n{"id": 2,\n')
+    assert main(["run-dag", "replay", "--spec", str(spec), "--feed", str(feed)]) == 2
+    assert "feed.jsonl line 2: not JSON" in capsys.readouterr().err
