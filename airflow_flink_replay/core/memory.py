@@ -19,7 +19,7 @@ import uuid
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -48,6 +48,9 @@ MARKER_MANIFEST_FIELD = "afr_manifest"
 MARKER_SNAPSHOT_FIELD = "afr_snapshot"
 MARKER_PART_FIELD = "afr_part"
 MARKER_FORK_ID_FIELD = "afr_marker_fork_id"
+#: A pre-copy's marker (:class:`PrecopyManifest` in ``afr_manifest``) and its content-digest snapshot parts.
+MARKER_KIND_PRECOPY = "precopy"
+MARKER_KIND_PRECOPY_SNAPSHOT = "precopy_snapshot"
 
 #: Namespace for uuid5 ids derived by the fork (stable across processes and retries).
 _ID_NAMESPACE = uuid.UUID("6f1c3a52-9a57-4c1e-9d0e-4f0b8d9e2a61")
@@ -55,6 +58,8 @@ _ID_NAMESPACE = uuid.UUID("6f1c3a52-9a57-4c1e-9d0e-4f0b8d9e2a61")
 SNAPSHOT_CHUNK_CHARS = 400_000
 #: Bytes of each memory's digest kept in the fork-time snapshot (64 bits: collisions are negligible).
 SNAPSHOT_DIGEST_BYTES = 8
+#: Bytes of each memory's content digest kept by a pre-copy (128 bits: the delta trusts equal digests).
+CONTENT_DIGEST_BYTES = 16
 
 
 class Mem0Namespace(BaseModel):
@@ -166,6 +171,12 @@ def marker_id(target: Mem0Namespace, part: int | None = None) -> str:
     return str(uuid.uuid5(_ID_NAMESPACE, f"marker\x1f{target.key()}{suffix}"))
 
 
+def precopy_marker_id(target: Mem0Namespace, part: int | None = None) -> str:
+    """Id of the pre-copy marker of a fork into ``target`` (``part`` for its content-digest chunks)."""
+    suffix = "" if part is None else f"\x1fpart{part}"
+    return str(uuid.uuid5(_ID_NAMESPACE, f"precopy\x1f{target.key()}{suffix}"))
+
+
 # ------------------------------------------------------------------------------------ fingerprints
 def _vector_bytes(vector: Sequence[float] | None) -> bytes:
     """Vector as little-endian float32 (stores keep float32; doubles read back compare equal)."""
@@ -182,6 +193,37 @@ def memory_digest(memory_id: str, payload: Mapping[str, Any], vector: Sequence[f
         h.update(str(part).encode("utf-8"))
         h.update(b"\x1f")
     h.update(_vector_bytes(vector))
+    return h.digest()
+
+
+def _vector_part(vector: Any) -> bytes:
+    """Every vector a record carries, canonically: a dense list as float32, named vectors by name, sparse
+    vectors (``indices``/``values``) as both."""
+    if vector is None:
+        return b"-"
+    if isinstance(vector, Mapping):
+        return b"".join(b"%s\x1e%s\x1d" % (str(k).encode(), _vector_part(v)) for k, v in sorted(vector.items()))
+    indices, values = getattr(vector, "indices", None), getattr(vector, "values", None)
+    if indices is not None and values is not None:
+        ints = [int(i) for i in indices]
+        return b"sparse" + struct.pack(f"<{len(ints)}q", *ints) + _vector_bytes(list(values))
+    return b"dense" + _vector_bytes(vector.tolist() if hasattr(vector, "tolist") else vector)
+
+
+def content_digest(memory_id: str, payload: Mapping[str, Any], vector: Any, document: str | None = None) -> bytes:
+    """SHA-256 over **everything** a fork copies of one record: id, the whole payload (canonical JSON),
+    the document and every stored vector (bit for bit as float32).
+
+    A pre-copy records it per source memory and the delta round compares it with the source at the cut:
+    any change to any copied byte changes it, whatever the clocks say (unlike ``updated_at``, which two
+    writers with skewed clocks or two writes in one timestamp tick can leave equal).
+    """
+    h = hashlib.sha256()
+    h.update(str(memory_id).encode("utf-8"))
+    h.update(b"\x1f")
+    h.update(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8"))
+    h.update(b"\x1f" + (b"-" if document is None else b"d" + document.encode("utf-8")) + b"\x1f")
+    h.update(_vector_part(vector))
     return h.digest()
 
 
@@ -205,11 +247,9 @@ class MemoryFingerprint(BaseModel):
     computed_at: datetime
 
 
-def encode_snapshot(digests: Mapping[str, bytes]) -> str:
-    """Compact text form of ``{memory id: digest}`` (truncated digests, zlib, base64)."""
-    raw = json.dumps(
-        {k: v[:SNAPSHOT_DIGEST_BYTES].hex() for k, v in sorted(digests.items())}, separators=(",", ":")
-    ).encode()
+def encode_snapshot(digests: Mapping[str, bytes], digest_bytes: int = SNAPSHOT_DIGEST_BYTES) -> str:
+    """Compact text form of ``{memory id: digest}`` (digests truncated to ``digest_bytes``, zlib, base64)."""
+    raw = json.dumps({k: v[:digest_bytes].hex() for k, v in sorted(digests.items())}, separators=(",", ":")).encode()
     return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
 
 
@@ -281,6 +321,21 @@ class ForkManifest(BaseModel):
     collection: str
 
 
+class PrecopyManifest(BaseModel):
+    """What a pre-copy's marker records: the copies in ``target`` are ``source`` as read at ``precopied_at``,
+    one :func:`content_digest` per source memory in the snapshot parts (what the delta round diffs against)."""
+
+    fork_id: str
+    source: Mem0Namespace
+    target: Mem0Namespace
+    count: int
+    history_rows: int
+    precopied_at: str
+    snapshot_parts: int
+    store: str
+    collection: str
+
+
 class ForkResult(BaseModel):
     """Result of a fork (pushed to XCom as ``model_dump(mode="json")``)."""
 
@@ -299,6 +354,14 @@ class ForkResult(BaseModel):
         default_factory=dict,
         description="seconds per phase: check, read (incl. digests), write (time blocked on writes), history, marker",
     )
+    kind: Literal["fork", "precopy"] = Field(
+        default="fork", description="fork: a complete fork (manifest written); precopy: a pre-copy of the source"
+    )
+    delta: bool = Field(default=False, description="True when only the changes since a pre-copy were copied")
+    added: int = Field(default=0, description="delta: source memories new since the pre-copy (copied)")
+    updated: int = Field(default=0, description="delta: source memories changed since the pre-copy (copied again)")
+    removed: int = Field(default=0, description="delta: source memories gone since the pre-copy (copies deleted)")
+    precopied_at: str | None = Field(default=None, description="delta: when the pre-copy it completed was read")
 
 
 class DropResult(BaseModel):

@@ -219,6 +219,8 @@ class Mem0Hook(BaseHook):
 
         Refuses (:class:`ForkConflictError`) when ``target`` holds anything but a fork of the same
         ``fork_id``; returns the recorded result with ``noop=True`` when that complete fork exists already.
+        When ``target`` holds this fork's pre-copy (:meth:`precopy`), only the changes since are copied
+        (``delta=True`` in the result) and a failure restores the pre-copy.
         Leftovers of an interrupted fork of the same ``fork_id`` are removed first. On any error what this
         call wrote is removed and the error re-raised.
         """
@@ -228,6 +230,23 @@ class Mem0Hook(BaseHook):
         tgt = Mem0Namespace.coerce(target, what="target")
         check_fork_pair(src, tgt)
         return self.get_backend().fork(src, tgt, fork_id=str(fork_id))
+
+    def precopy(self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str) -> ForkResult:
+        """Pre-copy ``source`` into ``target`` while production runs; :meth:`fork` with the same ``fork_id``
+        then copies only what changed since (added, updated and deleted memories), so the copy inside
+        production's stop window is the delta, not the namespace.
+
+        Vector-store backend: the copies plus a pre-copy marker recording a content digest of every source
+        memory as read (not a fork yet: nothing but :meth:`fork` completes it, :meth:`drop` removes it);
+        called again it runs one more delta round. Hosted: a no-op (the fork copies in full). Same checks
+        and conflicts as :meth:`fork`; a complete fork in ``target`` makes it a no-op.
+        """
+        if not fork_id or not str(fork_id).strip():
+            raise ValueError("fork_id: give the replay run's id (e.g. the Airflow run_id)")
+        src = Mem0Namespace.coerce(source, what="source")
+        tgt = Mem0Namespace.coerce(target, what="target")
+        check_fork_pair(src, tgt)
+        return self.get_backend().precopy(src, tgt, fork_id=str(fork_id))
 
     def drop(self, namespace: NamespaceLike, *, keep: bool = False) -> DropResult:
         """Delete a fork namespace: every memory in it (forked or written by the replay) and its markers.

@@ -86,6 +86,11 @@ class Mem0Backend(Protocol):
         remove what it wrote on error (see :meth:`~.mem0.Mem0Hook.fork`)."""
         ...
 
+    def precopy(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+        """Copy ``source`` into ``target`` ahead of the cut, so that :meth:`fork` then copies only the changes
+        (see :meth:`~.mem0.Mem0Hook.precopy`); a backend without deltas returns a no-op result."""
+        ...
+
     def drop(self, namespace: Mem0Namespace, *, keep: bool = False) -> DropResult:
         """Delete a fork namespace; refuse one that is not a fork (:func:`fork_id_to_drop`)."""
         ...

@@ -403,6 +403,25 @@ class HostedMem0Backend:
             timings_s={k: round(v, 6) for k, v in timings.items()},
         )
 
+    def precopy(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+        """No pre-copy on the platform: it exposes no content digest a delta could trust (it re-embeds and
+        assigns its own ids and hashes), so the fork at the cut copies in full. Returns a no-op result."""
+        log.warning("hosted Mem0: no pre-copy of %s; the fork %s copies in full at the cut", source, fork_id)
+        return ForkResult(
+            fork_id=fork_id,
+            source=source,
+            target=target,
+            count=0,
+            source_fingerprint="",
+            history_rows=0,
+            forked_at=datetime.now(UTC).isoformat(),
+            duration_s=0.0,
+            noop=True,
+            store=self.provider,
+            collection=self.collection,
+            kind="precopy",
+        )
+
     def drop(self, namespace: Mem0Namespace, *, keep: bool = False) -> DropResult:
         """Delete a fork namespace on the platform, by id; refuses a namespace that is not a fork."""
         payloads = self.payloads(namespace)

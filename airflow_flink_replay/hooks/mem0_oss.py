@@ -15,17 +15,21 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_flink_replay.core.memory import (
+    CONTENT_DIGEST_BYTES,
     MARKER_FIELD,
     MARKER_FORK_ID_FIELD,
     MARKER_KIND_FIELD,
     MARKER_KIND_MANIFEST,
+    MARKER_KIND_PRECOPY,
+    MARKER_KIND_PRECOPY_SNAPSHOT,
     MARKER_KIND_SNAPSHOT,
     MARKER_MANIFEST_FIELD,
     MARKER_PART_FIELD,
@@ -34,16 +38,20 @@ from airflow_flink_replay.core.memory import (
     ForkManifest,
     ForkResult,
     Mem0Namespace,
+    PrecopyManifest,
     combine_digests,
+    content_digest,
     decode_snapshot,
     encode_snapshot,
     fork_history_id,
     fork_memory_id,
     marker_id,
     memory_digest,
+    precopy_marker_id,
     rewrite_payload,
     split_chunks,
 )
+from airflow_flink_replay.exceptions import ForkConflictError
 from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
 from airflow_flink_replay.hooks.mem0_stores import DEFAULT_BATCH, StoreAdapter, StoredMemory, adapter_for
 from airflow_flink_replay.memory.offline import EmbedderChoice
@@ -146,11 +154,16 @@ class OssMem0Backend:
 
     def read_snapshot(self, manifest: ForkManifest) -> dict[str, str]:
         """The fork-time ``{source memory id: digest}`` snapshot recorded with the manifest."""
-        ids = [marker_id(manifest.target, i) for i in range(manifest.snapshot_parts)]
+        return self._read_parts(
+            [marker_id(manifest.target, i) for i in range(manifest.snapshot_parts)], manifest.fork_id
+        )
+
+    def _read_parts(self, ids: Sequence[str], fork_id: str) -> dict[str, str]:
+        """Decode a snapshot stored in the marker records ``ids`` (its parts, in order)."""
         parts = {int(r.payload[MARKER_PART_FIELD]): r.payload[MARKER_SNAPSHOT_FIELD] for r in self.store.get_ids(ids)}
-        if sorted(parts) != list(range(manifest.snapshot_parts)):
-            raise RuntimeError(f"fork {manifest.fork_id}: snapshot parts missing for {manifest.target}")
-        return decode_snapshot("".join(parts[i] for i in range(manifest.snapshot_parts)))
+        if sorted(parts) != list(range(len(ids))):
+            raise RuntimeError(f"fork {fork_id}: {len(ids) - len(parts)} snapshot part(s) missing")
+        return decode_snapshot("".join(parts[i] for i in range(len(ids))))
 
     def fork_baseline(self, target: Mem0Namespace) -> ForkBaseline:
         """The manifest and snapshot of the fork in ``target``."""
@@ -206,6 +219,31 @@ class OssMem0Backend:
                 copied += len(out)
         return copied
 
+    def _history_rows(self, memory_ids: Sequence[str]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """``(columns, rows)`` of the history rows of these memories (kept to restore them)."""
+        conn = self._history_conn()
+        if conn is None or not memory_ids:
+            return [], []
+        with closing(conn):
+            cols = [r[1] for r in conn.execute("PRAGMA table_info(history)")]
+            rows: list[tuple[Any, ...]] = []
+            for i in range(0, len(memory_ids), 500):
+                chunk = list(memory_ids[i : i + 500])
+                rows += conn.execute(
+                    f"SELECT {', '.join(cols)} FROM history WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+        return cols, rows
+
+    def _put_history(self, cols: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+        """Write history rows back (``INSERT OR REPLACE``)."""
+        conn = self._history_conn()
+        if conn is None or not rows:
+            return
+        with closing(conn), conn:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO history ({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})", rows
+            )
+
     def _delete_history(self, memory_ids: Sequence[str]) -> int:
         conn = self._history_conn()
         if conn is None or not memory_ids:
@@ -223,9 +261,35 @@ class OssMem0Backend:
     def fork(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
         """Copy every memory of ``source`` into ``target`` (payloads and stored vectors, no embedding).
 
-        Leftovers of an interrupted fork of the same ``fork_id`` are removed first; on any error what this
-        call wrote is removed and the error re-raised.
+        When ``target`` holds a pre-copy of this fork (:meth:`precopy`) only the changes since it are
+        copied (:meth:`_delta`); otherwise everything. Leftovers of an interrupted fork of the same
+        ``fork_id`` are removed first; on any error what this call wrote is removed (a delta: the pre-copy
+        is restored) and the error re-raised.
         """
+        return self._fork(source, target, fork_id, precopy=False)
+
+    def precopy(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+        """Pre-copy ``source`` into ``target`` while production runs, so that :meth:`fork` at the cut copies
+        only what changed since (added, updated, deleted memories) — a live migration's last round.
+
+        Writes the copies and a pre-copy marker (no manifest: the target is not a fork yet) recording one
+        :func:`~airflow_flink_replay.core.memory.content_digest` per source memory as read. Called again
+        on the same pre-copy it runs one more delta round and records the new state (rounds shrink the
+        last one). A complete fork in ``target`` makes it a no-op.
+        """
+        return self._fork(source, target, fork_id, precopy=True)
+
+    def read_precopy(self, target: Mem0Namespace) -> PrecopyManifest | None:
+        """The pre-copy marker in ``target``, or None."""
+        recs = self.store.get_ids([precopy_marker_id(target)])
+        if not recs:
+            return None
+        payload = recs[0].payload
+        if payload.get(MARKER_FIELD) != target.key() or payload.get(MARKER_KIND_FIELD) != MARKER_KIND_PRECOPY:
+            return None
+        return PrecopyManifest.model_validate_json(payload[MARKER_MANIFEST_FIELD])
+
+    def _fork(self, source: Mem0Namespace, target: Mem0Namespace, fork_id: str, *, precopy: bool) -> ForkResult:
         started = time.monotonic()
         store = self.store
         manifest = self.read_manifest(target)
@@ -233,104 +297,305 @@ class OssMem0Backend:
             done = completed_fork(manifest, source, target, fork_id, time.monotonic() - started)
             log.info("fork %s into %s already complete: nothing to do", fork_id, target)
             return done
+        pre = self.read_precopy(target)
+        if pre is not None:
+            if pre.fork_id != fork_id or pre.source != source:
+                raise ForkConflictError(
+                    f"target {target} holds a pre-copy of fork {pre.fork_id!r} of {pre.source}. "
+                    "Fix: drop it first (DropMem0ForkOperator) or choose another target namespace"
+                )
+            result = self._delta(pre, started, precopy=precopy)
+            if result is not None:
+                return result
         leftovers = {r.id: r.payload for b in store.iter_where(target.fields(), with_vectors=False) for r in b}
         if leftovers:
             refuse_foreign(target, fork_id, leftovers)
             log.warning("removing %d leftovers of an interrupted fork %s in %s", len(leftovers), fork_id, target)
             self._remove(target, list(leftovers), parts=0)
+        return self._full_copy(source, target, fork_id, started, precopy=precopy)
 
+    def _full_copy(
+        self, source: Mem0Namespace, target: Mem0Namespace, fork_id: str, started: float, *, precopy: bool
+    ) -> ForkResult:
+        """Copy everything, then write the marker (the fork's manifest, or the pre-copy's)."""
+        store = self.store
         forked_at = datetime.now(UTC).isoformat()
         written: list[str] = []
-        parts = 0
         timings = {"check": time.monotonic() - started, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         try:
-            id_map, digests = self._copy(source, target, fork_id, forked_at, written, timings)
+            pages = store.iter_where(source.fields(), with_vectors=True, page_size=store.copy_read_page)
+            id_map, digests, contents = self._copy(pages, source, target, fork_id, forked_at, written, timings)
             mark = time.monotonic()
             history_rows = self._copy_history(id_map, fork_id, target)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
-            snapshot_chunks = split_chunks(encode_snapshot(digests))
-            parts = len(snapshot_chunks)
-            manifest = ForkManifest(
-                fork_id=fork_id,
-                source=source,
-                target=target,
-                count=len(digests),
-                source_fingerprint=combine_digests(digests.values()),
-                history_rows=history_rows,
-                forked_at=forked_at,
-                snapshot_parts=parts,
-                store=store.provider,
-                collection=store.collection,
-            )
-            self._write_markers(store, target, manifest, snapshot_chunks)
+            record = self._finish(source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy)
             timings["marker"] = time.monotonic() - mark
         except BaseException as exc:
             log.error("fork %s into %s failed after %d memories: removing what it wrote", fork_id, target, len(written))
-            self._roll_back(exc, target, fork_id, written, parts)
+            self._roll_back(exc, target, fork_id, written, 0)
             raise
+        return self._result(record, digests, started, timings)
+
+    def _result(
+        self,
+        record: ForkManifest | PrecopyManifest,
+        digests: Mapping[str, bytes],
+        started: float,
+        timings: Mapping[str, float],
+        **delta: Any,
+    ) -> ForkResult:
+        common = {
+            "duration_s": time.monotonic() - started,
+            "noop": False,
+            "timings_s": {k: round(v, 6) for k, v in timings.items()},
+            **delta,
+        }
+        if isinstance(record, ForkManifest):
+            return ForkResult(**record.model_dump(exclude={"snapshot_parts"}), **common)
         return ForkResult(
-            **manifest.model_dump(exclude={"snapshot_parts"}),
-            duration_s=time.monotonic() - started,
-            noop=False,
-            timings_s={k: round(v, 6) for k, v in timings.items()},
+            **record.model_dump(exclude={"snapshot_parts", "precopied_at"}),
+            source_fingerprint=combine_digests(digests.values()),
+            forked_at=record.precopied_at,
+            kind="precopy",
+            **common,
         )
 
     def _copy(
         self,
+        pages: Iterable[Sequence[StoredMemory]],
         source: Mem0Namespace,
         target: Mem0Namespace,
         fork_id: str,
         forked_at: str,
         written: list[str],
         timings: dict[str, float],
-    ) -> tuple[dict[str, str], dict[str, bytes]]:
-        """Read the source batch by batch and write the rewritten copies; return ``(id map, digests)``.
+    ) -> tuple[dict[str, str], dict[str, bytes], dict[str, bytes]]:
+        """Write rewritten copies of the source records in ``pages``; return ``(id map, digests, content
+        digests)``, both digests keyed by source id.
 
-        Appends every id it writes to ``written`` before writing it (the caller's cleanup list) and adds
-        its read/write seconds to ``timings``. Writes of batch k overlap the read of batch k+1 where the
-        client allows concurrent use; at most one batch is in flight, and leaving the ``with`` waits for
-        it (so a cleanup sees it).
+        A pipeline: the records of each page read are cut into write requests of ``copy_write_chunk``
+        and up to ``copy_write_workers`` requests are in flight while the next page is read (where the
+        client allows concurrent use; else each request is written before the next read). Every id is
+        appended to ``written`` before its request is sent (the caller's cleanup list), and leaving the
+        ``with`` waits for the requests in flight (so a cleanup sees them). Read/write seconds are added
+        to ``timings`` (write = time blocked on writes).
         """
         store = self.store
         id_map: dict[str, str] = {}
         digests: dict[str, bytes] = {}
+        contents: dict[str, bytes] = {}
         src_key, tgt_key, tgt_fields = source.key(), target.key(), target.fields()
-        with ThreadPoolExecutor(1) as writer:
-            pending: Future[None] | None = None
+        workers = max(1, store.copy_write_workers) if store.concurrent_io else 0
+        chunk = max(1, store.copy_write_chunk)
+        buffer: list[StoredMemory] = []
+        in_flight: deque[Future[None]] = deque()
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+
+            def send(everything: bool) -> None:
+                while len(buffer) >= chunk or (everything and buffer):
+                    request = buffer[:chunk]
+                    del buffer[:chunk]
+                    written.extend(r.id for r in request)
+                    if not workers:
+                        store.write(request)
+                        continue
+                    while len(in_flight) >= workers:
+                        in_flight.popleft().result()
+                    in_flight.append(pool.submit(store.write, request))
+
             mark = time.monotonic()
-            for batch in store.iter_where(source.fields(), with_vectors=True):
-                out = []
-                for rec in batch:
+            for page in pages:
+                for rec in page:
                     digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
-                    new_id = fork_memory_id(fork_id, tgt_key, rec.id)
-                    id_map[rec.id] = new_id
+                    contents[rec.id] = content_digest(rec.id, rec.payload, rec.vector, rec.document)
+                    new_id = id_map[rec.id] = fork_memory_id(fork_id, tgt_key, rec.id)
                     payload = rewrite_payload(
-                        rec.payload,
-                        source_id=rec.id,
-                        source=src_key,
-                        target=tgt_fields,
-                        fork_id=fork_id,
+                        rec.payload, source_id=rec.id, source=src_key, target=tgt_fields, fork_id=fork_id,
                         forked_at=forked_at,
-                    )
-                    out.append(StoredMemory(id=new_id, payload=payload, vector=rec.vector, document=rec.document))
-                written.extend(r.id for r in out)
+                    )  # fmt: skip
+                    buffer.append(StoredMemory(id=new_id, payload=payload, vector=rec.vector, document=rec.document))
                 timings["read"] += time.monotonic() - mark
                 mark = time.monotonic()
-                if pending is not None:
-                    pending.result()
-                if store.concurrent_io:
-                    pending = writer.submit(store.insert, out)
-                else:
-                    store.insert(out)
+                send(False)
                 timings["write"] += time.monotonic() - mark
                 mark = time.monotonic()
             timings["read"] += time.monotonic() - mark
             mark = time.monotonic()
-            if pending is not None:
-                pending.result()
+            send(True)
+            while in_flight:
+                in_flight.popleft().result()
             timings["write"] += time.monotonic() - mark
-        return id_map, digests
+        return id_map, digests, contents
+
+    # -------------------------------------------------------------------------------------- delta
+    def _delta(self, pre: PrecopyManifest, started: float, *, precopy: bool) -> ForkResult | None:
+        """Copy only what changed in the source since the pre-copy ``pre``; None when the target no longer
+        holds what ``pre`` recorded (the caller then copies in full).
+
+        **Change detection: a per-record content digest diff.** The pre-copy recorded, per source memory,
+        SHA-256 (first 128 bits) over everything a copy carries — id, whole payload, document, every
+        stored vector (:func:`~airflow_flink_replay.core.memory.content_digest`). Here the source is read
+        once more (production stopped: one consistent state) and each record's digest compared: a new id
+        is *added*, a different digest *updated*, a recorded id now absent *removed*. This is exact — any
+        change to any copied byte changes the digest — where ``updated_at`` is not (writers with skewed
+        clocks, two writes in one tick, writes that bypass mem0) and mem0's history db is not (one per
+        mem0 process; writes without history). Only the changes are written; the unchanged copies
+        already hold exactly the source's bytes.
+
+        **Nothing half-applied.** The target's ids are checked against ``pre`` first. The pre-copy's
+        copies of the updated and removed memories (and their history rows) are kept in memory, then the
+        pre-copy marker is deleted *before* the first write: an error restores the pre-copy exactly
+        (:meth:`_restore_precopy`, a retry runs the delta again); a process killed mid-round leaves
+        provenance-tagged copies without any marker, which the next attempt removes before copying in full.
+        """
+        store = self.store
+        source, target, fork_id = pre.source, pre.target, pre.fork_id
+        tgt_key = target.key()
+        timings = {"check": 0.0, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
+        before = self._read_parts([precopy_marker_id(target, i) for i in range(pre.snapshot_parts)], pre.fork_id)
+        if store.ids_where(target.fields()) != {fork_memory_id(fork_id, tgt_key, s) for s in before}:
+            log.warning("pre-copy %s in %s no longer matches its record: copying in full", fork_id, target)
+            return None
+        timings["check"] = time.monotonic() - started
+        mark = time.monotonic()
+        changed, digests, contents = self._changes(source, before)
+        added = [r.id for r in changed if r.id not in before]
+        updated = [r.id for r in changed if r.id in before]
+        removed = sorted(set(before) - set(contents))
+        touched = [fork_memory_id(fork_id, tgt_key, s) for s in updated + removed]
+        saved = store.get_ids(touched, with_vectors=True)
+        saved_history = self._history_rows(touched)
+        timings["read"] = time.monotonic() - mark
+        forked_at = datetime.now(UTC).isoformat()
+        written: list[str] = []
+        store.delete_ids([precopy_marker_id(target)])  # from here a killed process leaves no marker at all
+        try:
+            id_map, _, _ = self._copy([changed], source, target, fork_id, forked_at, written, timings)
+            mark = time.monotonic()
+            store.delete_ids([fork_memory_id(fork_id, tgt_key, s) for s in removed])
+            timings["write"] += time.monotonic() - mark
+            mark = time.monotonic()
+            history = pre.history_rows - self._delete_history(touched) + self._copy_history(id_map, fork_id, target)
+            timings["history"] = time.monotonic() - mark
+            mark = time.monotonic()
+            record = self._finish(
+                source, target, fork_id, forked_at, digests, contents, history, precopy=precopy, pre=pre
+            )
+            timings["marker"] = time.monotonic() - mark
+        except BaseException as exc:
+            log.error("delta of fork %s into %s failed: restoring the pre-copy", fork_id, target)
+            self._restore_precopy(exc, pre, before, written, saved, saved_history)
+            raise
+        log.info(
+            "fork %s into %s: %d added, %d updated, %d removed since the pre-copy of %s",
+            fork_id, target, len(added), len(updated), len(removed), pre.precopied_at,
+        )  # fmt: skip
+        return self._result(
+            record, digests, started, timings,
+            delta=True, added=len(added), updated=len(updated), removed=len(removed), precopied_at=pre.precopied_at,
+        )  # fmt: skip
+
+    def _changes(
+        self, source: Mem0Namespace, before: Mapping[str, str]
+    ) -> tuple[list[StoredMemory], dict[str, bytes], dict[str, bytes]]:
+        """Read the source; return the records whose content digest differs from ``before`` (new or
+        changed), and every record's digest and content digest."""
+        store = self.store
+        changed: list[StoredMemory] = []
+        digests: dict[str, bytes] = {}
+        contents: dict[str, bytes] = {}
+        for page in store.iter_where(source.fields(), with_vectors=True):
+            for rec in page:
+                digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
+                contents[rec.id] = content = content_digest(rec.id, rec.payload, rec.vector, rec.document)
+                if before.get(rec.id) != content[:CONTENT_DIGEST_BYTES].hex():
+                    changed.append(rec)
+        return changed, digests, contents
+
+    def _restore_precopy(
+        self,
+        exc: BaseException,
+        pre: PrecopyManifest,
+        before: Mapping[str, str],
+        written: Sequence[str],
+        saved: Sequence[StoredMemory],
+        saved_history: tuple[list[str], list[tuple[Any, ...]]],
+    ) -> None:
+        """Undo a failed delta round: the copies it wrote go, the pre-copy's copies and history rows it
+        replaced or deleted come back, the fork markers it wrote go, and the pre-copy marker is written
+        again. If the store cannot be reached the target keeps no marker (the next attempt copies in full)."""
+        store, target = self.store, pre.target
+        try:
+            with suppress(Exception):
+                self._delete_history(list(written) + [r.id for r in saved])
+                self._put_history(*saved_history)
+            store.delete_ids(list(written))
+            store.write(saved)
+            store.delete_ids(sorted(store.ids_where({MARKER_FIELD: target.key()})))
+            digests = {k: bytes.fromhex(v) for k, v in before.items()}
+            self._write_precopy_marker(target, pre, split_chunks(encode_snapshot(digests, CONTENT_DIGEST_BYTES)))
+        except Exception as cleanup:
+            log.error("fork %s: could not restore the pre-copy: %s", pre.fork_id, cleanup)
+            exc.add_note(
+                f"fork {pre.fork_id!r} into {target}: the pre-copy could not be restored ({type(cleanup).__name__}: "
+                f"{cleanup}); the target holds no marker, so the next attempt removes its copies and copies in full"
+            )
+
+    # ------------------------------------------------------------------------------------- markers
+    def _finish(
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        fork_id: str,
+        forked_at: str,
+        digests: Mapping[str, bytes],
+        contents: Mapping[str, bytes],
+        history_rows: int,
+        *,
+        precopy: bool,
+        pre: PrecopyManifest | None = None,
+    ) -> ForkManifest | PrecopyManifest:
+        """Write the marker that makes the target a fork (manifest + digest snapshot) or a pre-copy (pre-copy
+        marker + content-digest snapshot), then remove the previous pre-copy's parts it no longer needs."""
+        store = self.store
+        fields = {"fork_id": fork_id, "source": source, "target": target, "count": len(digests)}
+        stores = {"history_rows": history_rows, "store": store.provider, "collection": store.collection}
+        record: ForkManifest | PrecopyManifest
+        if precopy:
+            chunks = split_chunks(encode_snapshot(contents, CONTENT_DIGEST_BYTES))
+            record = PrecopyManifest(**fields, **stores, precopied_at=forked_at, snapshot_parts=len(chunks))
+            self._write_precopy_marker(target, record, chunks)
+            stale = range(len(chunks), pre.snapshot_parts if pre else 0)
+        else:
+            chunks = split_chunks(encode_snapshot(digests))
+            record = ForkManifest(
+                **fields, **stores, source_fingerprint=combine_digests(digests.values()), forked_at=forked_at,
+                snapshot_parts=len(chunks),
+            )  # fmt: skip
+            self._write_markers(store, target, record, chunks)
+            stale = range(pre.snapshot_parts if pre else 0)
+        if stale:
+            with suppress(Exception):  # marker records mem0 never returns; a drop removes them too
+                store.delete_ids([precopy_marker_id(target, i) for i in stale])
+        return record
+
+    def _write_precopy_marker(self, tgt: Mem0Namespace, pre: PrecopyManifest, chunks: list[str]) -> None:
+        """Content-digest parts first, the pre-copy marker last (its presence: the pre-copy is complete)."""
+        store = self.store
+        vector = store.make_vector([1.0] + [0.0] * (store.dims() - 1))
+        base = {MARKER_FIELD: tgt.key(), MARKER_FORK_ID_FIELD: pre.fork_id}
+        store.write([
+            StoredMemory(
+                id=precopy_marker_id(tgt, i),
+                payload={**base, MARKER_KIND_FIELD: MARKER_KIND_PRECOPY_SNAPSHOT, MARKER_PART_FIELD: i,
+                         MARKER_SNAPSHOT_FIELD: c},
+                vector=vector,
+            )
+            for i, c in enumerate(chunks)
+        ])  # fmt: skip
+        head = {**base, MARKER_KIND_FIELD: MARKER_KIND_PRECOPY, MARKER_MANIFEST_FIELD: pre.model_dump_json()}
+        store.write([StoredMemory(id=precopy_marker_id(tgt), payload=head, vector=vector)])
 
     def _write_markers(
         self, store: StoreAdapter, tgt: Mem0Namespace, manifest: ForkManifest, chunks: list[str]
@@ -395,8 +660,10 @@ class OssMem0Backend:
         """Delete every memory of a fork namespace (forked or written by the replay), its history rows and
         its markers; refuse a namespace that is not a fork."""
         manifest = self.read_manifest(namespace)
+        pre = self.read_precopy(namespace) if manifest is None else None
         payloads = {r.id: r.payload for b in self.store.iter_where(namespace.fields(), with_vectors=False) for r in b}
-        fork_id = fork_id_to_drop(namespace, manifest.fork_id if manifest else None, payloads)
+        recorded = manifest.fork_id if manifest else pre.fork_id if pre else None
+        fork_id = fork_id_to_drop(namespace, recorded, payloads)
         if fork_id is None:
             return DropResult(namespace=namespace, fork_id=None, dropped=0, history_rows=0, existed=False)
         if keep:

@@ -69,6 +69,11 @@ class StoreAdapter(ABC):
     exact_vectors: bool = True
     #: True when the client may read and write from two threads at once (the fork then overlaps them).
     concurrent_io: bool = False
+    #: records per read page while copying (small: the first write starts after one page, not one batch)
+    copy_read_page: int = DEFAULT_BATCH
+    #: records per write request while copying, and how many requests are in flight at once
+    copy_write_chunk: int = DEFAULT_BATCH
+    copy_write_workers: int = 1
 
     def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
         self.memory = memory
@@ -81,8 +86,11 @@ class StoreAdapter(ABC):
         return str(getattr(self.vector_store, "collection_name", "") or "")
 
     @abstractmethod
-    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
-        """Yield batches of the records whose payload equals every ``filters`` item."""
+    def iter_where(
+        self, filters: Mapping[str, str], *, with_vectors: bool = True, page_size: int | None = None
+    ) -> Iterator[list[StoredMemory]]:
+        """Yield batches (of ``page_size``, default the batch size) of the records whose payload equals
+        every ``filters`` item."""
 
     @abstractmethod
     def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
@@ -95,6 +103,14 @@ class StoreAdapter(ABC):
     @abstractmethod
     def delete_ids(self, ids: Sequence[str]) -> None:
         """Delete records by id (absent ids are ignored)."""
+
+    def write(self, records: Sequence[StoredMemory]) -> None:
+        """Write records like :meth:`insert`, from one thread (the fork's copy pipeline runs its own)."""
+        self.insert(records)
+
+    def ids_where(self, filters: Mapping[str, str]) -> set[str]:
+        """The ids of the records matching ``filters`` (no payloads, no vectors where the store allows)."""
+        return {r.id for b in self.iter_where(filters, with_vectors=False) for r in b}
 
     def make_vector(self, dense: Sequence[float]) -> Any:
         """A store-native vector from a dense list (used for marker records)."""
@@ -129,6 +145,9 @@ class ChromaAdapter(StoreAdapter):
     #: concurrent write requests per insert (measured faster than one on the 2-core stack machine)
     write_workers = 2
     concurrent_io = True
+    copy_read_page = 1000
+    copy_write_chunk = 2500
+    copy_write_workers = 2
 
     def __init__(self, memory: Any, batch_size: int = DEFAULT_BATCH) -> None:
         super().__init__(memory, batch_size)
@@ -167,18 +186,24 @@ class ChromaAdapter(StoreAdapter):
             )
         return out
 
-    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+    def iter_where(
+        self, filters: Mapping[str, str], *, with_vectors: bool = True, page_size: int | None = None
+    ) -> Iterator[list[StoredMemory]]:
         include = ["metadatas", "documents"] + (["embeddings"] if with_vectors else [])
+        limit = page_size or self.batch_size
         offset = 0
         while True:
-            got = self.col.get(where=self.where(filters), include=include, limit=self.batch_size, offset=offset)
+            got = self.col.get(where=self.where(filters), include=include, limit=limit, offset=offset)
             batch = self._records(got, with_vectors)
             if not batch:
                 return
             yield batch
-            if len(batch) < self.batch_size:
+            if len(batch) < limit:
                 return
             offset += len(batch)
+
+    def ids_where(self, filters: Mapping[str, str]) -> set[str]:
+        return set(self.col.get(where=self.where(filters), include=[])["ids"])
 
     def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:
         if not ids:
@@ -207,6 +232,10 @@ class ChromaAdapter(StoreAdapter):
         with ThreadPoolExecutor(self.write_workers) as pool:
             for future in [pool.submit(self._upsert, c) for c in chunks]:
                 future.result()
+
+    def write(self, records: Sequence[StoredMemory]) -> None:
+        for chunk in _chunks(records, self.write_batch):
+            self._upsert(chunk)
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for chunk in _chunks(list(ids), self.write_batch):
@@ -256,13 +285,15 @@ class QdrantAdapter(StoreAdapter):
     def _rec(point: Any) -> StoredMemory:
         return StoredMemory(id=str(point.id), payload=dict(point.payload or {}), vector=point.vector)
 
-    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+    def iter_where(
+        self, filters: Mapping[str, str], *, with_vectors: bool = True, page_size: int | None = None
+    ) -> Iterator[list[StoredMemory]]:
         offset = None
         while True:
             points, offset = self.client.scroll(
                 collection_name=self.collection,
                 scroll_filter=self._filter(filters),
-                limit=self.batch_size,
+                limit=page_size or self.batch_size,
                 offset=offset,
                 with_payload=True,
                 with_vectors=with_vectors,
@@ -392,7 +423,9 @@ class GenericMem0Adapter(StoreAdapter):
             "reembed=True (re-embeds the text, identical only for a deterministic embedder) or add an adapter"
         )
 
-    def iter_where(self, filters: Mapping[str, str], *, with_vectors: bool = True) -> Iterator[list[StoredMemory]]:
+    def iter_where(
+        self, filters: Mapping[str, str], *, with_vectors: bool = True, page_size: int | None = None
+    ) -> Iterator[list[StoredMemory]]:
         items = self._items(self.vector_store.list(filters=dict(filters) or None, top_k=self.list_limit))
         positions = self._id_to_index() if with_vectors else None
         records = [
@@ -403,7 +436,7 @@ class GenericMem0Adapter(StoreAdapter):
             )
             for it in items
         ]
-        for chunk in _chunks(records, self.batch_size):
+        for chunk in _chunks(records, page_size or self.batch_size):
             yield list(chunk)
 
     def get_ids(self, ids: Sequence[str], *, with_vectors: bool = False) -> list[StoredMemory]:

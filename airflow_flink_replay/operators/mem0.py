@@ -4,6 +4,7 @@ Step 3 (fork) and part of step 9 (cleanup) of the replay chain. Thin over :class
 a pydantic result (``model_dump(mode="json")``) to XCom:
 
 * :class:`ForkMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory.ForkResult`
+* :class:`PrecopyMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory.ForkResult` (``kind="precopy"``)
 * :class:`VerifyMem0UntouchedOperator` → :class:`~airflow_flink_replay.core.memory.UntouchedReport`
 * :class:`DropMem0ForkOperator` → :class:`~airflow_flink_replay.core.memory.DropResult`
 """
@@ -17,7 +18,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_flink_replay.core.memory import Mem0Namespace
+from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
@@ -46,7 +47,9 @@ def _namespace(value: NamespaceArg, field: str) -> Mem0Namespace:
 class ForkMem0NamespaceOperator(BaseOperator):
     """Fork production's Mem0 namespace into the replay's namespace (vector level, no re-embedding).
 
-    Run it while production is stopped for the savepoint, so the fork equals the savepoint instant.
+    Run it while production is stopped for the savepoint, so the fork equals the savepoint instant. After a
+    :class:`PrecopyMem0NamespaceOperator` of the same ``fork_id`` and target it copies only what changed
+    since the pre-copy (``delta=True`` in the result); otherwise everything.
 
     :param source: production's namespace: a mapping with ``user_id``/``agent_id``/``run_id``, a JSON
         object string, or a bare string taken as ``user_id`` (Flink Agents: the job identifier).
@@ -83,25 +86,66 @@ class ForkMem0NamespaceOperator(BaseOperator):
         """The Mem0 hook."""
         return Mem0Hook(mem0_conn_id=self.mem0_conn_id, batch_size=self.batch_size)
 
+    def _call(self, hook: Mem0Hook, source: Mem0Namespace, target: Mem0Namespace) -> ForkResult:
+        return hook.fork(source, target, fork_id=str(self.fork_id))
+
     def execute(self, context: Any) -> dict[str, Any]:
         """Fork and return the :class:`ForkResult` as JSON-ready dict."""
         source = _namespace(self.source, "source")
         target = _namespace(self.target, "target")
-        hook = self.hook
         try:
-            result = hook.fork(source, target, fork_id=str(self.fork_id))
+            result = self._call(self.hook, source, target)
         except (ForkConflictError, ValueError) as exc:
             raise AirflowFailException(str(exc)) from exc
+        what = "pre-copied" if result.kind == "precopy" else "forked"
         self.log.info(
-            "%s %d memories %s → %s in %.3f s (source fingerprint %s)",
-            "fork already complete:" if result.noop else "forked",
+            "%s %d memories %s → %s in %.3f s (source fingerprint %s)%s",
+            "already complete (no-op):" if result.noop else what,
             result.count,
             result.source,
             result.target,
             result.duration_s,
             result.source_fingerprint[:16],
+            f"; delta since the pre-copy of {result.precopied_at}: {result.added} added, {result.updated} updated, "
+            f"{result.removed} removed"
+            if result.delta
+            else "",
         )
         return result.model_dump(mode="json")
+
+
+class PrecopyMem0NamespaceOperator(ForkMem0NamespaceOperator):
+    """Pre-copy production's Mem0 namespace into the replay's namespace while production runs.
+
+    Takes the bulk copy out of production's stop window: the :class:`ForkMem0NamespaceOperator` with the
+    same ``fork_id`` and target, run at the cut, then copies only the memories added, updated or deleted
+    since (an exact per-memory content-digest diff, see ``docs/memory-fork.md``). Same arguments. Retried,
+    it runs one more delta round; a hosted-Mem0 connection makes it a no-op (the fork copies in full).
+    """
+
+    ui_color = "#f0f8f0"
+
+    def _call(self, hook: Mem0Hook, source: Mem0Namespace, target: Mem0Namespace) -> ForkResult:
+        return hook.precopy(source, target, fork_id=str(self.fork_id))
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        """Pre-copy and return the :class:`ForkResult`; None when the store failed (the fork copies in full).
+
+        The pre-copy only shortens the stop window, so a store error does not fail the run here: it is
+        logged and the fork at the cut copies everything, as without a pre-copy (what the pre-copy wrote
+        is removed, or removed by the fork as leftovers). A refusal (a target in use, a bad namespace)
+        fails at once: the fork would refuse the same target, and nothing is stopped yet.
+        """
+        try:
+            return super().execute(context)
+        except AirflowFailException:
+            raise
+        except Exception as exc:
+            self.log.warning(
+                "pre-copy of %s failed (%s: %s): the fork copies in full inside the stop window",
+                self.source, type(exc).__name__, exc,
+            )  # fmt: skip
+            return None
 
 
 class VerifyMem0UntouchedOperator(BaseOperator):
