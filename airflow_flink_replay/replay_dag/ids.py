@@ -45,6 +45,10 @@ TASK_ASSERT_PRODUCTION = "assert_production"
 TASK_RUN_RECORD = "run_record"
 
 
+#: stage memory: pre-copies the baseline's source while production runs (its fork then copies the delta)
+TASK_PRECOPY_MEMORY = "precopy_memory_baseline"
+
+
 def fork_task(variant: str) -> str:
     """Stage memory: the task that forks ``variant``'s Mem0 namespace."""
     return f"fork_memory_{variant}"

@@ -29,6 +29,7 @@ from airflow_flink_replay.operators.manifest import (
 from airflow_flink_replay.operators.mem0 import (
     DropMem0ForkOperator,
     ForkMem0NamespaceOperator,
+    PrecopyMem0NamespaceOperator,
     VerifyMem0UntouchedOperator,
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
@@ -78,6 +79,8 @@ RETRIES: dict[str, dict[str, Any]] = {
     **{ids.fork_task(v): retry(1) for v in VARIANTS if v != "baseline"},
     ids.TASK_ISOLATE_ACTION_STATE: retry(2),  # reuses the empty topics an earlier try created
     ids.TASK_REPLAY_FROM: retry(2),  # reads XComs only
+    # production still runs: a retry runs one more delta round (or removes its own leftovers first)
+    ids.TASK_PRECOPY_MEMORY: retry(1),
     # a retried replay would submit again into the outputs and action-state topic of the failed or lost job
     # (duplicated outputs): the run fails and is run again instead
     **{ids.replay_task(v): NO_RETRY for v in VARIANTS},
@@ -224,14 +227,24 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
 
 @dataclass(frozen=True)
 class Memory:
-    """The memory forks, one per variant, in :data:`VARIANTS` order (the baseline's first)."""
+    """The baseline's pre-copy, and the memory forks, one per variant, in :data:`VARIANTS` order (the
+    baseline's first)."""
 
+    precopy: Task
     forks: list[Task]
 
 
 def memory(spec: ReplaySpec, run: Any) -> Memory:
     """Stage memory. The baseline forks the source; baseline-2 and the candidate copy that fork, so all
-    three start from the same memories even when production keeps writing (savepoint, existing modes)."""
+    three start from the same memories even when production keeps writing (savepoint, existing modes).
+    ``precopy`` copies the baseline's source before anything is stopped, so the baseline's fork, inside
+    production's stop window, copies only what changed since (docs/memory-fork.md)."""
+    precopy = PrecopyMem0NamespaceOperator(
+        task_id=ids.TASK_PRECOPY_MEMORY,
+        source=run[ids.XCOM_MEMORY_SOURCE_KEY],
+        target=run[ids.fork_key("baseline")],
+        mem0_conn_id=spec.mem0_conn_id,
+    )
     forks = [
         ForkMem0NamespaceOperator(
             task_id=ids.fork_task(variant),
@@ -243,7 +256,7 @@ def memory(spec: ReplaySpec, run: Any) -> Memory:
         for variant in VARIANTS
     ]
     forks[0] >> forks[1:]
-    return Memory(forks)
+    return Memory(precopy, forks)
 
 
 @dataclass(frozen=True)
@@ -396,6 +409,8 @@ def _apply_retries(*stages: Any) -> None:
 def wire(cap: Capture, mem: Memory, rep: Replay, cmp: Compare, cln: Cleanup) -> None:
     """The edges between stages, and every task's retries (:data:`RETRIES`)."""
     _apply_retries(cap, mem, rep, cmp, cln)
+    # the pre-copy runs after the checks and before anything is stopped (every mode: the fork finds it)
+    cap.agent_check >> mem.precopy >> cap.start
     # only the baseline's fork reads production's namespace: production resumes right after it, and the
     # two copies of that fork run while production is already back.
     cap.start_offsets >> mem.forks[0] >> cap.resume
