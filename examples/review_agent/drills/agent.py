@@ -19,7 +19,16 @@ from examples.review_agent.v1.agent import ReviewAgent
 
 
 class CrashingReviewAgent(ReviewAgent):
-    """v1 with an input action that raises."""
+    """v1 with an input action that raises.
+
+    Flink Agents builds the plan from the class's own ``__dict__``: what the drill keeps of v1 is re-declared,
+    so its plan has v1's resources and the agent check lets it through to crash inside Flink.
+    """
+
+    review_llm = ReviewAgent.__dict__["review_llm"]
+    review_model = ReviewAgent.__dict__["review_model"]
+    notify_support = ReviewAgent.__dict__["notify_support"]
+    process_response = ReviewAgent.__dict__["process_response"]
 
     @action(InputEvent)
     @staticmethod
