@@ -37,6 +37,7 @@ Python workers: they must be picklable (module-level functions, or instances of 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -180,10 +181,21 @@ class AgentJob:
             raise ValueError(f"AgentJob.env_resources has a name twice: {names}")
 
     def build_agent(self) -> Any:
-        """The agent: ``agent`` itself, or what the zero-argument callable returns (a fresh one per call)."""
+        """A fresh agent per call: a copy of ``agent`` when it is an instance, else what the zero-argument
+        callable (or class) returns.
+
+        Fresh because building a plan changes the agent (the memory resource is added, the env-level resources
+        merged in): the job-side check builds production's and the candidate's plans in one process, and an
+        A/A run names one definition for both.
+        """
         agent = self.agent
         if isinstance(agent, type) or not _is_agent(agent):
             agent = agent()
+        else:
+            try:
+                agent = copy.deepcopy(agent)
+            except Exception:  # an agent holding something uncopyable: use it as is (one build per process)
+                _log.warning("AgentJob: cannot copy the agent %r; building from the instance itself", agent)
         if not _is_agent(agent):
             raise TypeError(
                 f"AgentJob.agent gave a {type(agent).__name__}, not a Flink Agents Agent. Fix: agent= an Agent "

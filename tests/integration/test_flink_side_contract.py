@@ -165,3 +165,48 @@ def test_replay_policy_mediates_the_environment_level_resource(contract: Any) ->
     assert {(a.resource_type, a.method, a.decision, a.outcome) for a in calls} == {
         ("vector_store", "query", "allow", "ok")
     }
+
+
+PLAN_SCRIPT = """
+import json, sys
+from flink_agents.api.resource import ResourceType
+from flink_agents.examples.quickstart.agents.custom_types_and_resources import ollama_server_descriptor
+from flink_agents.examples.quickstart.agents.review_analysis_agent import ReviewAnalysisAgent
+from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.flink.agent_job import AgentJob, EnvResource, FieldKey
+from airflow_flink_replay.flink.proxies import rewrite_plan_resources
+from tests.jobs.typed_echo import job as echo
+
+quickstart = AgentJob(
+    agent=ReviewAnalysisAgent,
+    key_selector=FieldKey("id"),
+    env_resources=[EnvResource("ollama_server", ResourceType.CHAT_MODEL_CONNECTION, ollama_server_descriptor)],
+)
+out = {}
+for name, job in (("echo", echo), ("quickstart", quickstart)):
+    plan = job.build_plan()
+    providers = {t.value: sorted(p) for t, p in plan.resource_providers.items()}
+    out[name] = {"providers": providers, "report": rewrite_plan_resources(plan, ReplayPolicy(), "v", sys.argv[1])}
+print(json.dumps(out))
+"""
+
+
+def test_env_level_resources_join_the_plan_and_the_policy_wraps_them(tmp_path: Path) -> None:
+    """Without Flink: the plan a definition builds holds its env-level resources, and the replay's plan hook
+    wraps them like the agent's own (a chat model connection is reached through the proxied setup)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    python = root / ".stack" / "flink-venv" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no Flink-side venv (.stack/flink-venv)")
+    done = subprocess.run(
+        [str(python), "-c", PLAN_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=180, cwd=root
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["echo"]["providers"]["vector_store"] == ["echo_store"]
+    assert out["echo"]["report"] == {"wrapped": ["vector_store:echo_store"], "unmediated": []}
+    quick = out["quickstart"]
+    assert quick["providers"]["chat_model_connection"] == ["ollama_server"], "the env-level connection is in the plan"
+    assert set(quick["report"]["wrapped"]) == {"tool:notify_shipping_manager", "chat_model:review_analysis_model"}

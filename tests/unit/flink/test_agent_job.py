@@ -69,8 +69,9 @@ def test_a_definition_refuses_what_flink_could_not_run() -> None:
         AgentJob(agent=object(), key_selector=FieldKey("id"), key_type="text")
     with pytest.raises(ValueError, match="bad_records"):
         AgentJob(agent=object(), key_selector=FieldKey("id"), bad_records="skip")  # type: ignore[arg-type]
-    agent = object()
-    assert AgentJob(agent=agent, key_selector=FieldKey("id")).build_agent() is agent
+    agent = Review(3)  # stands for an agent instance (not callable)
+    built = AgentJob(agent=agent, key_selector=FieldKey("id")).build_agent()
+    assert type(built) is Review and built.id == 3 and built is not agent, "a copy: building a plan changes it"
     made: list[object] = []
     job = AgentJob(agent=lambda: made.append(object()) or made[-1], key_selector=FieldKey("id"))
     assert job.build_agent() is made[0] and job.build_agent() is made[1], "a factory gives a fresh agent per build"
