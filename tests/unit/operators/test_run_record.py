@@ -60,3 +60,12 @@ def test_a_clean_run_returns_the_summary(tmp_path: Path) -> None:
     ti = RecordTI({("resolve", "run_dir"): str(tmp_path)}, {"compare": "success", "run_record": None})
     summary = RunRecordOperator(task_id="run_record", spec_name="s").execute({"ti": ti})
     assert summary["failed_tasks"] == [] and Path(summary["run_record"]).exists() and len(summary["digest"]) == 64
+
+
+def test_the_agent_check_s_report_is_recorded_also_when_it_refused(tmp_path: Path) -> None:
+    refused = {"refused": True, "report": "agent check (job side): REFUSED\nproblems:\n  - empty plan", "checked": {}}
+    xcoms = {("resolve", "run_dir"): str(tmp_path), ("agent_check", "agent_check"): refused}  # pushed, then failed
+    ti = RecordTI(xcoms, {"agent_check": "failed", "run_record": None})
+    with pytest.raises(AirflowFailException, match="failed at agent_check"):
+        RunRecordOperator(task_id="run_record", spec_name="s").execute({"ti": ti})
+    assert json.loads((tmp_path / "run_record.json").read_text())["agent_check"] == refused
