@@ -109,7 +109,8 @@ def qualified(obj: Any) -> str:
 def read_captured(bootstrap: str, topic: str, count: int, timeout: float = 15.0) -> tuple[list[CapturedRecord], str]:
     """The newest ``count`` records of ``topic`` (at most ``count`` per partition), and an error text or ``""``.
 
-    A private consumer (``assign``, no group offsets committed) reads from ``high - count`` on each partition.
+    A private consumer (``assign``, no group offsets committed) reads each partition from ``high - count`` to its
+    end offset (offsets may have gaps: compacted or transactional topics), for at most ``timeout`` seconds.
     """
     from confluent_kafka import Consumer, TopicPartition
 
@@ -123,22 +124,25 @@ def read_captured(bootstrap: str, topic: str, count: int, timeout: float = 15.0)
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
             return [], f"topic {topic!r} not readable: {getattr(meta, 'error', 'missing')}"
-        starts, wanted = [], 0
+        starts, ends = [], {}
         for partition in sorted(meta.partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             if high > low:
                 starts.append(TopicPartition(topic, partition, max(low, high - count)))
-                wanted += min(count, high - low)
+                ends[partition] = high
         if not starts:
             return [], ""
         consumer.assign(starts)
         records: list[CapturedRecord] = []
         deadline = time.monotonic() + timeout
-        while len(records) < wanted and time.monotonic() < deadline:
+        while ends and time.monotonic() < deadline:  # until every partition was read to its end offset
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None:
                 continue
-            records.append(CapturedRecord(topic, msg.partition() or 0, msg.offset() or 0, msg.value() or b""))
+            partition, offset = msg.partition() or 0, msg.offset() or 0
+            records.append(CapturedRecord(topic, partition, offset, msg.value() or b""))
+            if offset >= ends.get(partition, 0) - 1:
+                ends.pop(partition, None)
         records.sort(key=lambda r: (r.partition, r.offset))
         return records[-count:], ""
     except Exception as exc:  # the check reports it; the plans are still checked
