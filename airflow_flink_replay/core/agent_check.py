@@ -34,6 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from airflow_flink_replay.core.identity import uid_to_operator_id
 from airflow_flink_replay.core.policy import ReplayPolicy
 
 __all__ = [
@@ -163,12 +164,20 @@ class AgentIdentity(BaseModel):
         else:
             pin = "no pin known (production not running and no agent_uid in the spec)"
         mp = f", max parallelism {self.max_parallelism}" if self.max_parallelism else ""
-        seen = (
-            f"; production's running agent vertex {self.production_vertex}"
-            if self.production_vertex and self.production_vertex != self.uid_hash
-            else ""
-        )
+        seen = ""
+        if self.uid and self.production_vertex:
+            same = self.uid_matches_production()
+            seen = f"; production's running agent vertex {self.production_vertex}" + (
+                " (the uid's id)" if same else " (NOT the uid's id)" if same is False else ""
+            )
         return pin + mp + seen
+
+    def uid_matches_production(self) -> bool | None:
+        """Whether production's running agent vertex has the id Flink derives from ``uid`` (None: unknown)."""
+        if not (self.uid and self.production_vertex):
+            return None
+        expected = uid_to_operator_id(self.uid)
+        return None if expected is None else expected == self.production_vertex
 
 
 class ResourceDecision(BaseModel):
@@ -285,6 +294,13 @@ def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | Non
             for r in d.resources
             if r.mediated is False
         ]
+    if report.identity.uid_matches_production() is False:
+        report.warnings.append(
+            f"production's running agent vertex {report.identity.production_vertex} is not the id of the spec's "
+            f"agent_uid {report.identity.uid!r} ({uid_to_operator_id(report.identity.uid or '')}): the replays pin "
+            "that uid, and their identity check will refuse them if production's agent state is under another id. "
+            "Fix: set production.agent_uid to the uid production's job sets on the agent (or remove it)"
+        )
     production, candidate = facts.definition("production"), facts.definition("candidate")
     if production and candidate and not (production.error or candidate.error) and candidate.actions:
         report.problems += _lost(production, candidate)

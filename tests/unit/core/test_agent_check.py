@@ -174,6 +174,16 @@ def test_identity_says_how_the_replays_pin_the_agent() -> None:
     assert AgentIdentity().describe().startswith("no pin known")
 
 
+def test_a_uid_that_is_not_production_s_running_agent_vertex_is_a_warning() -> None:
+    matching = AgentIdentity(uid="afr-agent", production_vertex="382ed45d504034b09088257b90c60d72")
+    assert matching.uid_matches_production() is True and "(the uid's id)" in matching.describe()
+    assert judge(_facts(_definition()), ReplayPolicy(), matching).warnings == []
+    other = AgentIdentity(uid="afr-agent", production_vertex="f" * 32)
+    report = judge(_facts(_definition()), ReplayPolicy(), other)
+    assert not report.refused and "(NOT the uid's id)" in report.render()
+    assert "is not the id of the spec's agent_uid 'afr-agent' (382ed45d504034b09088257b90c60d72)" in report.warnings[0]
+
+
 def test_facts_survive_the_plan_s_html_escaping_and_surrounding_text() -> None:
     facts = _facts(_definition(), _definition("candidate", agent_class="pkg.<Agent> & 'co'"))
     carried = encode_facts(facts)
