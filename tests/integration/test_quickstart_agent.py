@@ -1,0 +1,163 @@
+"""A Flink Agents job this project did not write, through the job-definition contract, gated on the stack.
+
+The agent is the quickstart's ``ReviewAnalysisAgent`` shipped in the flink-agents 0.2.0 wheel, with its
+``ProductReview`` input and its chat model connection ``"ollama_server"`` registered at environment level.
+Nothing of the quickstart is copied or edited: ``tests/jobs/quickstart_job/`` holds the job definitions
+(``production``, and ``candidate`` whose prompt asks for a 1-10 score) and a deterministic stand-in for the
+Ollama server (not reachable here), registered under the quickstart's connection name.
+
+The walkthrough docs/your-agent.md is run as it is written: its ``deploy`` block deploys production from the
+definition and feeds it the quickstart's own reviews; its ``gate`` block runs the release gate twice with
+``flink-replay run-dag`` while reviews keep coming — production as its own candidate must PASS, the changed
+prompt must FAIL on ``$.score`` alone. Only the work folder and production's name are replaced (unique per
+run). Cost: one production deploy and two gate runs over a 12-record window, ~9 minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dag_testing import production_outputs, running_jobs, stop_production
+from tests.doc_blocks import ROOT, fenced_blocks
+
+pytestmark = pytest.mark.timeout(1500)
+
+PAGE = ROOT / "docs" / "your-agent.md"
+#: what the page's shell blocks call the work folder and production; the test replaces both
+DOC_FOLDER, DOC_NAME = ".stack/quickstart", "quickstart-reviews"
+WINDOW = 12
+INITIAL = 10
+
+
+def quickstart_reviews(stack: Any) -> list[str]:
+    """The quickstart's own input: ``resources/product_review.txt`` of the installed flink-agents wheel
+    (JSON lines ``{"id", "review", "ts"}``), read where the Flink side's Python finds it."""
+    where = subprocess.run(
+        [stack.flink_python, "-c", "import flink_agents.examples.quickstart as q; print(q.__path__[0])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    return (Path(where) / "resources" / "product_review.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_stand_in_scores_follow_the_prompt_only(stack) -> None:
+    """Both definitions build their plan with the environment-level stand-in connection, in Flink Agents'
+    local runner on the Flink side's Python; same reviews, same agent code: only the prompt's scale differs,
+    and with it every score (1-5 vs 1-10), while the reasons stay the same."""
+    program = """
+import json, sys
+from flink_agents.api.execution_environment import AgentsExecutionEnvironment
+from tests.jobs.quickstart_job.job import candidate, production
+lines = [l.encode() for l in sys.stdin.read().splitlines()]
+out = {}
+for name, job in (("production", production), ("candidate", candidate)):
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    for r in job.env_resources:
+        env.add_resource(r.name, r.type, r.descriptor)
+    records = [{"key": job.key_selector(job.deserializer(raw)), "value": job.deserializer(raw)} for raw in lines]
+    results = env.from_list(records).apply(job.build_agent()).to_list()
+    env.execute()
+    out[name] = [job.output_serializer(next(iter(r.values()))) for r in results]
+print(json.dumps(out))
+"""
+    lines = quickstart_reviews(stack)[:8]
+    done = subprocess.run([stack.flink_python, "-c", program], input="\n".join(lines), capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    prod, cand = out["production"], out["candidate"]
+    assert [o["id"] for o in prod] == [json.loads(line)["id"] for line in lines]
+    assert [o["reasons"] for o in prod] == [o["reasons"] for o in cand]
+    assert all(1 <= o["score"] <= 5 for o in prod) and all(1 <= o["score"] <= 10 for o in cand)
+    assert all(a["score"] != b["score"] for a, b in zip(prod, cand, strict=True)), (prod, cand)
+
+
+
+def doc_step(step: str, folder: Path, name: str) -> str:
+    """The page's shell block ``step`` with its work folder and production name replaced."""
+    block = next(b for b in fenced_blocks(PAGE) if b.kind == "run" and b.target == step)
+    assert DOC_FOLDER in block.text, block.text
+    return block.text.replace(DOC_FOLDER, str(folder)).replace(DOC_NAME, name)
+
+
+def run_step(script: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a shell block with bash in the repository's folder, as a reader would. It runs in a process group of
+    its own, ended as a whole afterwards: a background feeder of a block that failed half-way stops too."""
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+@pytest.fixture(scope="module")
+def production(stack, tmp_path_factory) -> Any:
+    """The page's ``deploy`` block: production from the job definition, fed the quickstart's first reviews."""
+    from airflow_flink_replay.local.demo import DemoTopics
+
+    folder = tmp_path_factory.mktemp("walkthrough")
+    name = f"quickstart-{uuid.uuid4().hex[:6]}"
+    prod = {"job_name": name, "identifier": name, "spec_path": folder / "spec.yaml", "folder": folder,
+            "topics": DemoTopics(reviews=f"{name}-input", outputs=f"{name}-outputs", capture=f"{name}-capture",
+                                 action_state=f"{name}-action-state")}
+    started = time.monotonic()
+    done = run_step(doc_step("deploy", folder, name), timeout=400)
+    prod["deploy_s"] = time.monotonic() - started
+    try:
+        assert done.returncode == 0, done.stdout[-4000:]
+        yield prod
+    finally:
+        stop_production(stack, prod)
+
+
+def test_production_runs_the_quickstart_agent_from_its_definition(stack, production) -> None:
+    """The agent gets the quickstart's ProductReview and answers its ProductReviewAnalysisRes, scored 1-5 by the
+    stand-in behind the env-level connection; the spec names both definitions."""
+    import yaml
+
+    deadline, outputs = time.monotonic() + 180, []
+    while time.monotonic() < deadline and len(outputs) < INITIAL:
+        outputs = production_outputs(stack.kafka_bootstrap, production["topics"].outputs)
+    assert len(outputs) == INITIAL, outputs
+    first = [json.loads(line) for line in (production["folder"] / "first.jsonl").read_text().splitlines()]
+    assert sorted(o["id"] for o in outputs) == sorted(r["id"] for r in first)
+    assert all(set(o) == {"id", "score", "reasons"} and 1 <= o["score"] <= 5 for o in outputs), outputs
+    spec = yaml.safe_load(production["spec_path"].read_text())
+    assert spec["production"]["agent_job"] == "tests.jobs.quickstart_job.job:production"
+    assert spec["candidate_agent_job"] == "tests.jobs.quickstart_job.job:candidate"
+    assert len(running_jobs(stack, production["job_name"])) == 1
+
+
+def test_the_gate_passes_production_as_its_own_candidate_and_fails_the_changed_prompt(stack, production) -> None:
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+    started = time.monotonic()
+    done = run_step(doc_step("gate", production["folder"], production["job_name"]), timeout=1200)
+    took = time.monotonic() - started
+    out = done.stdout
+    runs = Path(ReplaySpec.from_yaml(production["spec_path"]).runs_uri.removeprefix("file://"))
+    records = sorted((json.loads(p.read_text()) for p in runs.rglob("run_record.json")),
+                     key=lambda r: r["run_id"])
+    assert [r["verdict"] for r in records] == ["PASS", "FAIL"], (out[-6000:], took)
+    aa, ab = records
+    assert "=> PASS" in out and "=> FAIL" in out, out[-4000:]
+    assert [v["output_records"] for v in aa["variants"]] == [WINDOW] * 3, aa["variants"]
+    assert [v["output_records"] for v in ab["variants"]] == [WINDOW] * 3, ab["variants"]
+    # the changed prompt fails on its scores and on nothing else
+    failing = {f for r in ab["reasons"] if r["severity"] == "fail" for f in r["fields"]}
+    assert failing == {"$.score"}, ab["reasons"]
+    # production came back after both runs, once
+    assert len(running_jobs(stack, production["job_name"])) == 1
+    print(f"deploy {production['deploy_s']:.0f}s, two gate runs {took:.0f}s")
