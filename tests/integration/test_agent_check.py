@@ -209,3 +209,23 @@ def test_a_deserializer_that_cannot_read_a_captured_record_is_refused(checked: d
     assert f"candidate's deserializer or key selector cannot produce the agent's input from {topic}/0@" in report
     assert "ValueError: invalid literal for int()" in report and "in review_number" in report
     assert "lost what production's" not in report  # only the input differs from production's definition
+
+
+def test_a_check_program_that_dies_before_it_can_report_raises_with_its_own_traceback(stack: Any) -> None:
+    """The program itself missing on the job side (an old airflow-flink-replay there, say): no report comes
+    back, and the error is the Python error from the JobManager's log, not "Python process exits with code"."""
+    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+    from airflow_flink_replay.exceptions import FlinkSubmissionError
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+
+    url = stack.replay_flink_rest_url or stack.flink_rest_url
+    submitter = RestPythonSubmitter(
+        FlinkRestHook(settings=FlinkRestSettings(base_url=url, flink_home=stack.flink_home))
+    )
+    missing = f"afr_no_such_check_{uuid.uuid4().hex[:6]}"
+    with pytest.raises(FlinkSubmissionError) as info:
+        submitter.run_check(FlinkPythonProgram(module=missing, program_args=["--production", "x:y"]))
+    first_line = str(info.value).splitlines()[0]
+    assert f"No module named {missing}" in info.value.cause and f"No module named {missing}" in first_line
+    assert "Python process exits with code" not in first_line
