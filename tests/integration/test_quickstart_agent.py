@@ -130,9 +130,10 @@ def test_production_runs_the_quickstart_agent_from_its_definition(stack, product
     deadline, outputs = time.monotonic() + 180, []
     while time.monotonic() < deadline and len(outputs) < INITIAL:
         outputs = production_outputs(stack.kafka_bootstrap, production["topics"].outputs)
-    assert len(outputs) == INITIAL, outputs
+    # one output per review (a restart before a checkpoint may repeat some: the sink is at-least-once)
     first = [json.loads(line) for line in (production["folder"] / "first.jsonl").read_text().splitlines()]
-    assert sorted(o["id"] for o in outputs) == sorted(r["id"] for r in first)
+    assert len(outputs) >= INITIAL == len(first), outputs
+    assert {o["id"] for o in outputs} == {r["id"] for r in first}
     assert all(set(o) == {"id", "score", "reasons"} and 1 <= o["score"] <= 5 for o in outputs), outputs
     spec = yaml.safe_load(production["spec_path"].read_text())
     assert spec["production"]["agent_job"] == "tests.jobs.quickstart_job.job:production"
