@@ -100,7 +100,7 @@ def running_jobs(stack: Any, name: str) -> list[str]:
 
 def run_replay_dag(
     stack: Any, production: dict[str, Any], conf: dict[str, Any], *, kind: str = "gate", feed_from: int = 1000,
-    conn_file: str | None = None, spec: Any = None, feed_after_resume: bool = False, feeder: Any = None,
+    conn_file: str | None = None, spec: Any = None, feed_after_resume: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """Build the replay DAG of ``kind`` for the production's spec and run it under ``dag.test()`` while
     reviews keep flowing into production; returns the DAG run and ``{states, record, spec}``.
@@ -118,8 +118,7 @@ def run_replay_dag(
     revive_dead_taskmanagers(stack)
     dag = build_replay_dag(spec, dag_id=f"{kind}_{spec.name.replace('-', '_')}", kind=kind)  # type: ignore[arg-type]
     register_dag(dag, "replay-e2e")
-    # ``feeder``: a context manager producing production's input while the DAG runs (default: example reviews)
-    feeder = feeder or ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
+    feeder = ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
     if feed_after_resume:
         feeder = _AfterResume(feeder, stack, production["job_name"])  # type: ignore[assignment]
     with feeder:
