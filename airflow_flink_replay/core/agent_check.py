@@ -13,7 +13,9 @@ The check refuses (``problems``):
   file and line are in the message);
 - an empty plan: no action of the user's (the framework's built-in actions do not count);
 - a candidate plan that lost actions or resources production's has;
-- a deserializer (or key selector) that cannot produce the agent's input from a captured record.
+- a deserializer (or key selector) that cannot produce the agent's input from a captured record;
+- a candidate that keys records differently from production (another key type or key serializer): the
+  savepoint's per-key agent state would not be found.
 
 A plain ``class Mine(ExistingAgent): pass`` is the common cause of the two plan refusals: flink-agents builds an
 agent's plan from ``type(agent).__dict__``, so actions and resources declared on a base class are not in it.
@@ -118,6 +120,9 @@ class DefinitionFacts(BaseModel):
     actions: list[ActionFact] = Field(default_factory=list)
     builtin_actions: list[str] = Field(default_factory=list)
     resources: list[ResourceFact] = Field(default_factory=list)
+    key_serializer: str | None = Field(
+        default=None, description="how Flink serialises the key (AgentJob.key_type): pickled, string, long, int, ..."
+    )
     invisible: list[str] = Field(
         default_factory=list,
         description="'Base.name (kind)' declared on a base class of the agent but absent from the plan",
@@ -241,7 +246,8 @@ def _render_definition(d: DefinitionFacts, decisions: list[ResourceDecision]) ->
         if t.error is not None:
             lines.append(f"  input: failed on {t.failed_record or 'a captured record'}: {t.error.headline()}")
         elif t.records:
-            lines.append(f"  input: {t.records} captured record(s) -> {t.input_type}, key {t.key} ({t.key_type})")
+            key = f"key {t.key} ({t.key_type}" + (f", serialised {d.key_serializer})" if d.key_serializer else ")")
+            lines.append(f"  input: {t.records} captured record(s) -> {t.input_type}, {key}")
         else:
             lines.append("  input: not tried (no captured record)")
     return lines
@@ -304,6 +310,8 @@ def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | Non
     production, candidate = facts.definition("production"), facts.definition("candidate")
     if production and candidate and not (production.error or candidate.error) and candidate.actions:
         report.problems += _lost(production, candidate)
+    if production and candidate:
+        report.problems += _keys_differ(production, candidate)
     if production and candidate and production.input and candidate.input:
         p, c = production.input.input_type, candidate.input.input_type
         if p and c and p != c:
@@ -318,6 +326,26 @@ def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | Non
                 f"the capture topic {facts.sample.topic!r} holds no record yet: the deserializers were not tried"
             )
     return report
+
+
+def _keys_differ(production: DefinitionFacts, candidate: DefinitionFacts) -> list[str]:
+    """The candidate must key records as production did: the savepoint's agent state is under those keys."""
+    problems = []
+    ps, cs = production.key_serializer, candidate.key_serializer
+    if ps and cs and ps != cs:
+        problems.append(
+            f"the candidate's key is serialised as {cs}, production's as {ps}: the savepoint's agent state cannot be "
+            "read with another key serializer. Fix: give the candidate's AgentJob production's key_type"
+        )
+    pt = production.input.key_type if production.input else None
+    ct = candidate.input.key_type if candidate.input else None
+    if pt and ct and pt != ct:
+        problems.append(
+            f"the candidate's key selector gives {ct} keys, production's {pt} keys (same captured records): the "
+            "savepoint's per-key agent state is under production's keys, the candidate would find none of it. "
+            "Fix: give the candidate's AgentJob production's key_selector"
+        )
+    return problems
 
 
 def _definition_problems(d: DefinitionFacts) -> list[str]:

@@ -260,6 +260,8 @@ def inspect_definition(
         job = load_definition(ref, form, key_field, mem0_config)
         agent = job.build_agent()
         facts.agent_class = qualified(agent)
+        key_type = job.key_type  # None: pickled, as Flink Agents keys a stream itself
+        facts.key_serializer = "pickled" if key_type is None else str(key_type)
         facts.invisible = invisible_declarations(type(agent))
         facts.stage = "plan"
         plan_facts(facts, job, job.build_plan(mem0_config))

@@ -160,7 +160,7 @@ def test_a_healthy_definition_reports_actions_resources_and_the_decision_each_wi
             assert re.search(r"chat_model +review_model +agent +allow", section)
             assert re.search(r"tool +notify_support +agent +block", section)  # the spec's policy, by name
             assert re.search(r"chat_model_connection +env_review_llm +env +- used through a chat model setup", section)
-            assert "input: 3 captured record(s) -> dict, key 'c2' (str)" in section
+            assert "input: 3 captured record(s) -> dict, key 'c2' (str, serialised pickled)" in section
         assert "agent operator identity: uid 'afr-agent'" in report
         assert f"captured records tried: 3 from {checked['topic']}" in report
 

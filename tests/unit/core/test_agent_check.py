@@ -152,6 +152,20 @@ def test_a_deserializer_that_cannot_read_a_captured_record_is_refused_naming_the
     assert "input: failed on capture/0@41: ValidationError" in report.render()
 
 
+def test_a_candidate_keyed_differently_from_production_is_refused() -> None:
+    production = _definition(
+        key_serializer="long", input=InputTrial(records=2, input_type="d", key="1", key_type="int")
+    )
+    retyped = _definition("candidate", key_serializer="string",
+                          input=InputTrial(records=2, input_type="d", key="'1'", key_type="str"))  # fmt: skip
+    report = judge(_facts(production, retyped), ReplayPolicy())
+    assert len(report.problems) == 2
+    assert "the candidate's key is serialised as string, production's as long" in report.problems[0]
+    assert "the candidate's key selector gives str keys, production's int keys" in report.problems[1]
+    assert "Fix: give the candidate's AgentJob production's key_selector" in report.problems[1]
+    assert "input: 2 captured record(s) -> d, key 1 (int, serialised long)" in report.render()
+
+
 def test_warnings_do_not_refuse() -> None:
     java_tool = ResourceFact(name="java_tool", type="tool", mediated=False)
     trial = InputTrial(records=1, input_type="dict", key="'a'", key_type="str")
