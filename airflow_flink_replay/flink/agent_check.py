@@ -227,7 +227,8 @@ def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
             )
             resources.append(ResourceFact(name=name, type=rtype.value, level=level, clazz=_provider_class(provider)))
     with tempfile.TemporaryDirectory(prefix="afr-agent-check-") as audit_dir:
-        wrapped = rewrite_plan_resources(plan, ReplayPolicy(), "agent-check", audit_dir)  # the plan is a copy
+        # rewrites this plan in place: it was built for this check only
+        wrapped = rewrite_plan_resources(plan, ReplayPolicy(), "agent-check", audit_dir)
     unmediated = set(wrapped["unmediated"])
     for res in resources:
         if res.type in _GOVERNED:
@@ -268,7 +269,7 @@ def inspect_definition(
         facts.stage = "input"
         facts.input = try_inputs(job, records) if records else InputTrial()
         facts.stage = "done"
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a module that exits at import is reported like one that raises
         facts.error = python_error(exc)
     return facts
 

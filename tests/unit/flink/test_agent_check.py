@@ -101,3 +101,13 @@ def test_the_cli_carrier_is_one_line_on_stdout(capsys: pytest.CaptureFixture[str
     facts = decode_facts(out)
     assert facts is not None and [d.role for d in facts.definitions] == ["production"]
     assert facts.definitions[0].error is not None and facts.sample is None  # no capture topic given: no records
+
+
+def test_a_definition_that_exits_at_import_is_reported_not_ended_with(tmp_path: Any, monkeypatch: Any) -> None:
+    (tmp_path / "afr_exits_at_import.py").write_text("import sys\nsys.exit('no settings file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    facts = inspect_definition("production", "afr_exits_at_import:job", "job", [])
+    assert facts.stage == "import" and facts.error is not None
+    assert (
+        facts.error.headline() == "SystemExit: no settings file" and "afr_exits_at_import.py" in facts.error.traceback
+    )
