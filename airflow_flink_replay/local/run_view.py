@@ -32,10 +32,11 @@ def chain_steps() -> list[tuple[str, list[str]]]:
     """The replay chain as a person reads it: each step's name and the DAG tasks it is made of."""
     return [
         ("preflight", [ids.TASK_RESOLVE, ids.TASK_PREFLIGHT, ids.TASK_CHOOSE_START, ids.TASK_OFFSETS_BEFORE_QUIESCE]),
+        ("agent check", [ids.TASK_AGENT_CHECK]),
         ("savepoint", [ids.TASK_QUIESCE, ids.TASK_REUSE_MANIFEST]),
         ("production resumed", [ids.TASK_RESUME_PRODUCTION]),
         ("capture window", [ids.TASK_START_OFFSETS, ids.TASK_CAPTURE_WINDOW, ids.TASK_MANIFEST]),
-        ("memory forks", [ids.fork_task(v) for v in VARIANTS]),
+        ("memory forks", [ids.TASK_PRECOPY_MEMORY, *(ids.fork_task(v) for v in VARIANTS)]),
         ("replays", [ids.TASK_ISOLATE_ACTION_STATE, ids.TASK_REPLAY_FROM, *(ids.replay_task(v) for v in VARIANTS)]),
         ("compare", [ids.TASK_COMPARE, ids.TASK_APPROVE]),
         ("cleanup", [ids.TASK_VERIFY_PRODUCTION_MEMORY, ids.TASK_CANCEL_LEFTOVER_REPLAYS, ids.TASK_DELETE_REPLAY_TOPICS,
@@ -49,7 +50,10 @@ def render_run(tasks: list[Any], record: dict[str, Any] | None, record_path: str
     by_id: dict[str, _Task] = {t.task_id: t for t in tasks}
     figures = _figures(record)
     lines = []
-    for name, task_ids in chain_steps():
+    steps = chain_steps()
+    known = {t for _, task_ids in steps for t in task_ids}
+    steps.append(("other tasks", sorted(t for t in by_id if t not in known)))  # a task added to the DAG later
+    for name, task_ids in steps:
         mine = [by_id[t] for t in task_ids if t in by_id]
         ran = [t for t in mine if t.state not in (None, "skipped", "removed")]
         if not ran:
@@ -57,6 +61,8 @@ def render_run(tasks: list[Any], record: dict[str, Any] | None, record_path: str
         failed = _failures(ran, record)
         unfinished = [t.task_id for t in ran if t.state not in ("success", "failed", "upstream_failed")]
         figure = f"FAILED: {', '.join(failed)}" if failed else figures.get(name, "")
+        if failed and figures.get(name, "").startswith("REFUSED"):
+            figure = f"FAILED: {figures[name]}"
         if all(t.state == "upstream_failed" for t in ran):
             figure = "not run (a step before it failed)"
         if unfinished and not failed and name != "cleanup":
@@ -89,6 +95,9 @@ def _span(tasks: list[_Task]) -> str:
 def _figures(record: dict[str, Any]) -> dict[str, str]:
     """The key figure of each chain step, from the run record (and the manifest it points to)."""
     out: dict[str, str] = {}
+    check = _agent_check(record.get("agent_check"))
+    if check:
+        out["agent check"] = check
     savepoint = record.get("savepoint") or {}
     if savepoint.get("job_name"):
         out["preflight"] = f"production {savepoint['job_name']} (Flink job {savepoint.get('job_id', '?')})"
@@ -118,6 +127,21 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
     if dropped or deleted:
         out["cleanup"] = f"{len(dropped)} memory forks dropped, {len(deleted or [])} replay topics deleted"
     return out
+
+
+def _agent_check(result: dict[str, Any] | None) -> str | None:
+    """The agent check in one line: OK with each definition's actions and resources, or why it refused."""
+    if not result:
+        return None
+    checked = result.get("checked") or {}
+    if result.get("refused"):
+        problem = next(iter(checked.get("problems") or []), "") or "see the report in the run record"
+        return f"REFUSED: {problem.splitlines()[0]}"
+    definitions = (checked.get("facts") or {}).get("definitions") or []
+    return "OK: " + "; ".join(
+        f"{d.get('role')} {len(d.get('actions') or [])} actions, {len(d.get('resources') or [])} resources"
+        for d in definitions
+    )
 
 
 def _window_records(manifest_uri: str | None) -> int | None:

@@ -28,8 +28,8 @@ pytestmark = pytest.mark.timeout(1800)
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MAX_CONSOLE_LINES = 60
-STEPS = ("preflight", "savepoint", "production resumed", "capture window", "memory forks", "replays", "compare",
-         "cleanup")
+STEPS = ("preflight", "agent check", "savepoint", "production resumed", "capture window", "memory forks", "replays",
+         "compare", "cleanup")
 
 
 def _clean_env() -> dict[str, str]:

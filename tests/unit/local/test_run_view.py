@@ -48,6 +48,9 @@ def _record(tmp_path: Path, verdict: str = "FAIL", reasons: int = 2) -> dict:
         "reasons": [{"code": f"R{i}", "severity": "fail", "message": "x" * 400} for i in range(reasons)]
         + [{"code": "NOTE", "severity": "info", "message": "not shown"}],
         "report_dir": "/runs/compare-x",
+        "agent_check": {"refused": False, "checked": {"facts": {"definitions": [
+            {"role": "production", "actions": [{}, {}], "resources": [{}, {}, {}]},
+            {"role": "candidate", "actions": [{}, {}], "resources": [{}, {}]}]}}},
         "cleanup": {"forks_dropped": {"baseline": {"kept": False}, "baseline_2": {"kept": False},
                                       "candidate": {"kept": True}}},
         "action_state": {"cleanup": {"deleted": ["t1", "t2", "t3"]}},
@@ -58,10 +61,11 @@ def test_one_line_per_chain_step_with_duration_and_figure(tmp_path: Path) -> Non
     # the gate on FAIL: compare fails the run, approve does not run, run_record fails the run after writing
     tasks = _tasks(compare="failed", approve="upstream_failed", run_record="failed")
     lines = render_run(tasks, _record(tmp_path), "/runs/x/run_record.json")
-    steps = {line.split()[0]: line for line in lines[:8]}
-    assert [line.split()[0] for line in lines[:8]] == [
-        "preflight", "savepoint", "production", "capture", "memory", "replays", "compare", "cleanup"
+    steps = {line.split()[0]: line for line in lines[:9]}
+    assert [line.split()[0] for line in lines[:9]] == [
+        "preflight", "agent", "savepoint", "production", "capture", "memory", "replays", "compare", "cleanup"
     ]
+    assert "OK: production 2 actions, 3 resources; candidate 2 actions, 2 resources" in steps["agent"]
     assert "4.0s" in steps["preflight"]  # four tasks of one second each, back to back
     assert "production prod (Flink job 4b75)" in steps["preflight"]
     assert "file:/sp/savepoint-1 (drain)" in steps["savepoint"] and "1.0s" in steps["savepoint"]  # skipped reuse
@@ -71,9 +75,9 @@ def test_one_line_per_chain_step_with_duration_and_figure(tmp_path: Path) -> Non
     assert "baseline 20, baseline_2 20, candidate 19" in steps["replays"]
     assert steps["compare"].endswith("verdict FAIL") and "FAILED" not in steps["cleanup"]
     assert "2 memory forks dropped, 3 replay topics deleted" in steps["cleanup"]  # a kept fork is not dropped
-    assert lines[8] == "  => FAIL"
-    assert [line.split()[0] for line in lines[9:11]] == ["[R0]", "[R1]"]  # info reasons are not shown
-    assert all(len(line) < 200 for line in lines[9:11])  # long messages are cut
+    assert lines[9] == "  => FAIL"
+    assert [line.split()[0] for line in lines[10:12]] == ["[R0]", "[R1]"]  # info reasons are not shown
+    assert all(len(line) < 200 for line in lines[10:12])  # long messages are cut
     assert lines[-2:] == ["  report: /runs/compare-x/report.html", "  run record: /runs/x/run_record.json"]
 
 
@@ -97,6 +101,17 @@ def test_a_compare_that_fails_without_a_fail_verdict_is_a_failure(tmp_path: Path
     assert "FAILED: compare" in next(line for line in lines if line.split()[0] == "compare")
     lines = render_run(_tasks(run_record="failed"), None, None)  # no record written: run_record's own failure
     assert "FAILED: run_record" in next(line for line in lines if line.split()[0] == "cleanup")
+
+
+def test_a_refused_agent_check_says_why_and_an_unknown_task_is_still_shown() -> None:
+    record = {"agent_check": {"refused": True, "checked": {"problems": [
+        "candidate: the plan has no actions (a plain subclass?)\nFix: ..."]}}}
+    tasks = [_task("agent_check", 0, 2, "failed"), _task("quiesce", 2, 2, "upstream_failed"),
+             _task("a_new_task", 2, 3)]
+    lines = render_run(tasks, record, None)
+    assert lines[0].split()[:3] == ["agent", "check", "2.0s"]
+    assert lines[0].endswith("FAILED: REFUSED: candidate: the plan has no actions (a plain subclass?)")
+    assert lines[2].split()[:3] == ["other", "tasks", "1.0s"]
 
 
 def test_unfinished_tasks_are_named() -> None:
