@@ -59,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
         if args.candidate:
             check_reference("--candidate", args.candidate, python_path, ROOT)
         stack = running_stack()
-        pth = link_python_path(stack, python_path)
-        print(f"Flink side imports your package from {', '.join(str(p) for p in python_path)} ({pth})")
+        linked = [p for p in python_path if p.resolve() != ROOT]  # the checkout is linked by the stack itself
+        if linked:
+            pth = link_python_path(stack, linked)
+            print(f"Flink side imports your package from {', '.join(str(p) for p in linked)} ({pth})")
         job_id, submitted = submit_production(stack, topics, job_name=args.name, job_identifier=args.name,
                                               agent=agent)
     except OwnJobError as err:
