@@ -122,4 +122,6 @@ def _gate_run(
         print(f"  the DAG run did not start: see {airflow.log_path}")
     for line in result.lines:
         print(line)
+    if result.verdict is None:
+        print(f"  the failed tasks' errors are in {airflow.log_path}")
     return result.verdict

@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for line in result.lines:
         print(line)
+    if result.state != "success" and result.verdict is None:
+        print(f"  the failed tasks' errors are in {log_path}")
     print(f"run {result.run_id}: {result.state}")
     return 0 if result.state == "success" else 1
 
