@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
@@ -324,13 +324,23 @@ class OssMem0Backend:
         timings = {"check": time.monotonic() - started, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         try:
             pages = store.iter_where(source.fields(), with_vectors=True, page_size=store.copy_read_page)
-            id_map, digests, contents = self._copy(pages, source, target, fork_id, forked_at, written, timings)
+            chunks: list[str] = []
+
+            def write_parts(digests: Mapping[str, bytes], contents: Mapping[str, bytes]) -> None:
+                chunks.extend(self._snapshot_chunks(digests, contents, precopy=precopy))
+                self._write_parts(target, fork_id, chunks, precopy=precopy)
+
+            id_map, digests, contents = self._copy(
+                pages, source, target, fork_id, forked_at, written, timings, on_read=write_parts
+            )
             mark = time.monotonic()
             history_rows = self._copy_history(id_map, fork_id, target)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
-            record = self._finish(source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy)
-            timings["marker"] = time.monotonic() - mark
+            record = self._finish(
+                source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy, chunks=chunks
+            )
+            timings["marker"] += time.monotonic() - mark
         except BaseException as exc:
             log.error("fork %s into %s failed after %d memories: removing what it wrote", fork_id, target, len(written))
             self._roll_back(exc, target, fork_id, written, 0)
@@ -370,9 +380,12 @@ class OssMem0Backend:
         forked_at: str,
         written: list[str],
         timings: dict[str, float],
+        on_read: Callable[[dict[str, bytes], dict[str, bytes]], None] | None = None,
     ) -> tuple[dict[str, str], dict[str, bytes], dict[str, bytes]]:
         """Write rewritten copies of the source records in ``pages``; return ``(id map, digests, content
-        digests)``, both digests keyed by source id.
+        digests)``, both digests keyed by source id. ``on_read(digests, contents)`` runs once every page is
+        read, while the last write requests are still in flight (the fork writes its snapshot parts then);
+        its seconds go to ``timings["marker"]``.
 
         A pipeline: the records of each page read are cut into write requests of ``copy_write_chunk``
         and up to ``copy_write_workers`` requests are in flight while the next page is read (where the
@@ -387,15 +400,22 @@ class OssMem0Backend:
         contents: dict[str, bytes] = {}
         src_key, tgt_key, tgt_fields = source.key(), target.key(), target.fields()
         workers = max(1, store.copy_write_workers) if store.concurrent_io else 0
-        chunk = max(1, store.copy_write_chunk)
+        chunk = max(1, store.copy_write_chunk or store.copy_read_page or store.batch_size)
+        first = min(chunk, store.copy_read_page or chunk)
+        written_here: list[int] = []
         buffer: list[StoredMemory] = []
         in_flight: deque[Future[None]] = deque()
         with ThreadPoolExecutor(max(1, workers)) as pool:
 
             def send(everything: bool) -> None:
-                while len(buffer) >= chunk or (everything and buffer):
-                    request = buffer[:chunk]
-                    del buffer[:chunk]
+                # the first request goes out after one page: the store's write path (what bounds a copy)
+                # starts working while the rest is read
+                size = chunk if written_here else first
+                while len(buffer) >= size or (everything and buffer):
+                    request = buffer[:size]
+                    del buffer[:size]
+                    size = chunk
+                    written_here.append(len(request))
                     written.extend(r.id for r in request)
                     if not workers:
                         store.write(request)
@@ -423,6 +443,12 @@ class OssMem0Backend:
             timings["read"] += time.monotonic() - mark
             mark = time.monotonic()
             send(True)
+            if on_read is not None:
+                timings["write"] += time.monotonic() - mark
+                mark = time.monotonic()
+                on_read(digests, contents)
+                timings["marker"] += time.monotonic() - mark
+                mark = time.monotonic()
             while in_flight:
                 in_flight.popleft().result()
             timings["write"] += time.monotonic() - mark
@@ -555,68 +581,87 @@ class OssMem0Backend:
         *,
         precopy: bool,
         pre: PrecopyManifest | None = None,
+        chunks: list[str] | None = None,
     ) -> ForkManifest | PrecopyManifest:
         """Write the marker that makes the target a fork (manifest + digest snapshot) or a pre-copy (pre-copy
-        marker + content-digest snapshot), then remove the previous pre-copy's parts it no longer needs."""
+        marker + content-digest snapshot), then remove the previous pre-copy's parts it no longer needs.
+        ``chunks``: the snapshot parts, already written (the full copy writes them while its last copies
+        are in flight); else they are computed and written here, before the marker."""
         store = self.store
         fields = {"fork_id": fork_id, "source": source, "target": target, "count": len(digests)}
         stores = {"history_rows": history_rows, "store": store.provider, "collection": store.collection}
+        written = chunks is not None
+        chunks = chunks if chunks is not None else self._snapshot_chunks(digests, contents, precopy=precopy)
         record: ForkManifest | PrecopyManifest
         if precopy:
-            chunks = split_chunks(encode_snapshot(contents, CONTENT_DIGEST_BYTES))
             record = PrecopyManifest(**fields, **stores, precopied_at=forked_at, snapshot_parts=len(chunks))
-            self._write_precopy_marker(target, record, chunks)
+            self._write_precopy_marker(target, record, chunks, parts_written=written)
             stale = range(len(chunks), pre.snapshot_parts if pre else 0)
         else:
-            chunks = split_chunks(encode_snapshot(digests))
             record = ForkManifest(
                 **fields, **stores, source_fingerprint=combine_digests(digests.values()), forked_at=forked_at,
                 snapshot_parts=len(chunks),
             )  # fmt: skip
-            self._write_markers(store, target, record, chunks)
+            self._write_markers(store, target, record, chunks, parts_written=written)
             stale = range(pre.snapshot_parts if pre else 0)
         if stale:
             with suppress(Exception):  # marker records mem0 never returns; a drop removes them too
                 store.delete_ids([precopy_marker_id(target, i) for i in stale])
         return record
 
-    def _write_precopy_marker(self, tgt: Mem0Namespace, pre: PrecopyManifest, chunks: list[str]) -> None:
-        """Content-digest parts first, the pre-copy marker last (its presence: the pre-copy is complete)."""
+    @staticmethod
+    def _snapshot_chunks(digests: Mapping[str, bytes], contents: Mapping[str, bytes], *, precopy: bool) -> list[str]:
+        """The snapshot a marker records, in parts: a pre-copy's content digests, or a fork's digests."""
+        if precopy:
+            return split_chunks(encode_snapshot(contents, CONTENT_DIGEST_BYTES))
+        return split_chunks(encode_snapshot(digests))
+
+    def _marker_vector(self) -> Any:
         store = self.store
-        vector = store.make_vector([1.0] + [0.0] * (store.dims() - 1))
-        base = {MARKER_FIELD: tgt.key(), MARKER_FORK_ID_FIELD: pre.fork_id}
-        store.write([
+        return store.make_vector([1.0] + [0.0] * (store.dims() - 1))
+
+    def _write_parts(self, tgt: Mem0Namespace, fork_id: str, chunks: list[str], *, precopy: bool) -> None:
+        """The snapshot parts of a fork's manifest or a pre-copy's marker (before that marker)."""
+        kind, part_id = (
+            (MARKER_KIND_PRECOPY_SNAPSHOT, precopy_marker_id) if precopy else (MARKER_KIND_SNAPSHOT, marker_id)
+        )
+        base = {MARKER_FIELD: tgt.key(), MARKER_FORK_ID_FIELD: fork_id, MARKER_KIND_FIELD: kind}
+        vector = self._marker_vector()
+        self.store.insert([
             StoredMemory(
-                id=precopy_marker_id(tgt, i),
-                payload={**base, MARKER_KIND_FIELD: MARKER_KIND_PRECOPY_SNAPSHOT, MARKER_PART_FIELD: i,
-                         MARKER_SNAPSHOT_FIELD: c},
-                vector=vector,
+                id=part_id(tgt, i), payload={**base, MARKER_PART_FIELD: i, MARKER_SNAPSHOT_FIELD: c}, vector=vector
             )
             for i, c in enumerate(chunks)
         ])  # fmt: skip
-        head = {**base, MARKER_KIND_FIELD: MARKER_KIND_PRECOPY, MARKER_MANIFEST_FIELD: pre.model_dump_json()}
-        store.write([StoredMemory(id=precopy_marker_id(tgt), payload=head, vector=vector)])
+
+    def _write_precopy_marker(
+        self, tgt: Mem0Namespace, pre: PrecopyManifest, chunks: list[str], *, parts_written: bool = False
+    ) -> None:
+        """Content-digest parts first, the pre-copy marker last (its presence: the pre-copy is complete)."""
+        if not parts_written:
+            self._write_parts(tgt, pre.fork_id, chunks, precopy=True)
+        head = {
+            MARKER_FIELD: tgt.key(),
+            MARKER_FORK_ID_FIELD: pre.fork_id,
+            MARKER_KIND_FIELD: MARKER_KIND_PRECOPY,
+            MARKER_MANIFEST_FIELD: pre.model_dump_json(),
+        }
+        self.store.insert([StoredMemory(id=precopy_marker_id(tgt), payload=head, vector=self._marker_vector())])
 
     def _write_markers(
-        self, store: StoreAdapter, tgt: Mem0Namespace, manifest: ForkManifest, chunks: list[str]
+        self,
+        store: StoreAdapter,
+        tgt: Mem0Namespace,
+        manifest: ForkManifest,
+        chunks: list[str],
+        *,
+        parts_written: bool = False,
     ) -> None:
         """Snapshot parts first, the manifest last: its presence means the fork is complete."""
-        vector = store.make_vector([1.0] + [0.0] * (store.dims() - 1))
+        if not parts_written:
+            self._write_parts(tgt, manifest.fork_id, chunks, precopy=False)
+        vector = self._marker_vector()
         base = {MARKER_FIELD: tgt.key(), MARKER_FORK_ID_FIELD: manifest.fork_id}
-        parts = [
-            StoredMemory(
-                id=marker_id(tgt, i),
-                payload={
-                    **base,
-                    MARKER_KIND_FIELD: MARKER_KIND_SNAPSHOT,
-                    MARKER_PART_FIELD: i,
-                    MARKER_SNAPSHOT_FIELD: c,
-                },
-                vector=vector,
-            )
-            for i, c in enumerate(chunks)
-        ]
-        store.insert(parts)
         manifest_payload = {
             **base,
             MARKER_KIND_FIELD: MARKER_KIND_MANIFEST,
