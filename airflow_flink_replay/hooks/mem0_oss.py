@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
@@ -323,24 +323,15 @@ class OssMem0Backend:
         written: list[str] = []
         timings = {"check": time.monotonic() - started, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         try:
-            pages = store.iter_where(source.fields(), with_vectors=True, page_size=store.copy_read_page)
-            chunks: list[str] = []
-
-            def write_parts(digests: Mapping[str, bytes], contents: Mapping[str, bytes]) -> None:
-                chunks.extend(self._snapshot_chunks(digests, contents, precopy=precopy))
-                self._write_parts(target, fork_id, chunks, precopy=precopy)
-
-            id_map, digests, contents = self._copy(
-                pages, source, target, fork_id, forked_at, written, timings, on_read=write_parts
-            )
+            page = min(store.copy_read_page or store.batch_size, store.batch_size)
+            pages = store.iter_where(source.fields(), with_vectors=True, page_size=page)
+            id_map, digests, contents = self._copy(pages, source, target, fork_id, forked_at, written, timings)
             mark = time.monotonic()
             history_rows = self._copy_history(id_map, fork_id, target)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
-            record = self._finish(
-                source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy, chunks=chunks
-            )
-            timings["marker"] += time.monotonic() - mark
+            record = self._finish(source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy)
+            timings["marker"] = time.monotonic() - mark
         except BaseException as exc:
             log.error("fork %s into %s failed after %d memories: removing what it wrote", fork_id, target, len(written))
             self._roll_back(exc, target, fork_id, written, 0)
@@ -380,12 +371,9 @@ class OssMem0Backend:
         forked_at: str,
         written: list[str],
         timings: dict[str, float],
-        on_read: Callable[[dict[str, bytes], dict[str, bytes]], None] | None = None,
     ) -> tuple[dict[str, str], dict[str, bytes], dict[str, bytes]]:
         """Write rewritten copies of the source records in ``pages``; return ``(id map, digests, content
-        digests)``, both digests keyed by source id. ``on_read(digests, contents)`` runs once every page is
-        read, while the last write requests are still in flight (the fork writes its snapshot parts then);
-        its seconds go to ``timings["marker"]``.
+        digests)``, both digests keyed by source id.
 
         A pipeline: the records of each page read are cut into write requests of ``copy_write_chunk``
         and up to ``copy_write_workers`` requests are in flight while the next page is read (where the
@@ -400,8 +388,9 @@ class OssMem0Backend:
         contents: dict[str, bytes] = {}
         src_key, tgt_key, tgt_fields = source.key(), target.key(), target.fields()
         workers = max(1, store.copy_write_workers) if store.concurrent_io else 0
-        chunk = max(1, store.copy_write_chunk or store.copy_read_page or store.batch_size)
-        first = min(chunk, store.copy_read_page or chunk)
+        page_size = min(store.copy_read_page or store.batch_size, store.batch_size)
+        chunk = max(1, min(store.copy_write_chunk or page_size, store.batch_size))
+        first = min(chunk, page_size)
         written_here: list[int] = []
         buffer: list[StoredMemory] = []
         in_flight: deque[Future[None]] = deque()
@@ -418,11 +407,11 @@ class OssMem0Backend:
                     written_here.append(len(request))
                     written.extend(r.id for r in request)
                     if not workers:
-                        store.write(request)
+                        store.insert(request)
                         continue
                     while len(in_flight) >= workers:
                         in_flight.popleft().result()
-                    in_flight.append(pool.submit(store.write, request))
+                    in_flight.append(pool.submit(store.insert, request))
 
             mark = time.monotonic()
             for page in pages:
@@ -443,12 +432,6 @@ class OssMem0Backend:
             timings["read"] += time.monotonic() - mark
             mark = time.monotonic()
             send(True)
-            if on_read is not None:
-                timings["write"] += time.monotonic() - mark
-                mark = time.monotonic()
-                on_read(digests, contents)
-                timings["marker"] += time.monotonic() - mark
-                mark = time.monotonic()
             while in_flight:
                 in_flight.popleft().result()
             timings["write"] += time.monotonic() - mark
@@ -557,7 +540,7 @@ class OssMem0Backend:
                 self._delete_history(list(written) + [r.id for r in saved])
                 self._put_history(*saved_history)
             store.delete_ids(list(written))
-            store.write(saved)
+            store.insert(saved)
             store.delete_ids(sorted(store.ids_where({MARKER_FIELD: target.key()})))
             digests = {k: bytes.fromhex(v) for k, v in before.items()}
             self._write_precopy_marker(target, pre, split_chunks(encode_snapshot(digests, CONTENT_DIGEST_BYTES)))
@@ -581,28 +564,26 @@ class OssMem0Backend:
         *,
         precopy: bool,
         pre: PrecopyManifest | None = None,
-        chunks: list[str] | None = None,
     ) -> ForkManifest | PrecopyManifest:
         """Write the marker that makes the target a fork (manifest + digest snapshot) or a pre-copy (pre-copy
-        marker + content-digest snapshot), then remove the previous pre-copy's parts it no longer needs.
-        ``chunks``: the snapshot parts, already written (the full copy writes them while its last copies
-        are in flight); else they are computed and written here, before the marker."""
+        marker + content-digest snapshot), then remove the previous pre-copy's parts it no longer needs."""
         store = self.store
-        fields = {"fork_id": fork_id, "source": source, "target": target, "count": len(digests)}
-        stores = {"history_rows": history_rows, "store": store.provider, "collection": store.collection}
-        written = chunks is not None
-        chunks = chunks if chunks is not None else self._snapshot_chunks(digests, contents, precopy=precopy)
+        fields: dict[str, Any] = {"fork_id": fork_id, "source": source, "target": target, "count": len(digests)}
+        fields.update(history_rows=history_rows, store=store.provider, collection=store.collection)
+        chunks = self._snapshot_chunks(digests, contents, precopy=precopy)
         record: ForkManifest | PrecopyManifest
         if precopy:
-            record = PrecopyManifest(**fields, **stores, precopied_at=forked_at, snapshot_parts=len(chunks))
-            self._write_precopy_marker(target, record, chunks, parts_written=written)
+            pre_record = PrecopyManifest(**fields, precopied_at=forked_at, snapshot_parts=len(chunks))
+            self._write_precopy_marker(target, pre_record, chunks)
+            record = pre_record
             stale = range(len(chunks), pre.snapshot_parts if pre else 0)
         else:
-            record = ForkManifest(
-                **fields, **stores, source_fingerprint=combine_digests(digests.values()), forked_at=forked_at,
+            manifest = ForkManifest(
+                **fields, source_fingerprint=combine_digests(digests.values()), forked_at=forked_at,
                 snapshot_parts=len(chunks),
             )  # fmt: skip
-            self._write_markers(store, target, record, chunks, parts_written=written)
+            self._write_markers(store, target, manifest, chunks)
+            record = manifest
             stale = range(pre.snapshot_parts if pre else 0)
         if stale:
             with suppress(Exception):  # marker records mem0 never returns; a drop removes them too
@@ -634,12 +615,9 @@ class OssMem0Backend:
             for i, c in enumerate(chunks)
         ])  # fmt: skip
 
-    def _write_precopy_marker(
-        self, tgt: Mem0Namespace, pre: PrecopyManifest, chunks: list[str], *, parts_written: bool = False
-    ) -> None:
+    def _write_precopy_marker(self, tgt: Mem0Namespace, pre: PrecopyManifest, chunks: list[str]) -> None:
         """Content-digest parts first, the pre-copy marker last (its presence: the pre-copy is complete)."""
-        if not parts_written:
-            self._write_parts(tgt, pre.fork_id, chunks, precopy=True)
+        self._write_parts(tgt, pre.fork_id, chunks, precopy=True)
         head = {
             MARKER_FIELD: tgt.key(),
             MARKER_FORK_ID_FIELD: pre.fork_id,
@@ -654,12 +632,9 @@ class OssMem0Backend:
         tgt: Mem0Namespace,
         manifest: ForkManifest,
         chunks: list[str],
-        *,
-        parts_written: bool = False,
     ) -> None:
         """Snapshot parts first, the manifest last: its presence means the fork is complete."""
-        if not parts_written:
-            self._write_parts(tgt, manifest.fork_id, chunks, precopy=False)
+        self._write_parts(tgt, manifest.fork_id, chunks, precopy=False)
         vector = self._marker_vector()
         base = {MARKER_FIELD: tgt.key(), MARKER_FORK_ID_FIELD: manifest.fork_id}
         manifest_payload = {

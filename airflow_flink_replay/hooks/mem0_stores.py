@@ -71,8 +71,8 @@ class StoreAdapter(ABC):
     concurrent_io: bool = False
     #: records per read page while copying (None: the batch size; small: the first write starts sooner)
     copy_read_page: int | None = None
-    #: records per write request while copying (None: one request per page read), and how many
-    #: requests are in flight at once (only where ``concurrent_io``)
+    #: records per :meth:`insert` while copying (None: one per page read; never above the batch size),
+    #: and how many are in flight at once (only where ``concurrent_io``)
     copy_write_chunk: int | None = None
     copy_write_workers: int = 1
 
@@ -104,10 +104,6 @@ class StoreAdapter(ABC):
     @abstractmethod
     def delete_ids(self, ids: Sequence[str]) -> None:
         """Delete records by id (absent ids are ignored)."""
-
-    def write(self, records: Sequence[StoredMemory]) -> None:
-        """Write records like :meth:`insert`, from one thread (the fork's copy pipeline runs its own)."""
-        self.insert(records)
 
     def ids_where(self, filters: Mapping[str, str]) -> set[str]:
         """The ids of the records matching ``filters`` (no payloads, no vectors where the store allows)."""
@@ -147,8 +143,8 @@ class ChromaAdapter(StoreAdapter):
     write_workers = 2
     concurrent_io = True
     #: the fork's copy: the server applies writes one at a time and each request has a fixed cost, so few
-    #: large requests (one in flight, the next page read meanwhile) beat many small concurrent ones
-    #: (measured at 10k: 5,000 x 1 in flight 5.9 s, 2,500 x 2 6.4 s, 1,000 x 3 8.2 s)
+    #: large inserts (one in flight, the next page read meanwhile) beat many small concurrent ones
+    #: (measured at 10k on one collection: 5,000 x 1 in flight 5.9 s, 2,500 x 2 6.4 s, 1,000 x 3 8.2 s)
     copy_read_page = 1000
     copy_write_chunk = 5000
     copy_write_workers = 1
@@ -236,10 +232,6 @@ class ChromaAdapter(StoreAdapter):
         with ThreadPoolExecutor(self.write_workers) as pool:
             for future in [pool.submit(self._upsert, c) for c in chunks]:
                 future.result()
-
-    def write(self, records: Sequence[StoredMemory]) -> None:
-        for chunk in _chunks(records, self.write_batch):
-            self._upsert(chunk)
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for chunk in _chunks(list(ids), self.write_batch):

@@ -89,8 +89,9 @@ class ForkMem0NamespaceOperator(BaseOperator):
     def _call(self, hook: Mem0Hook, source: Mem0Namespace, target: Mem0Namespace) -> ForkResult:
         return hook.fork(source, target, fork_id=str(self.fork_id))
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        """Fork and return the :class:`ForkResult` as JSON-ready dict."""
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        """Fork and return the :class:`ForkResult` as JSON-ready dict (never None here; the pre-copy
+        subclass returns None when its store fails)."""
         source = _namespace(self.source, "source")
         target = _namespace(self.target, "target")
         try:

@@ -246,7 +246,7 @@ def test_precopy_rounds_and_drop(hook: Mem0Hook) -> None:
 def _fail_on(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """Make the delta fail once: at its first copy write (``copy``) or at the fork's manifest (``manifest``)."""
     store = hook.get_store()
-    original = store.write
+    original = store.insert
     failed: list[str] = []
 
     def write(recs: Any) -> None:
@@ -258,7 +258,6 @@ def _fail_on(hook: Mem0Hook, monkeypatch: pytest.MonkeyPatch, where: str) -> Non
             raise ConnectionError(f"injected failure at {where}")
         original(recs)
 
-    monkeypatch.setattr(store, "write", write)
     monkeypatch.setattr(store, "insert", write)
 
 
