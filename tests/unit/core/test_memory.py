@@ -92,3 +92,29 @@ def test_rewrite_payload_keeps_content_and_adds_provenance() -> None:
     assert out[FORK_ID_FIELD] == "run" and out[FORK_SOURCE_ID_FIELD] == "m1" and has_provenance(out)
     assert strip_provenance(out) == {**payload, "user_id": "replay-1"}
     assert payload["user_id"] == "prod" and not has_provenance(payload)
+
+
+def test_content_digest_changes_with_every_byte_a_fork_copies() -> None:
+    """The pre-copy's delta trusts equal content digests: any change to what a copy carries must change it."""
+    from types import SimpleNamespace
+
+    from airflow_flink_replay.core.memory import content_digest, precopy_marker_id
+
+    payload = {"data": "likes tea", "hash": "h1", "updated_at": "2026-12-01T10:00:00", "user_id": "p", "n": 1}
+    vector = [0.5, -0.25, 0.125]
+    base = content_digest("m1", payload, vector)
+    assert content_digest("m1", dict(reversed(list(payload.items()))), list(vector)) == base  # key order: no
+    changed = [
+        content_digest("m2", payload, vector),
+        content_digest("m1", {**payload, "data": "likes coffee"}, vector),  # text, same updated_at and hash
+        content_digest("m1", {**payload, "n": 2}, vector),  # any other metadata key
+        content_digest("m1", {**payload, "extra": None}, vector),
+        content_digest("m1", payload, [0.5, -0.25, 0.12500001]),  # one float32 ulp-level change
+        content_digest("m1", payload, None),
+        content_digest("m1", payload, vector, document="doc"),
+        content_digest("m1", payload, {"": vector, "bm25": SimpleNamespace(indices=[3], values=[1.0])}),
+        content_digest("m1", payload, {"": vector, "bm25": SimpleNamespace(indices=[4], values=[1.0])}),
+    ]
+    assert len({base, *changed}) == len(changed) + 1
+    target = Mem0Namespace(user_id="t")
+    assert precopy_marker_id(target) != marker_id(target) and precopy_marker_id(target, 0) != marker_id(target, 0)

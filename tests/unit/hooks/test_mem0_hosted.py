@@ -136,3 +136,15 @@ def test_hosted_fork_state_from_the_copies_metadata() -> None:
     partial = hosted_fork_states(_copies(2, count=3))["run-9"]  # one copy not (yet) visible
     assert not partial.complete and partial.present == 2
     assert set(hosted_fork_states({**_copies(1), **_copies(1, fork_id="other")})) == {"run-9", "other"}
+
+
+def test_precopy_on_the_platform_is_a_noop_and_contacts_nothing() -> None:
+    """The platform re-embeds and assigns its own ids and hashes: no content digest a delta could trust, so
+    the pre-copy does nothing (the fork at the cut copies in full) — and needs no client for it."""
+    from airflow_flink_replay.core.memory import Mem0Namespace
+    from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
+
+    backend = HostedMem0Backend(host="https://mem0.example")
+    result = backend.precopy(Mem0Namespace(user_id="prod"), Mem0Namespace(user_id="replay-1"), fork_id="run-1")
+    assert (result.kind, result.noop, result.count, result.delta) == ("precopy", True, 0, False)
+    assert backend._client is None
