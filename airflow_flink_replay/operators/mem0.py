@@ -18,7 +18,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace
+from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace, check_fork_pair
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
@@ -98,6 +98,10 @@ class ForkMem0NamespaceOperator(BaseOperator):
             result = self._call(self.hook, source, target)
         except (ForkConflictError, ValueError) as exc:
             raise AirflowFailException(str(exc)) from exc
+        self._report(result)
+        return result.model_dump(mode="json")
+
+    def _report(self, result: ForkResult) -> None:
         what = "pre-copied" if result.kind == "precopy" else "forked"
         self.log.info(
             "%s %d memories %s → %s in %.3f s (source fingerprint %s)%s",
@@ -112,7 +116,6 @@ class ForkMem0NamespaceOperator(BaseOperator):
             if result.delta
             else "",
         )
-        return result.model_dump(mode="json")
 
 
 class PrecopyMem0NamespaceOperator(ForkMem0NamespaceOperator):
@@ -137,16 +140,26 @@ class PrecopyMem0NamespaceOperator(ForkMem0NamespaceOperator):
         is removed, or removed by the fork as leftovers). A refusal (a target in use, a bad namespace)
         fails at once: the fork would refuse the same target, and nothing is stopped yet.
         """
+        source = _namespace(self.source, "source")
+        target = _namespace(self.target, "target")
         try:
-            return super().execute(context)
-        except AirflowFailException:
-            raise
-        except Exception as exc:
+            check_fork_pair(source, target)
+        except ValueError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        if not str(self.fork_id or "").strip():
+            raise AirflowFailException("fork_id: give the replay run's id (e.g. the Airflow run_id)")
+        try:
+            result = self._call(self.hook, source, target)
+        except ForkConflictError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        except Exception as exc:  # the store (an unreachable Chroma raises ValueError): the fork copies in full
             self.log.warning(
                 "pre-copy of %s failed (%s: %s): the fork copies in full inside the stop window",
-                self.source, type(exc).__name__, exc,
+                source, type(exc).__name__, exc,
             )  # fmt: skip
             return None
+        self._report(result)
+        return result.model_dump(mode="json")
 
 
 class VerifyMem0UntouchedOperator(BaseOperator):
