@@ -238,10 +238,7 @@ class ChromaAdapter(StoreAdapter):
             self.col.delete(ids=list(chunk))
 
     def count(self, filters: Mapping[str, str]) -> int:
-        total = 0
-        for batch in self.iter_where(filters, with_vectors=False):
-            total += len(batch)
-        return total
+        return len(self.ids_where(filters))
 
 
 class QdrantAdapter(StoreAdapter):
