@@ -10,9 +10,9 @@ The walkthrough docs/your-agent.md is run as it is written: its ``deploy`` block
 definition and feeds it the quickstart's own reviews; its ``gate`` block runs the release gate twice with
 ``flink-replay run-dag`` while reviews keep coming — production as its own candidate must PASS, the changed
 prompt must FAIL on ``$.score`` alone. Only the work folder and production's name are replaced (unique per
-run). Cost: one production deploy and two gate runs over a 12-record window, ~10 minutes (measured:
-deploy block 65 s, gate block 488 s, of which ~40 s per run are `airflow db migrate` + `airflow dags test`
-starting).
+run). Cost: one production deploy and two gate runs over a 12-record window, 6-10 minutes (measured 382 s
+and 598 s on a shared 2-core machine: deploy block 27-65 s, gate block 315-488 s, of which ~40 s per run are
+`airflow db migrate` + `airflow dags test` starting).
 """
 
 from __future__ import annotations
