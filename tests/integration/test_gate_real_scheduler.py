@@ -102,9 +102,9 @@ def gate_runs(stack, production, airflow) -> dict[str, dict[str, Any]]:
     """v2, then v1, each triggered over the REST API on the real scheduler (built once for the module)."""
     from airflow_flink_replay.local.demo import V1, V2
 
-    runs = {"v2": _run_gate(stack, production, airflow, V2, feed_from=1000)}
+    runs = {"v2": _run_gate(stack, production, airflow, V2, feed_from=10_000)}
     runs["v2"]["production_after"] = running_jobs(stack, production["job_name"])
-    runs["v1"] = _run_gate(stack, production, airflow, V1, feed_from=2000)
+    runs["v1"] = _run_gate(stack, production, airflow, V1, feed_from=30_000)
     runs["v1"]["production_after"] = running_jobs(stack, production["job_name"])
     return runs
 

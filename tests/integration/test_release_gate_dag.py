@@ -32,7 +32,7 @@ def production(stack, airflow_db, tmp_path_factory) -> Any:
     stop_production(stack, prod)
 
 
-_FEED_START = iter(range(1000, 100_000, 1000))
+_FEED_START = iter(range(10_000, 1_000_000, 20_000))  # 20,000 apart: a feeder at 5/s never reaches the next run's ids
 
 
 def _run_gate(stack, production, candidate: str) -> tuple[Any, dict[str, Any]]:
