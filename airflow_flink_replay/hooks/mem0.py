@@ -224,11 +224,7 @@ class Mem0Hook(BaseHook):
         Leftovers of an interrupted fork of the same ``fork_id`` are removed first. On any error what this
         call wrote is removed and the error re-raised.
         """
-        if not fork_id or not str(fork_id).strip():
-            raise ValueError("fork_id: give the replay run's id (e.g. the Airflow run_id)")
-        src = Mem0Namespace.coerce(source, what="source")
-        tgt = Mem0Namespace.coerce(target, what="target")
-        check_fork_pair(src, tgt)
+        src, tgt = _fork_pair(source, target, fork_id)
         return self.get_backend().fork(src, tgt, fork_id=str(fork_id))
 
     def precopy(self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str) -> ForkResult:
@@ -241,11 +237,7 @@ class Mem0Hook(BaseHook):
         called again it runs one more delta round. Hosted: a no-op (the fork copies in full). Same checks
         and conflicts as :meth:`fork`; a complete fork in ``target`` makes it a no-op.
         """
-        if not fork_id or not str(fork_id).strip():
-            raise ValueError("fork_id: give the replay run's id (e.g. the Airflow run_id)")
-        src = Mem0Namespace.coerce(source, what="source")
-        tgt = Mem0Namespace.coerce(target, what="target")
-        check_fork_pair(src, tgt)
+        src, tgt = _fork_pair(source, target, fork_id)
         return self.get_backend().precopy(src, tgt, fork_id=str(fork_id))
 
     def drop(self, namespace: NamespaceLike, *, keep: bool = False) -> DropResult:
@@ -268,3 +260,13 @@ class Mem0Hook(BaseHook):
         return untouched_report(
             baseline, now=now, payloads=payloads, production_writes_expected=production_writes_expected
         )
+
+
+def _fork_pair(source: NamespaceLike, target: NamespaceLike, fork_id: str) -> tuple[Mem0Namespace, Mem0Namespace]:
+    """The checked (source, target) of a fork or pre-copy; a blank ``fork_id`` is refused naming the fix."""
+    if not fork_id or not str(fork_id).strip():
+        raise ValueError("fork_id: give the replay run's id (e.g. the Airflow run_id)")
+    src = Mem0Namespace.coerce(source, what="source")
+    tgt = Mem0Namespace.coerce(target, what="target")
+    check_fork_pair(src, tgt)
+    return src, tgt
