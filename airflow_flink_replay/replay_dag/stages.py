@@ -90,9 +90,11 @@ RETRIES: dict[str, dict[str, Any]] = {
     # cancelling twice is harmless; backs off for the ~1 min a restarting replay JobManager takes
     ids.TASK_CANCEL_LEFTOVER_REPLAYS: retry(3, backoff=True),
     ids.TASK_DELETE_REPLAY_TOPICS: retry(2),  # a topic already gone counts as deleted
-    # dropping a dropped fork is a no-op; backs off for minutes: a store unreachable mid-fork leaves tagged
-    # leftovers only this task removes (later runs use other namespaces)
-    **{ids.drop_fork_task(v): retry(5, backoff=True) for v in VARIANTS},
+    # dropping a dropped fork is a no-op. Two retries 10 s apart: a store down longer than that leaves a
+    # partial fork's tagged copies behind (later runs use other namespaces; `DropMem0ForkOperator` on
+    # that namespace removes them). Longer backoff was tried: with the store down for the whole run (the
+    # fork drill) the three drops held the run ~14 minutes.
+    **{ids.drop_fork_task(v): retry(2) for v in VARIANTS},
     ids.TASK_ASSERT_PRODUCTION: retry(2, delay_s=5),  # read-only; a real finding fails at once
     ids.TASK_RUN_RECORD: NO_RETRY,  # it fails on purpose when a step failed: a retry fails the same way
 }

@@ -72,7 +72,7 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "verify_production_memory": (2, 10, 0),
     "cancel_leftover_replays": (3, 10, 2.0),
     "delete_replay_topics": (2, 10, 0),
-    **{d: (5, 10, 2.0) for d in DROPS},  # a store unreachable mid-fork: only this task removes the leftovers
+    **{d: (2, 10, 0) for d in DROPS},
     "assert_production": (2, 5, 0),
     "run_record": (0, 10, 0),
 }
