@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -85,22 +88,22 @@ _RESULTS: dict[str, Any] = {}
 
 
 @pytest.fixture
-def checked(
-    stack: Any, airflow_db: Any, tmp_path_factory: pytest.TempPathFactory, capfd: pytest.CaptureFixture[str]
-) -> dict[str, Any]:
+def checked(stack: Any, airflow_db: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every check of :data:`CHECKS` as a task of one DAG run (once per module): task id -> its state, its
     result (the return value, or what it pushed before failing) and its log (what ``dag.test()`` printed
     between the task's start and end)."""
     if not _RESULTS:
-        _RESULTS.update(_run_checks(stack, tmp_path_factory.mktemp("agent-check"), capfd))
+        _RESULTS.update(_run_checks(stack, tmp_path_factory.mktemp("agent-check")))
     return _RESULTS
 
 
-def _run_checks(stack: Any, work: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    from airflow.sdk import DAG
-    from confluent_kafka import Producer
+def _run_checks(stack: Any, work: Path) -> dict[str, Any]:
+    """Run the checks' DAG in a Python process of its own and read what it printed.
 
-    from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, AgentCheckOperator
+    In-process, Airflow's log handlers keep the streams of the test that first configured logging, so in a
+    full session the task logs never reached this test's capture (the module passed alone and failed in the
+    suite); a fresh process prints everything to its own stdout. Same metadata DB (``AIRFLOW_HOME``)."""
+    from confluent_kafka import Producer
 
     topic = f"afr-agent-check-{uuid.uuid4().hex[:8]}"
     harness.create_topics(stack.kafka_bootstrap, topic)
@@ -108,24 +111,48 @@ def _run_checks(stack: Any, work: Path, capfd: pytest.CaptureFixture[str]) -> di
     for review in REVIEWS:
         producer.produce(topic, key=review["customer"], value=json.dumps(review).encode())
         producer.flush(10)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.integration.test_agent_check", topic, str(work)],
+            cwd=Path(__file__).resolve().parents[2], env=os.environ.copy(), capture_output=True, text=True,
+            timeout=540, check=False,
+        )
+    finally:
+        harness.delete_topics(stack.kafka_bootstrap, topic)
+    printed = done.stdout + done.stderr
+    found = re.search(rf"^{_RESULTS_MARK} (.*)$", done.stdout, re.M)
+    assert found, (done.returncode, printed[-4000:])
+    out: dict[str, Any] = {"topic": topic}
+    for task_id, info in json.loads(found.group(1)).items():
+        out[task_id] = {**info, "log": _task_log(printed, task_id)}
+    return out
+
+
+#: The line the checks' DAG process prints its results on (JSON after the mark).
+_RESULTS_MARK = "AFR-AGENT-CHECK-RESULTS"
+
+
+def _run_checks_here(topic: str, work: Path) -> None:
+    """The checks' DAG, run in this process (``python -m tests.integration.test_agent_check TOPIC WORK``)."""
+    from airflow.sdk import DAG
+
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+    from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, AgentCheckOperator
+
+    stack = LocalStack(StackConfig()).info()
+    assert stack is not None, "no local stack"
     dag_id = f"agent_check_{uuid.uuid4().hex[:6]}"
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         for task_id, (candidate, submitter) in CHECKS.items():
             AgentCheckOperator(
                 task_id=task_id, spec=_spec(stack, topic, candidate, work), submitter=submitter, retries=0
             )
-    capfd.readouterr()
-    try:
-        dr = harness.run_dag_test(dag, stack.connections_file)
-    finally:
-        harness.delete_topics(stack.kafka_bootstrap, topic)
-    captured = capfd.readouterr()
-    printed = captured.out + captured.err
-    out: dict[str, Any] = {"topic": topic}
+    dr = harness.run_dag_test(dag, stack.connections_file)
+    results = {}
     for ti in dr.get_task_instances():
         result = ti.xcom_pull(task_ids=ti.task_id) or ti.xcom_pull(task_ids=ti.task_id, key=XCOM_AGENT_CHECK_KEY)
-        out[ti.task_id] = {"state": str(ti.state), "result": result, "log": _task_log(printed, ti.task_id)}
-    return out
+        results[ti.task_id] = {"state": str(ti.state), "result": result}
+    print(f"{_RESULTS_MARK} {json.dumps(results, default=str)}", flush=True)
 
 
 def _task_log(printed: str, task_id: str) -> str:
@@ -229,3 +256,7 @@ def test_a_check_program_that_dies_before_it_can_report_raises_with_its_own_trac
     first_line = str(info.value).splitlines()[0]
     assert f"No module named {missing}" in info.value.cause and f"No module named {missing}" in first_line
     assert "Python process exits with code" not in first_line
+
+
+if __name__ == "__main__":
+    _run_checks_here(sys.argv[1], Path(sys.argv[2]))
