@@ -35,6 +35,7 @@ __all__ = [
     "ManifestTamperedError",
     "NestingError",
     "NotAForkError",
+    "OwnJobError",
     "PathError",
     "PreflightError",
     "ReplayPolicyBlocked",
@@ -190,3 +191,8 @@ class ReplayPolicyBlocked(FlinkReplayError, RuntimeError):
 
 class StackSetupError(FlinkReplayError, RuntimeError):
     """A part of the local stack could not be set up; the message says what to do."""
+
+
+class OwnJobError(FlinkReplayError, RuntimeError):
+    """A local command for your own job (``flink-replay deploy/produce/run-dag``) cannot go on; the message
+    names the field or file and the fix."""

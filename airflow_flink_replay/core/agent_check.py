@@ -45,7 +45,7 @@ __all__ = [
     "AgentIdentity",
     "CheckFacts",
     "DefinitionFacts",
-    "PythonError",
+    "PythonFailure",
     "ResourceDecision",
     "decode_facts",
     "encode_facts",
@@ -68,7 +68,7 @@ _NOT_CALLED = {
 }
 
 
-class PythonError(BaseModel):
+class PythonFailure(BaseModel):
     """A Python exception raised on the job side, as text."""
 
     type: str
@@ -104,7 +104,7 @@ class InputTrial(BaseModel):
     input_type: str | None = None
     key: str | None = None
     key_type: str | None = None
-    error: PythonError | None = None
+    error: PythonFailure | None = None
     failed_record: str | None = Field(default=None, description="topic/partition@offset of the record that failed")
 
 
@@ -115,7 +115,7 @@ class DefinitionFacts(BaseModel):
     ref: str
     form: Literal["job", "factory"] = "job"
     stage: str = Field(default="import", description="the last stage reached: import, build, plan, input, done")
-    error: PythonError | None = None
+    error: PythonFailure | None = None
     agent_class: str | None = None
     actions: list[ActionFact] = Field(default_factory=list)
     builtin_actions: list[str] = Field(default_factory=list)
@@ -365,7 +365,7 @@ def _definition_problems(d: DefinitionFacts) -> list[str]:
     return problems
 
 
-def _error_problem(d: DefinitionFacts, err: PythonError) -> str:
+def _error_problem(d: DefinitionFacts, err: PythonFailure) -> str:
     what = {
         "import": "could not be imported on the job side",
         "build": "raised while building the agent",

@@ -49,7 +49,7 @@ from airflow_flink_replay.core.agent_check import (
     CheckFacts,
     DefinitionFacts,
     InputTrial,
-    PythonError,
+    PythonFailure,
     ResourceFact,
     SampleFacts,
     encode_facts,
@@ -89,14 +89,14 @@ class CapturedRecord:
         return f"{self.topic}/{self.partition}@{self.offset}"
 
 
-def python_error(exc: BaseException) -> PythonError:
+def python_error(exc: BaseException) -> PythonFailure:
     """``exc`` as text: type, message and the formatted traceback (its last :data:`TRACEBACK_LINES` lines)."""
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
     lines = [ln for ln in lines if not ln.startswith('  File "<frozen importlib')]  # the import machinery's frames
     if len(lines) > TRACEBACK_LINES:
         kept = lines[-(TRACEBACK_LINES - 2) :]
         lines = [lines[0], f"  ... ({len(lines) - 1 - len(kept)} lines left out)", *kept]
-    return PythonError(type=type(exc).__name__, message=str(exc)[:2000], traceback="\n".join(lines))
+    return PythonFailure(type=type(exc).__name__, message=str(exc)[:2000], traceback="\n".join(lines))
 
 
 def qualified(obj: Any) -> str:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from airflow_flink_replay.exceptions import OwnJobError
 from airflow_flink_replay.local.stack import LocalStack, StackConfig, StackInfo
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ USER_PATHS_PTH = "flink_replay_user_paths.pth"
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-class OwnJobError(Exception):
-    """A command for your own job cannot go on; the message names the field or file and the fix."""
 
 
 def running_stack() -> StackInfo:

@@ -7,7 +7,8 @@ search in the source finds; the source fingerprint is unchanged; replay writes s
 a replay leak into production fails verify-untouched while production's own writes are only reported;
 drop removes the fork and refuses a non-fork namespace; a failure mid-fork leaves nothing behind — the
 network to the Chroma server cut by a proxy (a real fault), and patched failures where no real fault can
-reach (embedded stores, a killed process); a retry after success is a no-op. FAISS goes through mem0's generic ``VectorStoreBase``.
+reach (embedded stores, a killed process); a retry after success is a no-op. FAISS goes through mem0's generic
+``VectorStoreBase``.
 """
 
 from __future__ import annotations

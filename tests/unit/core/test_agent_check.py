@@ -13,7 +13,7 @@ from airflow_flink_replay.core.agent_check import (
     CheckFacts,
     DefinitionFacts,
     InputTrial,
-    PythonError,
+    PythonFailure,
     ResourceFact,
     SampleFacts,
     decode_facts,
@@ -128,7 +128,7 @@ def test_a_python_error_refuses_with_its_message_and_traceback_text(
         'Traceback (most recent call last):\n  File "/srv/pkg/candidate.py", line 7, in <module>\n'
         f"    boom()\nRuntimeError: {message}"
     )
-    err = PythonError(type="TypeError" if form == "factory" else "RuntimeError", message=message, traceback=tb)
+    err = PythonFailure(type="TypeError" if form == "factory" else "RuntimeError", message=message, traceback=tb)
     failed = _definition("candidate", stage=stage, form=form, error=err, actions=[], resources=[])
     report = judge(_facts(_definition(), failed), ReplayPolicy())
     assert report.refused and len(report.problems) == 1
@@ -140,7 +140,7 @@ def test_a_python_error_refuses_with_its_message_and_traceback_text(
 
 def test_a_deserializer_that_cannot_read_a_captured_record_is_refused_naming_the_record() -> None:
     tb = '  File "/srv/pkg/job.py", line 12, in review_of\nValidationError: 1 error'
-    err = PythonError(type="ValidationError", message="1 validation error for ProductReview", traceback=tb)
+    err = PythonFailure(type="ValidationError", message="1 validation error for ProductReview", traceback=tb)
     bad = _definition("candidate", input=InputTrial(records=0, error=err, failed_record="capture/0@41"))
     report = judge(_facts(_definition(), bad, sample=SampleFacts(topic="capture", records=3)), ReplayPolicy())
     assert report.refused
