@@ -144,13 +144,8 @@ class OssMem0Backend:
 
     def read_manifest(self, target: Mem0Namespace) -> ForkManifest | None:
         """The completion marker of a fork into ``target``, or None when there is no complete fork."""
-        recs = self.store.get_ids([marker_id(target)])
-        if not recs:
-            return None
-        payload = recs[0].payload
-        if payload.get(MARKER_FIELD) != target.key() or payload.get(MARKER_KIND_FIELD) != MARKER_KIND_MANIFEST:
-            return None
-        return ForkManifest.model_validate_json(payload[MARKER_MANIFEST_FIELD])
+        found = self._marker_json(marker_id(target), target, MARKER_KIND_MANIFEST)
+        return ForkManifest.model_validate_json(found) if found is not None else None
 
     def read_snapshot(self, manifest: ForkManifest) -> dict[str, str]:
         """The fork-time ``{source memory id: digest}`` snapshot recorded with the manifest."""
@@ -281,13 +276,18 @@ class OssMem0Backend:
 
     def read_precopy(self, target: Mem0Namespace) -> PrecopyManifest | None:
         """The pre-copy marker in ``target``, or None."""
-        recs = self.store.get_ids([precopy_marker_id(target)])
+        found = self._marker_json(precopy_marker_id(target), target, MARKER_KIND_PRECOPY)
+        return PrecopyManifest.model_validate_json(found) if found is not None else None
+
+    def _marker_json(self, record_id: str, target: Mem0Namespace, kind: str) -> str | None:
+        """The JSON a marker record of ``kind`` for ``target`` holds, or None when there is none."""
+        recs = self.store.get_ids([record_id])
         if not recs:
             return None
         payload = recs[0].payload
-        if payload.get(MARKER_FIELD) != target.key() or payload.get(MARKER_KIND_FIELD) != MARKER_KIND_PRECOPY:
+        if payload.get(MARKER_FIELD) != target.key() or payload.get(MARKER_KIND_FIELD) != kind:
             return None
-        return PrecopyManifest.model_validate_json(payload[MARKER_MANIFEST_FIELD])
+        return payload[MARKER_MANIFEST_FIELD]
 
     def _fork(self, source: Mem0Namespace, target: Mem0Namespace, fork_id: str, *, precopy: bool) -> ForkResult:
         started = time.monotonic()
