@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from confluent_kafka import Producer
@@ -113,31 +113,48 @@ def produce_reviews(bootstrap: str, topic: str, reviews: list[dict[str, Any]]) -
         producer.flush(10)
 
 
-class ReviewFeeder:
-    """Produces reviews in the background (``rate`` per second) until stopped."""
+class PacedFeeder:
+    """Calls :meth:`send_one` in a background thread, ``rate`` times a second, from entering the ``with``
+    block until it returns False or the block is left."""
 
-    def __init__(self, bootstrap: str, topic: str, *, start_index: int, rate: float = 4.0, seed: int = 11) -> None:
-        self.bootstrap, self.topic, self.rate, self.seed = bootstrap, topic, rate, seed
-        self.next_index = start_index
+    def __init__(self, rate: float, name: str) -> None:
+        self.rate = rate
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="review-feeder")
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def send_one(self) -> bool:
+        """Produce one record; False when there is nothing more to send."""
+        raise NotImplementedError
 
     def _run(self) -> None:
-        from examples.review_agent.common.generator import generate_reviews
-
-        while not self._stop.is_set():
-            batch = generate_reviews(1, seed=self.seed + self.next_index, id_prefix=f"f{self.next_index}")
-            produce_reviews(self.bootstrap, self.topic, list(batch))
-            self.next_index += 1
+        while not self._stop.is_set() and self.send_one():
             self._stop.wait(1.0 / self.rate)
 
-    def __enter__(self) -> ReviewFeeder:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(10)
+
+
+class ReviewFeeder(PacedFeeder):
+    """Produces reviews in the background (``rate`` per second) until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, *, start_index: int, rate: float = 4.0, seed: int = 11) -> None:
+        super().__init__(rate, "review-feeder")
+        self.bootstrap, self.topic, self.seed = bootstrap, topic, seed
+        self.next_index = start_index
+
+    def send_one(self) -> bool:
+        """Produce the next generated review."""
+        from examples.review_agent.common.generator import generate_reviews
+
+        batch = generate_reviews(1, seed=self.seed + self.next_index, id_prefix=f"f{self.next_index}")
+        produce_reviews(self.bootstrap, self.topic, list(batch))
+        self.next_index += 1
+        return True
 
 
 def write_spec(

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airflow_flink_replay.exceptions import OwnJobError
+from airflow_flink_replay.local.demo import PacedFeeder
 from airflow_flink_replay.local.stack import LocalStack, StackConfig, StackInfo
 
 if TYPE_CHECKING:
@@ -134,29 +134,20 @@ def produce_jsonl(bootstrap: str, topic: str, records: list[tuple[bytes | None, 
     return len(records)
 
 
-class JsonlFeeder:
+class JsonlFeeder(PacedFeeder):
     """Produces ``records`` in the background, ``rate`` per second, once through, until done or stopped.
 
     A replay DAG captures its window from what production reads *after* it resumed: feeding while the DAG
     runs is what fills it (``flink-replay run-dag --feed``)."""
 
     def __init__(self, bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], rate: float) -> None:
-        self.bootstrap, self.topic, self.records, self.rate = bootstrap, topic, records, rate
+        super().__init__(rate, "jsonl-feeder")
+        self.bootstrap, self.topic, self.records = bootstrap, topic, records
         self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="jsonl-feeder")
 
-    def _run(self) -> None:
-        for record in self.records:
-            if self._stop.is_set():
-                return
-            self.sent += produce_jsonl(self.bootstrap, self.topic, [record])
-            self._stop.wait(1.0 / self.rate)
-
-    def __enter__(self) -> JsonlFeeder:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+    def send_one(self) -> bool:
+        """Produce the next record; False once every record was sent."""
+        if self.sent >= len(self.records):
+            return False
+        self.sent += produce_jsonl(self.bootstrap, self.topic, [self.records[self.sent]])
+        return True
