@@ -3,6 +3,10 @@
 AIRFLOW_HOME is set before anything imports Airflow. The ``stack`` fixture brings the embedded stack up
 once per session with the same code as ``flink-replay stack up``; a stack that is already up (for
 example from an earlier ``stack up``) is reused and left running.
+
+Unit tests run first. When integration tests are selected, the stack starts in a process of its own as soon
+as collection ends, so its start (minutes on a fresh machine: the Flink side is installed then) overlaps the
+unit tests instead of following them.
 """
 
 from __future__ import annotations
@@ -48,17 +52,48 @@ def _alive(pid: int) -> bool:
     return _pid_alive(pid)
 
 
+class _StackStart:
+    """``flink-replay stack up`` in a process of its own, started early; ``already_up`` says whether the stack
+    was up before. A process, not a thread: what a unit test changes in this process (working directory,
+    environment) must not reach the stack's processes."""
+
+    def __init__(self) -> None:
+        from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+        self.local = LocalStack(StackConfig())
+        # "Already up" = started outside this session: reuse it and leave it running. (Recorded is enough: a
+        # process of it may be mid-restart — a recycle of the replay cluster — which `up` waits out.)
+        self.already_up = self.local.info() is not None
+        self.log = Path(tempfile.mkstemp(prefix="afr-stack-up-", suffix=".log")[1])
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                [str(Path(sys.executable).parent / "flink-replay"), "stack", "up"],
+                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=os.environ.copy(),
+            )
+
+    def wait(self) -> None:
+        """Wait for the start; a failed start fails with its output."""
+        if self.process.wait() != 0:
+            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
+            raise RuntimeError(f"`flink-replay stack up` failed (exit {self.process.returncode}):\n{tail}")
+
+
+_STACK_START: list[_StackStart] = []
+
+
+def _start_stack_in_background() -> _StackStart:
+    if not _STACK_START:
+        _STACK_START.append(_StackStart())
+    return _STACK_START[0]
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator:
     """The real local stack (Flink, tansu, Chroma), up for the whole session."""
-    from airflow_flink_replay.local.stack import LocalStack, StackConfig
-
-    local = LocalStack(StackConfig())
-    recorded = local.info()
-    # "Already up" = started outside this session: reuse it and leave it running. (Recorded is enough: a
-    # process of it may be mid-restart — a recycle of the replay cluster — which `up` waits out.)
-    already_up = recorded is not None
-    info = local.up()
+    start = _start_stack_in_background()
+    start.wait()
+    local, already_up = start.local, start.already_up
+    info = local.up()  # at once when it is up; restarts a part that died since
     yield info
     keep = os.environ.get("FLINK_REPLAY_KEEP_STACK") or (Path(info.workdir) / "keep").exists()
     if not already_up and not keep:
@@ -66,12 +101,22 @@ def stack() -> Iterator:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests under tests/integration are integration tests, the rest unit tests, unless marked."""
+    """Tests under tests/integration are integration tests, the rest unit tests, unless marked; unit tests
+    run first (in their collected order), while the stack starts."""
     for item in items:
         if "integration" in item.path.parts and not item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.integration)
         elif not item.get_closest_marker("integration") and not item.get_closest_marker("unit"):
             item.add_marker(pytest.mark.unit)
+    items.sort(key=lambda item: item.get_closest_marker("integration") is not None)  # stable
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the stack now when an integration test will need it (the unit tests run meanwhile)."""
+    if session.config.option.collectonly:
+        return
+    if any("stack" in getattr(item, "fixturenames", ()) for item in session.items):
+        _start_stack_in_background()
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import airflow_flink_replay
@@ -155,14 +156,16 @@ def ensure_connector_jars(jar_dir: Path, downloads: Path, log: Path) -> list[Pat
     return targets
 
 
-def find_java_home() -> Path:
-    """The JDK/JRE home to give Flink, from JAVA_HOME or the ``java`` on PATH."""
+def find_java_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The JDK/JRE home to give Flink, from JAVA_HOME or the ``java`` on PATH (of ``environ``, default this
+    process's environment)."""
     import os
 
-    env = os.environ.get("JAVA_HOME")
+    environ = os.environ if environ is None else environ
+    env = environ.get("JAVA_HOME")
     if env and (Path(env) / "bin" / "java").exists():
         return Path(env)
-    java = shutil.which("java")
+    java = shutil.which("java", path=environ.get("PATH", os.defpath))
     if not java:
         raise StackSetupError(
             "No Java found: Flink needs a JDK 17 (set JAVA_HOME or install it, e.g. "

@@ -1,4 +1,10 @@
-"""``SubmitReplayJobOperator``: one replay variant, from production's savepoint, until FINISHED."""
+"""One replay variant, from production's savepoint, until FINISHED.
+
+``SubmitReplayJobOperator`` preflights and submits the variant's Flink job and, by default, waits for it
+(``wait_for_completion``, like the Databricks provider's ``wait_for_termination``). The replay DAG sets it
+to ``False`` and waits in ``AwaitReplayJobOperator``: every variant is submitted before any is waited for,
+so the three jobs run at the same time on the replay cluster even when tasks run one at a time.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +56,122 @@ def collect_jsonl(folder: Path, target: Path) -> int:
     return lines
 
 
-class SubmitReplayJobOperator(BaseOperator):
+class _ReplayJobOperator(BaseOperator):
+    """What submitting and awaiting a replay share: the spec, the hook, waiting, collecting, cancelling."""
+
+    operator_extra_links = (FlinkJobLink(),)
+    ui_color = "#f3e8fd"
+
+    def __init__(
+        self,
+        *,
+        spec: ReplayJobSpec | dict[str, Any],
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        timeout: float = 1200.0,
+        poll_interval: float = 1.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplayJobSpec) else spec
+        self.flink_conn_id = flink_conn_id
+        self.timeout = float(timeout)
+        self.poll_interval = float(poll_interval)
+        self.deferrable = deferrable
+        self._job_id: str | None = None
+
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook of the replay cluster."""
+        return FlinkRestHook(self.flink_conn_id)
+
+    def _named_spec(self, context: Any) -> ReplayJobSpec:
+        """The validated spec with its job name (the run's and variant's, unless the spec names one)."""
+        spec = ReplayJobSpec.model_validate(self.spec)  # refuses production's action-state topic / job identifier
+        if not spec.job_name:
+            ti = context["ti"]
+            spec = spec.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, spec.variant)})
+        return spec
+
+    def _attach(self, context: Any, job_id: str) -> None:
+        """Make ``job_id`` this task's job: XCom (the run record reads it if the task fails), link, on_kill."""
+        self._job_id = job_id
+        context["ti"].xcom_push(key="flink_job_id", value=job_id)
+        FlinkJobLink.persist(context, self.hook.job_ui_url(job_id))
+
+    def _wait(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
+        """Wait (in the triggerer when deferrable) until the job FINISHES, then collect its files."""
+        job_id = carry["job_id"]
+        if self.deferrable:
+            self.defer(
+                trigger=FlinkJobStateTrigger(
+                    job_id=job_id,
+                    target_states=["FINISHED"],
+                    flink_conn_id=self.flink_conn_id,
+                    timeout=self.timeout,
+                    poll_interval=self.poll_interval,
+                    cancel_on_kill=True,  # a killed deferred replay cancels its job (the triggerer's on_kill)
+                    carry=carry,
+                ),
+                method_name="execute_complete",
+            )
+        try:
+            self.hook.wait_for_job_state(job_id, ("FINISHED",), timeout=self.timeout, poll_interval=self.poll_interval)
+        except Exception as err:
+            self._link_ended(context, job_id, "FAILED")
+            raise AirflowException(f"replay {spec.variant} (Flink job {job_id}) failed: {err}") from err
+        return self._result(context, spec, carry)
+
+    def _link_ended(self, context: Any, job_id: str, state: str) -> None:
+        """Point the task's Flink link at the ended job's page (the web UI moves it under "completed")."""
+        FlinkJobLink.persist(context, self.hook.job_ui_url(job_id, state))
+
+    def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
+        """After the trigger: fail with the Flink cause, or collect the outputs."""
+        spec = self._named_spec(context)
+        if event.get("status") != "success":
+            if job_id := (event.get("carry") or {}).get("job_id"):
+                self._link_ended(context, job_id, str(event.get("state") or "FAILED"))
+            raise AirflowException(f"replay {spec.variant} failed: {event.get('message') or event}")
+        return self._result(context, spec, {**event.get("carry", {}), **kwargs})
+
+    def _result(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
+        self._link_ended(context, carry["job_id"], "FINISHED")
+        output, audit = collected_files(spec.output_dir, spec.variant)
+        outputs = collect_jsonl(Path(spec.output_dir), output)
+        audits = collect_jsonl(Path(spec.audit_dir), audit)
+        result = {
+            "variant": spec.variant,
+            "agent_job": spec.agent_job,
+            "agent_factory": spec.agent_factory,
+            "job_id": carry["job_id"],
+            "job_name": spec.job_name,
+            "state": "FINISHED",
+            "fork_namespace": spec.job_identifier,
+            "action_state_topic": spec.action_state_topic,
+            "output": str(output),
+            "output_digest": file_digest(output),
+            "output_records": outputs,
+            "audit": str(audit),
+            "audit_digest": file_digest(audit),
+            "audit_records": audits,
+            "duration_s": round(time.time() - float(carry["started"]), 2),
+            "finished_at": datetime.now(UTC).isoformat(),
+            "identity_preflight": carry.get("preflight"),
+        }
+        self.log.info("replay %s finished: %d outputs, %d audit records", spec.variant, outputs, audits)
+        return result
+
+    def on_kill(self) -> None:
+        """Cancel the replay job this task started or reattached to."""
+        if self._job_id:
+            try:
+                self.hook.cancel_job(self._job_id)
+            except Exception:  # best effort: the cleanup task cancels leftovers too
+                self.log.exception("could not cancel replay job %s", self._job_id)
+
+
+class SubmitReplayJobOperator(_ReplayJobOperator):
     """Replay one variant (baseline, baseline_2, candidate) from production's savepoint and wait for it.
 
     Before submitting, the replay job's plan (``POST /jars/{id}/plan``) is compared with production's
@@ -62,7 +183,9 @@ class SubmitReplayJobOperator(BaseOperator):
     Retries reattach: a job of this run and variant that is running is waited for, one that FINISHED is
     collected — never submitted twice. ``on_kill`` cancels the job the task started. Returns the output
     and audit files (one JSONL each, concatenated from the job's part files), their digests, record
-    counts, the Flink job id and the duration.
+    counts, the Flink job id and the duration. With ``wait_for_completion=False`` it returns as soon as
+    the job is submitted (``{variant, job_id, job_name, started, preflight}``), for
+    :class:`AwaitReplayJobOperator` to wait on.
 
     :param spec: the :class:`ReplayJobSpec` (or its dict; templated) without ``job_name``.
     :param savepoint_path: production's savepoint (templated).
@@ -74,13 +197,13 @@ class SubmitReplayJobOperator(BaseOperator):
     :param replay_program: the replay program: a module run with ``-pym`` (default: this package's
         ``airflow_flink_replay.flink.replay_job``, which the cluster's Python must have installed) or a
         ``.py`` path on the JobManager host.
+    :param wait_for_completion: wait until the job FINISHES and collect its files (default), or return once
+        it is submitted.
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     """
 
     template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan")
-    operator_extra_links = (FlinkJobLink(),)
-    ui_color = "#f3e8fd"
 
     def __init__(
         self,
@@ -89,35 +212,22 @@ class SubmitReplayJobOperator(BaseOperator):
         savepoint_path: str | None,
         production_plan: dict[str, Any] | None = None,
         production_agent_uid: str | None = None,
-        flink_conn_id: str = FlinkRestHook.default_conn_name,
         submitter: str = "rest",
         replay_program: str = REPLAY_JOB_MODULE,
-        timeout: float = 1200.0,
-        poll_interval: float = 1.0,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        wait_for_completion: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(spec=spec, **kwargs)
         self.replay_program = replay_program
-        self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplayJobSpec) else spec
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
         self.production_agent_uid = production_agent_uid
-        self.flink_conn_id = flink_conn_id
         self.submitter = submitter
-        self.timeout = float(timeout)
-        self.poll_interval = float(poll_interval)
-        self.deferrable = deferrable
-        self._job_id: str | None = None
-
-    @cached_property
-    def hook(self) -> FlinkRestHook:
-        """The Flink REST hook of the replay cluster."""
-        return FlinkRestHook(self.flink_conn_id)
+        self.wait_for_completion = wait_for_completion
 
     # ------------------------------------------------------------------------------------------ steps
     def _spec(self, context: Any) -> ReplayJobSpec:
-        spec = ReplayJobSpec.model_validate(self.spec)  # refuses production's action-state topic / job identifier
+        spec = self._named_spec(context)
         if not (spec.production_action_state_topic and spec.production_job_identifier):
             self.log.warning(
                 "the replay spec does not name production's action-state topic and job identifier "
@@ -135,9 +245,6 @@ class SubmitReplayJobOperator(BaseOperator):
                 update["agent_uid_hash"] = found[0].id
             if update:
                 spec = spec.model_copy(update=update)
-        if not spec.job_name:
-            ti = context["ti"]
-            spec = spec.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, spec.variant)})
         return spec
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
@@ -180,7 +287,7 @@ class SubmitReplayJobOperator(BaseOperator):
 
     # ---------------------------------------------------------------------------------------- execute
     def execute(self, context: Any) -> Any:
-        """Reattach or preflight + submit, then wait until the replay FINISHES."""
+        """Reattach or preflight + submit, then (``wait_for_completion``) wait until the replay FINISHES."""
         spec = self._spec(context)
         hook = self.hook
         started = time.time()
@@ -202,77 +309,52 @@ class SubmitReplayJobOperator(BaseOperator):
             )
             job_id = submitted.job_id
             self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
-        self._job_id = job_id
-        context["ti"].xcom_push(key="flink_job_id", value=job_id)
-        FlinkJobLink.persist(context, hook.job_ui_url(job_id))
+        self._attach(context, job_id)
         carry = {"job_id": job_id, "started": started, "preflight": preflight}
-        if self.deferrable:
-            self.defer(
-                trigger=FlinkJobStateTrigger(
-                    job_id=job_id,
-                    target_states=["FINISHED"],
-                    flink_conn_id=self.flink_conn_id,
-                    timeout=self.timeout,
-                    poll_interval=self.poll_interval,
-                    cancel_on_kill=True,  # a killed deferred replay cancels its job (the triggerer's on_kill)
-                    carry=carry,
-                ),
-                method_name="execute_complete",
+        if not self.wait_for_completion:
+            self._job_id = None  # the job outlives this task: the awaiting task cancels it if killed
+            return {"variant": spec.variant, "job_name": spec.job_name, **carry}
+        return self._wait(context, spec, carry)
+
+
+class AwaitReplayJobOperator(_ReplayJobOperator):
+    """Wait for a replay job that :class:`SubmitReplayJobOperator` submitted (``wait_for_completion=False``)
+    until it FINISHES, then collect its output and audit files; returns what the submitting operator returns
+    when it waits itself.
+
+    A retry attaches to the same Flink job again (it only waits and reads files); ``on_kill`` cancels the
+    job.
+
+    :param spec: the variant's :class:`ReplayJobSpec` (or its dict; templated), as given to the submit task.
+    :param submitted: the submit task's result (templated): ``job_id`` and ``started`` are read from it.
+    :param flink_conn_id: the cluster that runs replays.
+    :param timeout: seconds the replay may run.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("spec", "submitted")
+
+    def __init__(
+        self, *, spec: ReplayJobSpec | dict[str, Any], submitted: dict[str, Any] | None, **kwargs: Any
+    ) -> None:
+        super().__init__(spec=spec, **kwargs)
+        self.submitted = submitted
+
+    def execute(self, context: Any) -> Any:
+        """Wait for the submitted job, then collect its files."""
+        spec = self._named_spec(context)
+        submitted = self.submitted or {}
+        if not submitted.get("job_id"):
+            raise AirflowException(
+                f"replay {spec.variant}: no submitted Flink job to wait for (submitted={submitted!r}); "
+                "see the submit task's log"
             )
-        try:
-            hook.wait_for_job_state(job_id, ("FINISHED",), timeout=self.timeout, poll_interval=self.poll_interval)
-        except Exception as err:
-            self._link_ended(context, job_id, "FAILED")
-            raise AirflowException(f"replay {spec.variant} (Flink job {job_id}) failed: {err}") from err
-        return self._result(context, spec, carry)
-
-    def _link_ended(self, context: Any, job_id: str, state: str) -> None:
-        """Point the task's Flink link at the ended job's page (the web UI moves it under "completed")."""
-        FlinkJobLink.persist(context, self.hook.job_ui_url(job_id, state))
-
-    def execute_complete(self, context: Any, event: dict[str, Any], **kwargs: Any) -> Any:
-        """After the trigger: fail with the Flink cause, or collect the outputs."""
-        spec = self._spec(context)
-        if event.get("status") != "success":
-            if job_id := (event.get("carry") or {}).get("job_id"):
-                self._link_ended(context, job_id, str(event.get("state") or "FAILED"))
-            raise AirflowException(f"replay {spec.variant} failed: {event.get('message') or event}")
-        return self._result(context, spec, {**event.get("carry", {}), **kwargs})
-
-    def _result(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
-        self._link_ended(context, carry["job_id"], "FINISHED")
-        output, audit = collected_files(spec.output_dir, spec.variant)
-        outputs = collect_jsonl(Path(spec.output_dir), output)
-        audits = collect_jsonl(Path(spec.audit_dir), audit)
-        result = {
-            "variant": spec.variant,
-            "agent_job": spec.agent_job,
-            "agent_factory": spec.agent_factory,
-            "job_id": carry["job_id"],
-            "job_name": spec.job_name,
-            "state": "FINISHED",
-            "fork_namespace": spec.job_identifier,
-            "action_state_topic": spec.action_state_topic,
-            "output": str(output),
-            "output_digest": file_digest(output),
-            "output_records": outputs,
-            "audit": str(audit),
-            "audit_digest": file_digest(audit),
-            "audit_records": audits,
-            "duration_s": round(time.time() - float(carry["started"]), 2),
-            "finished_at": datetime.now(UTC).isoformat(),
-            "identity_preflight": carry.get("preflight"),
-        }
-        self.log.info("replay %s finished: %d outputs, %d audit records", spec.variant, outputs, audits)
-        return result
-
-    def on_kill(self) -> None:
-        """Cancel the replay job this task started or reattached to."""
-        if self._job_id:
-            try:
-                self.hook.cancel_job(self._job_id)
-            except Exception:  # best effort: the cleanup task cancels leftovers too
-                self.log.exception("could not cancel replay job %s", self._job_id)
+        job_id = str(submitted["job_id"])
+        self.log.info("waiting for the %s replay, Flink job %s", spec.variant, job_id)
+        self._attach(context, job_id)
+        carry = {"job_id": job_id, "started": submitted.get("started") or time.time(),
+                 "preflight": submitted.get("preflight")}
+        return self._wait(context, spec, carry)
 
 
 def _as_rest_details(plan: dict[str, Any]) -> dict[str, Any]:

@@ -54,8 +54,13 @@ def fork_task(variant: str) -> str:
     return f"fork_memory_{variant}"
 
 
+def submit_replay_task(variant: str) -> str:
+    """Stage replay: the task that submits ``variant``'s replay job."""
+    return f"submit_replay_{variant}"
+
+
 def replay_task(variant: str) -> str:
-    """Stage replay: the task that replays ``variant``."""
+    """Stage replay: the task that waits for ``variant``'s replay job and collects its outputs."""
     return f"replay_{variant}"
 
 
@@ -104,5 +109,6 @@ def job_spec_key(variant: str) -> str:
 # --- XCom keys of replay_from (``multiple_outputs``)
 XCOM_SAVEPOINT_PATH_KEY = "savepoint_path"
 XCOM_PRODUCTION_PLAN_KEY = "production_plan"
-#: pushed by each replay task as soon as its Flink job is known (the run record reads it when the task failed)
+#: pushed by each submit and replay task as soon as its Flink job is known (the run record reads it when the
+#: task failed)
 XCOM_FLINK_JOB_ID_KEY = "flink_job_id"

@@ -34,7 +34,7 @@ from airflow_flink_replay.operators.mem0 import (
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
-from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
+from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, SubmitReplayJobOperator
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
 from airflow_flink_replay.replay_dag import ids
@@ -81,9 +81,11 @@ RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_REPLAY_FROM: retry(2),  # reads XComs only
     # production still runs: a retry runs one more delta round (or removes its own leftovers first)
     ids.TASK_PRECOPY_MEMORY: retry(1),
-    # a retried replay would submit again into the outputs and action-state topic of the failed or lost job
-    # (duplicated outputs): the run fails and is run again instead
-    **{ids.replay_task(v): NO_RETRY for v in VARIANTS},
+    # a retried submission would submit again into the outputs and action-state topic of a failed or lost
+    # job (duplicated outputs): the run fails and is run again instead
+    **{ids.submit_replay_task(v): NO_RETRY for v in VARIANTS},
+    # waiting only reads the job's state and collects its files: a retry attaches to the same Flink job
+    **{ids.replay_task(v): retry(1, delay_s=5) for v in VARIANTS},
     ids.TASK_COMPARE: NO_RETRY,  # deterministic on its inputs: a retry gives the same verdict
     ids.TASK_APPROVE: NO_RETRY,  # nothing transient in it
     ids.TASK_VERIFY_PRODUCTION_MEMORY: retry(2),  # read-only
@@ -263,15 +265,21 @@ def memory(spec: ReplaySpec, run: Any) -> Memory:
 
 @dataclass(frozen=True)
 class Replay:
-    """The isolated action-state topics, the replays' origin (savepoint + plan), one replay per variant."""
+    """The isolated action-state topics, the replays' origin (savepoint + plan), one submission and one
+    wait per variant (in :data:`VARIANTS` order)."""
 
     isolate: Task
     origin: Task
+    submits: list[Task]
     replays: list[Task]
 
 
 def replay(spec: ReplaySpec, run: Any) -> Replay:
-    """Stage replay: isolate action state, pick the origin, replay every variant."""
+    """Stage replay: isolate action state, pick the origin, submit every variant, then wait for each.
+
+    The waits depend on their own submission only, and every submission on the origin alone: all three
+    jobs are submitted before any is waited for, so they run at the same time on the replay cluster
+    whether the tasks run in parallel (a real executor) or one after another (``dag.test``)."""
     prod = spec.production
     isolate: Any = IsolateActionStateOperator(
         task_id=ids.TASK_ISOLATE_ACTION_STATE,
@@ -284,20 +292,31 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         trigger_rule="none_failed_min_one_success",  # after manifest or reuse_manifest
     )
     origin: Any = replay_from()
-    replays = [
+    replay_conn = spec.replay_flink_conn_id or spec.flink_conn_id
+    submits: list[Any] = [
         SubmitReplayJobOperator(
-            task_id=ids.replay_task(variant),
+            task_id=ids.submit_replay_task(variant),
             spec=run[ids.job_spec_key(variant)],
             savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
             production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
             production_agent_uid=prod.agent_uid,
-            flink_conn_id=spec.replay_flink_conn_id or spec.flink_conn_id,
-            timeout=spec.replay_timeout_minutes * 60,
+            flink_conn_id=replay_conn,
+            wait_for_completion=False,
         )
         for variant in VARIANTS
     ]
-    isolate >> origin >> replays
-    return Replay(isolate, origin, replays)
+    replays = [
+        AwaitReplayJobOperator(
+            task_id=ids.replay_task(variant),
+            spec=run[ids.job_spec_key(variant)],
+            submitted=submit.output,
+            flink_conn_id=replay_conn,
+            timeout=spec.replay_timeout_minutes * 60,
+        )
+        for variant, submit in zip(VARIANTS, submits, strict=True)
+    ]
+    isolate >> origin >> submits
+    return Replay(isolate, origin, submits, replays)
 
 
 @dataclass(frozen=True)

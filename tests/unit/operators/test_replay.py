@@ -117,3 +117,37 @@ def test_without_productions_names_it_submits_and_warns(
     with pytest.raises(TaskDeferred):
         _op(_spec(tmp_path), StubFlinkHook()).execute(context("replay_candidate"))
     assert "does not name production's" not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------
+# The DAG's split: the submit task returns once the job is submitted, the replay task waits for that job.
+
+def test_submit_without_waiting_returns_the_job_and_the_await_task_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submitter = StubSubmitter("f" * 32)
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    ctx = context("submit_replay_candidate")
+    op = _op(_spec(tmp_path), StubFlinkHook())
+    op.wait_for_completion = False
+    submitted = op.execute(ctx)  # no TaskDeferred: it does not wait
+    assert (submitted["job_id"], submitted["variant"], submitted["job_name"]) == ("f" * 32, "candidate", _job_name(ctx))
+    assert ctx["ti"].pushed["flink_job_id"] == "f" * 32 and len(submitter.submitted) == 1
+
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: pytest.fail("waiting must not submit"))
+    waiting = replay_ops.AwaitReplayJobOperator(task_id="replay_candidate", spec=_spec(tmp_path), submitted=submitted,
+                                                deferrable=True)
+    waiting.__dict__["hook"] = StubFlinkHook()
+    wctx = context("replay_candidate")
+    with pytest.raises(TaskDeferred) as deferred:
+        waiting.execute(wctx)
+    trigger = deferred.value.trigger
+    assert (trigger.job_id, trigger.cancel_on_kill, trigger.carry["started"]) == ("f" * 32, True, submitted["started"])
+    assert wctx["ti"].pushed["flink_job_id"] == "f" * 32  # the run record finds the job if the wait fails
+
+
+def test_await_without_a_submitted_job_names_the_submit_task(tmp_path: Path) -> None:
+    waiting = replay_ops.AwaitReplayJobOperator(task_id="replay_candidate", spec=_spec(tmp_path), submitted=None)
+    waiting.__dict__["hook"] = StubFlinkHook()
+    with pytest.raises(Exception, match="no submitted Flink job to wait for"):
+        waiting.execute(context("replay_candidate"))

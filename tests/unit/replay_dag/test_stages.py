@@ -13,6 +13,7 @@ from airflow_flink_replay.replay_dag import ids
 from tests.unit.core.test_replay_spec import _spec
 
 REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
+SUBMITS = ["submit_replay_baseline", "submit_replay_baseline_2", "submit_replay_candidate"]
 FORKS = ["fork_memory_baseline", "fork_memory_baseline_2", "fork_memory_candidate"]
 DROPS = ["drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"]
 #: task id -> (direct upstream task ids, trigger rule) of the gate DAG (the others lack ``approve``)
@@ -35,7 +36,9 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "manifest": (["capture_window", "quiesce", "resolve", "start_offsets"], "all_success"),
     "isolate_action_state": ([*FORKS, "manifest", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
     "replay_from": (["isolate_action_state"], "all_success"),
-    **{r: (["replay_from", "resolve"], "all_success") for r in REPLAYS},
+    # every variant is submitted before any is waited for: a wait depends on its own submission only
+    **{s: (["replay_from", "resolve"], "all_success") for s in SUBMITS},
+    **{r: ([s, "resolve"], "all_success") for r, s in zip(REPLAYS, SUBMITS, strict=True)},
     "compare": ([*REPLAYS, "resolve"], "all_success"),
     "approve": (["compare"], "all_success"),
     "verify_production_memory": ([*REPLAYS, "resolve"], "all_done"),
@@ -66,7 +69,8 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "manifest": (2, 10, 0),
     "isolate_action_state": (2, 10, 0),
     "replay_from": (2, 10, 0),
-    **{r: (0, 10, 0) for r in REPLAYS},
+    **{s: (0, 10, 0) for s in SUBMITS},
+    **{r: (1, 5, 0) for r in REPLAYS},
     "compare": (0, 10, 0),
     "approve": (0, 10, 0),
     "verify_production_memory": (2, 10, 0),
@@ -100,5 +104,6 @@ def test_a_dag_wide_retry_default_never_reaches_a_task_that_could_duplicate(tmp_
 
 def test_constants_name_the_dags_tasks() -> None:
     named = {v for k, v in vars(ids).items() if k.startswith("TASK_")}
-    named |= {f(v) for f in (ids.fork_task, ids.replay_task, ids.drop_fork_task) for v in ids.VARIANTS}
+    per_variant = (ids.fork_task, ids.submit_replay_task, ids.replay_task, ids.drop_fork_task)
+    named |= {f(v) for f in per_variant for v in ids.VARIANTS}
     assert named == set(GATE_GRAPH)
