@@ -13,6 +13,7 @@ name, which failed with ``FileNotFoundError: 'airflow'`` whenever the venv was n
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -117,9 +118,26 @@ class AirflowRunner:
             )
 
     def migrate(self) -> None:
-        """Create or upgrade the Airflow metadata DB of this home; a failure names the log."""
+        """Create or upgrade the Airflow metadata DB of this home; a failure names the log.
+
+        Skipped when this home's sqlite DB was migrated by the installed Airflow version already (a marker
+        next to it): every ``run-dag`` and demo run would otherwise pay Airflow's start-up for nothing."""
+        marker = self._migrated_marker()
+        if marker is not None and marker.exists():
+            return
         if self._run("db", "migrate").returncode != 0:
             raise RuntimeError(f"`airflow db migrate` failed: see {self.log_path}")
+        if (marker := self._migrated_marker()) is not None:  # the DB exists now
+            marker.write_text("migrated\n")
+
+    def _migrated_marker(self) -> Path | None:
+        """The marker of a migrated default sqlite DB of this home and Airflow version; None for another DB."""
+        if self.env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or not self.env.get("AIRFLOW_HOME"):
+            return None
+        home = Path(self.env["AIRFLOW_HOME"])
+        if not (home / "airflow.db").exists():
+            return None
+        return home / f".migrated-{importlib.metadata.version('apache-airflow')}"
 
     def dags_test(self, dag_id: str, conf: dict[str, Any], runs_dir: Path) -> DagRunResult:
         """Run ``dag_id`` once with ``airflow dags test`` and return its run, tasks and run record."""

@@ -58,3 +58,20 @@ def test_the_run_record_is_found_by_run_id(tmp_path: Path) -> None:
     assert path == str(tmp_path / "b" / "run_record.json") and record == {"run_id": "manual__2", "verdict": "b"}
     assert find_run_record(tmp_path, "manual__3") == (None, None)
     assert find_run_record(tmp_path / "absent", "manual__1") == (None, None)
+
+
+def test_a_home_migrated_by_this_airflow_is_not_migrated_again(tmp_path: Path) -> None:
+    from airflow_flink_replay.local.airflow_runner import AirflowRunner
+
+    home = tmp_path / "home"
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)
+    log = tmp_path / "airflow.log"
+    runner = AirflowRunner(env, log)
+    runner.migrate()  # a real `airflow db migrate`: creates the sqlite DB
+    assert (home / "airflow.db").exists() and list(home.glob(".migrated-*"))
+    runner.migrate()
+    assert log.read_text().count("$ airflow db migrate") == 1
+    (home / "airflow.db").unlink()  # a home whose DB is gone is migrated again, whatever the marker says
+    runner.migrate()
+    assert log.read_text().count("$ airflow db migrate") == 2 and (home / "airflow.db").exists()
