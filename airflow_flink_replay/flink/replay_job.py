@@ -205,10 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     from airflow_flink_replay.flink.environment import job_environment
 
     spec = ReplayJobSpec.from_argv(list(sys.argv[1:] if argv is None else argv))
-    # A replay is not restarted: a restart re-runs the window from the last checkpoint and the tools, models and
-    # stores called before the failure are called (and audited) again. It fails with Flink's first cause and
-    # the run is run again instead (whatever restart strategy the cluster sets for production's jobs).
-    env = job_environment({"restart-strategy.type": "none"})
+    env = job_environment()
     build_replay(env, spec)
     env.execute(spec.job_name or f"afr-replay-{spec.variant}")
 
