@@ -100,13 +100,15 @@ def running_jobs(stack: Any, name: str) -> list[str]:
 
 def run_replay_dag(
     stack: Any, production: dict[str, Any], conf: dict[str, Any], *, kind: str = "gate", feed_from: int = 1000,
-    conn_file: str | None = None, spec: Any = None, feed_after_resume: bool = False,
+    conn_file: str | None = None, spec: Any = None, feed_after_resume: bool = False, retry_delay_s: float | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Build the replay DAG of ``kind`` for the production's spec and run it under ``dag.test()`` while
     reviews keep flowing into production; returns the DAG run and ``{states, record, spec}``.
 
     ``feed_after_resume``: production gets no review until it runs again as a new job, so nothing is in
-    flight when it stops (``stop`` mode keeps in-flight agent runs in the savepoint; see docs/limitations.md)."""
+    flight when it stops (``stop`` mode keeps in-flight agent runs in the savepoint; see docs/limitations.md).
+    ``retry_delay_s``: every task keeps its number of retries but waits only this long between them (a drill
+    whose fault lasts the whole run: the retries fail the same way, sooner)."""
     import json
     from pathlib import Path
 
@@ -117,6 +119,11 @@ def run_replay_dag(
     spec = spec or ReplaySpec.from_yaml(production["spec_path"])
     revive_dead_taskmanagers(stack)
     dag = build_replay_dag(spec, dag_id=f"{kind}_{spec.name.replace('-', '_')}", kind=kind)  # type: ignore[arg-type]
+    if retry_delay_s is not None:
+        from datetime import timedelta
+
+        for task in dag.tasks:
+            task.retry_delay, task.retry_exponential_backoff = timedelta(seconds=retry_delay_s), 0
     register_dag(dag, "replay-e2e")
     feeder = ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
     if feed_after_resume:

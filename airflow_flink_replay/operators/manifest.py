@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.bases.hook import BaseHook
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.capture_window import StartOffsets, link_start_offsets
 from airflow_flink_replay.core.manifest import (
@@ -408,19 +408,20 @@ class ReuseManifestOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         """Load, check, re-issue the manifest for this run."""
 
+        # every refusal below is about what was given, which a retry does not change: it fails at once
         if not self.existing_manifest:
-            raise AirflowException(
+            raise AirflowFailException(
                 "quiesce_mode=existing needs existing_manifest: the manifest URI of the earlier run whose savepoint "
                 "and window to replay (its run_record.json names it)"
             )
         refused = manifest_source_problems(self.existing_manifest, self.allowed_sources())
         if refused:
-            raise AirflowException("; ".join(refused))
+            raise AirflowFailException("; ".join(refused))
         key = signing_key(self.signing_conn_id)
         try:
             earlier = load_manifest(self.existing_manifest, signing_key=key)
         except ManifestError as err:
-            raise AirflowException(f"existing_manifest {self.existing_manifest}: {err}") from err
+            raise AirflowFailException(f"existing_manifest {self.existing_manifest}: {err}") from err
         problems = savepoint_problems(earlier) if self.check_savepoint else []
         linked = earlier.production.savepoint.path
         if self.existing_savepoint and normalized_location(self.existing_savepoint) != normalized_location(linked):
@@ -441,7 +442,7 @@ class ReuseManifestOperator(BaseOperator):
         if self.kafka_config_id and not problems:
             problems += self._window_problems(earlier)
         if problems:
-            raise AirflowException(f"existing_manifest {self.existing_manifest}: " + "; ".join(problems))
+            raise AirflowFailException(f"existing_manifest {self.existing_manifest}: " + "; ".join(problems))
         run_id = self.run_id or str(context.get("run_id") or "manual")
         sealed = save_manifest(earlier.for_reuse(run_id), self.manifest_uri, signing_key=key)
         self.log.info("replaying %s again: %s\n%s", self.existing_manifest, self.manifest_uri, sealed.summary())

@@ -78,7 +78,8 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     conn_file.write_text(json.dumps(conns))
     spec = spec.model_copy(update={"mem0_conn_id": "mem0_drill_down", "name": f"{spec.name}-forkdrill"})
     dagrun, run = run_replay_dag(stack, production, {"candidate": "examples.review_agent.v2.job:job"},
-                                 spec=spec, conn_file=str(conn_file), feed_from=next(_FEED_START))
+                                 spec=spec, conn_file=str(conn_file), feed_from=next(_FEED_START),
+                                 retry_delay_s=1)  # the store stays down: every retry fails the same way
     states = run["states"]
     assert str(dagrun.state) == "failed"
     assert states["fork_memory_baseline"] == "failed"  # the others copy the baseline's fork: never started

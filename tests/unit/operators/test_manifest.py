@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest
@@ -109,7 +109,7 @@ def test_reuse_refuses_a_manifest_from_outside_manifest_sources(tmp_path: Path, 
     (tmp_path / "elsewhere").mkdir()
     save_manifest(ReplayManifest.parse(_data(), verify=False), tmp_path / "elsewhere" / "manifest.json")
     op = _reuse(tmp_path, existing.format(tmp=tmp_path), manifest_sources=[f"file://{tmp_path}/runs"])
-    with pytest.raises(AirflowException) as err:
+    with pytest.raises(AirflowFailException) as err:  # a retry cannot change it: no retry
         op.execute({"run_id": "t2"})
     message = str(err.value)
     assert "outside manifest_sources" in message and "Fix:" in message and "runs_uri" in message
@@ -129,7 +129,7 @@ def test_reuse_from_the_runs_location_signs_the_new_manifest(tmp_path: Path, sig
 def test_reuse_with_a_key_refuses_an_unsigned_or_re_digested_manifest(tmp_path: Path, signing_conn: str) -> None:
     earlier = tmp_path / "runs" / "gate" / "t1" / "manifest.json"
     save_manifest(ReplayManifest.parse(_data(), verify=False), earlier)
-    with pytest.raises(AirflowException, match="signature: missing"):
+    with pytest.raises(AirflowFailException, match="signature: missing"):
         _reuse(tmp_path, str(earlier), signing_conn_id=signing_conn).execute({"run_id": "t2"})
     save_manifest(ReplayManifest.parse(_data(), verify=False), earlier, signing_key=KEY)
     doc = json.loads(earlier.read_text())
