@@ -58,6 +58,9 @@ class AirflowStandalone:
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
             "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable),
+            # the DAG files do not change while a test runs: parse them at start, not every 30 s (each parse
+            # imports the provider; on 2 cores that is CPU the replays need)
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
             "FLINK_REPLAY_SPEC": str(spec_path),
         }
         self.env.pop("AIRFLOW__CORE__SQL_ALCHEMY_CONN", None)
