@@ -4,8 +4,8 @@
 deferrable) loads ``dags/flink_agents_release_gate.py`` for a production of this module's own — the review
 agent v1 on the local stack's production Flink cluster. The gate is triggered with ``POST
 /api/v2/dags/flink_agents_release_gate/dagRuns``: candidate v2 must FAIL (labels changed for the documented
-late-delivery subset, notify_support called for new keys), then v1 must PASS. The three replay tasks run at
-the same time and submit to one JobManager — the replay cluster, never production's. After each run
+late-delivery subset, notify_support called for new keys), then v1 must PASS. The three replay submissions run
+at the same time and reach one JobManager — the replay cluster, never production's. After each run
 production is RUNNING (one job), no replay job is left, no replay topic or memory fork remains, and
 production's state and Mem0 namespace are intact. The Airflow UI then shows the failed run and its verdict.
 """
@@ -34,7 +34,7 @@ from tests.dag_testing import (
 
 pytestmark = pytest.mark.timeout(2400)
 GATE = "flink_agents_release_gate"
-REPLAYS = ("replay_baseline", "replay_baseline_2", "replay_candidate")
+SUBMITS = ("submit_replay_baseline", "submit_replay_baseline_2", "submit_replay_candidate")
 
 
 #: A secret planted in the spec by reference (the Mem0 LLM's api_key, read from a file on the Flink host):
@@ -111,10 +111,12 @@ def gate_runs(stack, production, airflow) -> dict[str, dict[str, Any]]:
 
 def _assert_replays_ran_in_parallel_on_the_replay_cluster(stack, run: dict[str, Any]) -> None:
     tis = run["tis"]
-    starts = [_parse(tis[t]["start_date"]) for t in REPLAYS]
-    ends = [_parse(tis[t]["end_date"]) for t in REPLAYS]
-    spans = {t: (s, e) for t, s, e in zip(REPLAYS, starts, ends, strict=True)}
-    assert max(starts) < min(ends), ("the three replays did not overlap", spans)
+    # the three submissions run at the same time and reach one JobManager (which runs one PythonDriver
+    # program at a time): none may fail or take another's job
+    starts = [_parse(tis[t]["start_date"]) for t in SUBMITS]
+    ends = [_parse(tis[t]["end_date"]) for t in SUBMITS]
+    spans = {t: (s, e) for t, s, e in zip(SUBMITS, starts, ends, strict=True)}
+    assert max(starts) < min(ends), ("the three submissions did not overlap", spans)
     assert stack.replay_flink_rest_url and stack.replay_flink_rest_url != stack.flink_rest_url
     on_replay_cluster = {j["jid"]: j for j in run["flink_jobs"]["replay"]}
     for variant in run["record"]["variants"]:

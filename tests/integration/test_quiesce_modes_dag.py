@@ -172,7 +172,9 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     states = run["states"]
     assert str(dagrun.state) == "failed"
     assert states["reuse_manifest"] == "success"
-    assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}, states
+    # the refusal is the submission's: nothing to wait for
+    assert {states[f"submit_replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}, states
+    assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}, states
     log = "".join(capfd.readouterr())
     assert "STATE_DROPPED" in log and "dedupe-reviews" in log and "allowed_dropped" in log, log[-4000:]
     for url in {stack.flink_rest_url, stack.replay_flink_rest_url or stack.flink_rest_url}:
