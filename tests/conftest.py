@@ -11,6 +11,7 @@ unit tests instead of following them.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -78,13 +79,10 @@ class _StackStart:
             raise RuntimeError(f"`flink-replay stack up` failed (exit {self.process.returncode}):\n{tail}")
 
 
-_STACK_START: list[_StackStart] = []
-
-
+@functools.cache
 def _start_stack_in_background() -> _StackStart:
-    if not _STACK_START:
-        _STACK_START.append(_StackStart())
-    return _STACK_START[0]
+    """The session's one stack start (begun at the first call)."""
+    return _StackStart()
 
 
 @pytest.fixture(scope="session")

@@ -28,8 +28,6 @@ USER_PATHS_PTH = "flink_replay_user_paths.pth"
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-
-
 def running_stack() -> StackInfo:
     """The local stack, if it is up."""
     local = LocalStack(StackConfig())

@@ -94,14 +94,14 @@ class _ReplayJobOperator(BaseOperator):
         return spec
 
     def _attach(self, context: Any, job_id: str) -> None:
-        """Make ``job_id`` this task's job: XCom (the run record reads it if the task fails), link, on_kill."""
-        self._job_id = job_id
+        """Name ``job_id`` as this task's job: XCom (the run record reads it if the task fails) and link."""
         context["ti"].xcom_push(key="flink_job_id", value=job_id)
         FlinkJobLink.persist(context, self.hook.job_ui_url(job_id))
 
     def _wait(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
-        """Wait (in the triggerer when deferrable) until the job FINISHES, then collect its files."""
-        job_id = carry["job_id"]
+        """Wait (in the triggerer when deferrable) until the job FINISHES, then collect its files. The task
+        that waits is the one whose ``on_kill`` cancels the job."""
+        job_id = self._job_id = carry["job_id"]
         if self.deferrable:
             self.defer(
                 trigger=FlinkJobStateTrigger(
@@ -311,8 +311,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
         self._attach(context, job_id)
         carry = {"job_id": job_id, "started": started, "preflight": preflight}
-        if not self.wait_for_completion:
-            self._job_id = None  # the job outlives this task: the awaiting task cancels it if killed
+        if not self.wait_for_completion:  # the job outlives this task: the awaiting task cancels it if killed
             return {"variant": spec.variant, "job_name": spec.job_name, **carry}
         return self._wait(context, spec, carry)
 
