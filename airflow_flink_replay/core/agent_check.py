@@ -28,14 +28,12 @@ job-side module). Pure: pydantic only.
 
 from __future__ import annotations
 
-import base64
 import json
-import re
-import zlib
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from airflow_flink_replay.core.carrier import carried, encode_carried
 from airflow_flink_replay.core.identity import uid_to_operator_id
 from airflow_flink_replay.core.policy import ReplayPolicy
 
@@ -54,7 +52,6 @@ __all__ = [
 
 #: What precedes the encoded facts in the job graph's operator name (REST) or on the program's stdout (CLI).
 CARRIER_MARKER = "afr-agent-check:"
-_CARRIER = re.compile(re.escape(CARRIER_MARKER) + r"([A-Za-z0-9_=-]+)")
 FACTS_SCHEMA = 1
 Role = Literal["production", "candidate"]
 #: The method a resource type's calls are judged by in the report (vector stores: one read, one write).
@@ -255,18 +252,14 @@ def _render_definition(d: DefinitionFacts, decisions: list[ResourceDecision]) ->
 
 # ------------------------------------------------------------------------------------------------ carrier
 def encode_facts(facts: CheckFacts) -> str:
-    """``CARRIER_MARKER`` + URL-safe base64 of the zlib-compressed JSON (survives HTML escaping in a plan)."""
-    raw = zlib.compress(facts.model_dump_json().encode(), 9)
-    return CARRIER_MARKER + base64.urlsafe_b64encode(raw).decode()
+    """``CARRIER_MARKER`` + the facts' JSON, compressed (:mod:`~airflow_flink_replay.core.carrier`)."""
+    return encode_carried(CARRIER_MARKER, facts.model_dump_json())
 
 
 def decode_facts(text: str) -> CheckFacts | None:
     """The facts carried anywhere in ``text`` (a plan's JSON, a program's output), or None."""
-    match = _CARRIER.search(text)
-    if match is None:
-        return None
-    data = zlib.decompress(base64.urlsafe_b64decode(match.group(1)))
-    return CheckFacts.model_validate(json.loads(data))
+    payload = carried(CARRIER_MARKER, text)
+    return None if payload is None else CheckFacts.model_validate(json.loads(payload))
 
 
 # -------------------------------------------------------------------------------------------------- judge

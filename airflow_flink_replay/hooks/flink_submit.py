@@ -42,6 +42,7 @@ from typing import Literal, TypeVar
 
 from airflow_flink_replay.core.agent_check import CheckFacts, decode_facts
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram, JobPlan, SubmittedJob
+from airflow_flink_replay.core.replay_plans import VariantPlan, decode_plans
 from airflow_flink_replay.exceptions import FlinkOutcomeUnknownError, FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import PYTHON_DRIVER, FlinkRestHook, flink_cause
 
@@ -361,14 +362,23 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         """The facts of the agent check (``program`` run with ``--emit plan``): carried in the name of the only
         operator of the job graph ``/plan`` returns; nothing is submitted. A program that failed before it
         could report raises :class:`FlinkSubmissionError` with its traceback (:meth:`plan`)."""
+        return self._carried(program, decode_facts, "the agent check", timeout)
+
+    def plan_replays(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> list[VariantPlan]:
+        """The job graphs of the replay variants (``program``: ``airflow_flink_replay.flink.replay_plans``),
+        carried in the name of the only operator of the job graph ``/plan`` returns; nothing is submitted."""
+        return self._carried(program, decode_plans, "the replay plans", timeout)
+
+    def _carried(self, program: FlinkPythonProgram, decode: Callable[[str], T | None], what: str, timeout: float) -> T:
+        """What ``program`` sends back through its ``/plan`` job graph (:mod:`~airflow_flink_replay.core.carrier`)."""
         plan = self.plan(program, timeout=timeout)
-        facts = decode_facts("\n".join(f"{n.operator}\n{n.description}" for n in plan.nodes))
-        if facts is None:
+        found = decode("\n".join(f"{n.operator}\n{n.description}" for n in plan.nodes))
+        if found is None:
             raise FlinkSubmissionError(
-                f"the agent check {program.entry_point or program.module} on {self.hook.base_url} returned a plan "
+                f"{what} program {program.entry_point or program.module} on {self.hook.base_url} returned a plan "
                 "without its report: is the cluster's airflow-flink-replay the same version as this worker's?"
             )
-        return facts
+        return found
 
     def check_metaspace(self) -> None:
         """Refuse to run a Python program on a JobManager whose metaspace is nearly full.

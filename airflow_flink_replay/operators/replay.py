@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
-from airflow_flink_replay.core.identity import IdentityPlan, ReplayPins, check_identity
+from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
+from airflow_flink_replay.core.replay_plans import identity_report, pin_to_production
 from airflow_flink_replay.core.run_record import file_digest
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
@@ -31,6 +32,8 @@ from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
 #: job side (``pip install airflow-flink-replay[flink]`` in the cluster's Python), so no file path has to be
 #: shared between the Airflow worker and the JobManager.
 REPLAY_JOB_MODULE = "airflow_flink_replay.flink.replay_job"
+#: The job side's program that plans every variant in one PythonDriver run (:class:`PlanReplayJobsOperator`).
+REPLAY_PLANS_MODULE = "airflow_flink_replay.flink.replay_plans"
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
 
 
@@ -199,11 +202,14 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         ``.py`` path on the JobManager host.
     :param wait_for_completion: wait until the job FINISHES and collect its files (default), or return once
         it is submitted.
+    :param identity_preflight: the identity reports of :class:`PlanReplayJobsOperator` (its result: report by
+        variant; templated). Given, the variant's plan was checked with the others' in one job-side run and
+        this task does not plan it again; without it, the task plans its own job (one ``/plan`` call).
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan")
+    template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan", "identity_preflight")
 
     def __init__(
         self,
@@ -215,9 +221,11 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         submitter: str = "rest",
         replay_program: str = REPLAY_JOB_MODULE,
         wait_for_completion: bool = True,
+        identity_preflight: dict[str, str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(spec=spec, **kwargs)
+        self.identity_preflight = identity_preflight
         self.replay_program = replay_program
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -234,18 +242,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
                 "(production_action_state_topic, production_job_identifier): the guard that refuses a replay "
                 "writing into production's state cannot run. Fix: set both in the spec (the DAG does)"
             )
-        if self.production_plan:
-            found = IdentityPlan.from_rest(_as_rest_details(self.production_plan)).find_agent()
-            update: dict[str, Any] = {}
-            if found and spec.max_parallelism is None and found[0].max_parallelism:
-                # Pin the agent's max parallelism to production's: key groups are fixed by it.
-                update["max_parallelism"] = found[0].max_parallelism
-            if found and not (spec.agent_uid or spec.agent_uid_hash or self.production_agent_uid):
-                # Production's agent never had a uid: pin the replay's to production's vertex id.
-                update["agent_uid_hash"] = found[0].id
-            if update:
-                spec = spec.model_copy(update=update)
-        return spec
+        return pin_to_production(spec, _production(self.production_plan), self.production_agent_uid)
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
         return FlinkPythonProgram(
@@ -266,20 +263,25 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
 
     def _preflight(self, hook: FlinkRestHook, spec: ReplayJobSpec, program: FlinkPythonProgram) -> str:
         """Identity preflight on the replay's plan before it runs; returns the rendered report."""
-        if not self.production_plan:
+        production = _production(self.production_plan)
+        if production is None:
             self.log.warning("no production plan given: the identity preflight is skipped")
             return "skipped: no production plan"
-        production = IdentityPlan.from_rest(_as_rest_details(self.production_plan))
+        if self.identity_preflight is not None:
+            reports = self.identity_preflight
+            report_text = reports.get(spec.variant) if isinstance(reports, dict) else reports
+            if not report_text:
+                raise AirflowFailException(
+                    f"replay {spec.variant}: identity_preflight holds no report for this variant "
+                    f"(variants: {sorted(reports) if isinstance(reports, dict) else '-'}). Fix: pass the result "
+                    "of the PlanReplayJobsOperator that planned this variant's spec"
+                )
+            self.log.info("identity preflight (planned with the other variants):\n%s", report_text)
+            return str(report_text)
         submitter = get_submitter("rest", hook)
         replay_plan = submitter.plan(program)  # type: ignore[attr-defined]  # REST only: the JM builds the plan
-        replay = IdentityPlan.from_rest({"plan": replay_plan.model_dump(mode="json", by_alias=True)})
-        report = check_identity(
-            production,
-            replay,
-            pins=ReplayPins(
-                agent_uid=spec.agent_uid, agent_uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism
-            ),
-            production_agent_uid=self.production_agent_uid,
+        report = identity_report(
+            production, spec, replay_plan.model_dump(mode="json", by_alias=True), self.production_agent_uid
         )
         self.log.info("%s", report.render())
         report.raise_if_refused()
@@ -354,6 +356,92 @@ class AwaitReplayJobOperator(_ReplayJobOperator):
         carry = {"job_id": job_id, "started": submitted.get("started") or time.time(),
                  "preflight": submitted.get("preflight")}
         return self._wait(context, spec, carry)
+
+
+class PlanReplayJobsOperator(BaseOperator):
+    """Plan every replay variant in one job-side run and check each plan against production's (identity
+    preflight), before any variant is submitted.
+
+    One PythonDriver program (``airflow_flink_replay.flink.replay_plans``, a ``POST /jars/{id}/plan`` call:
+    nothing runs) builds each variant's replay job exactly as the replay program will and sends back the job
+    graphs; each is checked with :mod:`~airflow_flink_replay.core.identity` — the agent must map to
+    production's operator id, max parallelism must match, only the old source's state may be dropped. Any
+    refusal fails the task with every variant's report (no retry: the same plans refuse again), so nothing is
+    submitted. Returns the rendered report by variant, for
+    :class:`SubmitReplayJobOperator`'s ``identity_preflight``. One program instead of a ``/plan`` per variant:
+    each PythonDriver run starts a Python with PyFlink on the JobManager, which runs one at a time.
+
+    :param specs: the variants' :class:`ReplayJobSpec` (or dicts; templated), as given to the submit tasks.
+    :param production_plan: production's job details JSON (``GET /jobs/{id}``) or the quiesce result's plan
+        (templated). Without it the preflight is skipped (logged), as in the submit task.
+    :param production_agent_uid: the uid production's agent carries, if any.
+    :param flink_conn_id: the cluster that runs replays (where the program runs).
+    :param plans_program: the job-side planning module (run with ``-pym``).
+    """
+
+    template_fields: Sequence[str] = ("specs", "production_plan")
+
+    def __init__(
+        self,
+        *,
+        specs: Sequence[ReplayJobSpec | dict[str, Any]],
+        production_plan: dict[str, Any] | None,
+        production_agent_uid: str | None = None,
+        flink_conn_id: str = "flink_default",
+        plans_program: str = REPLAY_PLANS_MODULE,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.specs = [s.model_dump(mode="json") if isinstance(s, ReplayJobSpec) else s for s in specs]
+        self.production_plan = production_plan
+        self.production_agent_uid = production_agent_uid
+        self.flink_conn_id = flink_conn_id
+        self.plans_program = plans_program
+
+    def _specs(self, context: Any) -> list[ReplayJobSpec]:
+        """The specs as the submit tasks will submit them: named for this run, pinned to production."""
+        ti, production = context["ti"], _production(self.production_plan)
+        specs = []
+        for raw in self.specs:
+            spec = ReplayJobSpec.model_validate(raw)
+            if not spec.job_name:
+                spec = spec.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, spec.variant)})
+            specs.append(pin_to_production(spec, production, self.production_agent_uid))
+        return specs
+
+    def execute(self, context: Any) -> dict[str, str]:
+        """Plan every variant (one program), check each plan, fail with the reports on any refusal."""
+        specs = self._specs(context)
+        production = _production(self.production_plan)
+        if production is None:
+            self.log.warning("no production plan given: the identity preflight is skipped")
+            return {spec.variant: "skipped: no production plan" for spec in specs}
+        args = [arg for spec in specs for arg in ("--spec-json", spec.model_dump_json())]
+        program = FlinkPythonProgram(entry_point=None, module=self.plans_program, program_args=args,
+                                     parallelism=None, job_name=None)  # fmt: skip
+        submitter = get_submitter("rest", FlinkRestHook(self.flink_conn_id))
+        planned = {p.variant: p for p in submitter.plan_replays(program)}  # type: ignore[attr-defined]  # REST only
+        reports: dict[str, str] = {}
+        refused: list[str] = []
+        for spec in specs:
+            got = planned.get(spec.variant)
+            if got is None or got.plan is None:
+                why = got.error if got else "the planning program returned no plan for it"
+                refused.append(f"replay {spec.variant}: its job could not be built on the job side:\n{why}")
+                continue
+            report = identity_report(production, spec, got.plan, self.production_agent_uid)
+            reports[spec.variant] = report.render()
+            self.log.info("%s: %s", spec.variant, report.render())
+            if not report.maps:
+                refused.append(f"replay {spec.variant}: {report.render()}")
+        if refused:
+            raise AirflowFailException("\n\n".join(refused))
+        return reports
+
+
+def _production(plan: dict[str, Any] | None) -> IdentityPlan | None:
+    """Production's plan for the identity preflight and the pins, from whatever form the DAG holds."""
+    return IdentityPlan.from_rest(_as_rest_details(plan)) if plan else None
 
 
 def _as_rest_details(plan: dict[str, Any]) -> dict[str, Any]:

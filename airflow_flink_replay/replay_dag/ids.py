@@ -34,6 +34,7 @@ TASK_MANIFEST = "manifest"
 # --- stage: replay
 TASK_ISOLATE_ACTION_STATE = "isolate_action_state"
 TASK_REPLAY_FROM = "replay_from"
+TASK_PLAN_REPLAYS = "plan_replays"
 # --- stage: compare
 TASK_COMPARE = "compare"
 TASK_APPROVE = "approve"

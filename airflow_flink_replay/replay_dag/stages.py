@@ -34,7 +34,11 @@ from airflow_flink_replay.operators.mem0 import (
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
-from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, SubmitReplayJobOperator
+from airflow_flink_replay.operators.replay import (
+    AwaitReplayJobOperator,
+    PlanReplayJobsOperator,
+    SubmitReplayJobOperator,
+)
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
 from airflow_flink_replay.replay_dag import ids
@@ -79,6 +83,7 @@ RETRIES: dict[str, dict[str, Any]] = {
     **{ids.fork_task(v): retry(1) for v in VARIANTS if v != "baseline"},
     ids.TASK_ISOLATE_ACTION_STATE: retry(2),  # reuses the empty topics an earlier try created
     ids.TASK_REPLAY_FROM: retry(2),  # reads XComs only
+    ids.TASK_PLAN_REPLAYS: retry(1),  # builds plans only, nothing runs; a refusal fails at once
     # production still runs: a retry runs one more delta round (or removes its own leftovers first)
     ids.TASK_PRECOPY_MEMORY: retry(1),
     # a retried submission would submit again into the outputs and action-state topic of a failed or lost
@@ -265,19 +270,21 @@ def memory(spec: ReplaySpec, run: Any) -> Memory:
 
 @dataclass(frozen=True)
 class Replay:
-    """The isolated action-state topics, the replays' origin (savepoint + plan), one submission and one
-    wait per variant (in :data:`VARIANTS` order)."""
+    """The isolated action-state topics, the replays' origin (savepoint + plan), the variants' plans checked
+    together, one submission and one wait per variant (in :data:`VARIANTS` order)."""
 
     isolate: Task
     origin: Task
+    plan: Task
     submits: list[Task]
     replays: list[Task]
 
 
 def replay(spec: ReplaySpec, run: Any) -> Replay:
-    """Stage replay: isolate action state, pick the origin, submit every variant, then wait for each.
+    """Stage replay: isolate action state, pick the origin, plan and check every variant in one job-side run
+    (the identity preflight), submit every variant, then wait for each.
 
-    The waits depend on their own submission only, and every submission on the origin alone: all three
+    The waits depend on their own submission only, and every submission on the plans alone: all three
     jobs are submitted before any is waited for, so they run at the same time on the replay cluster
     whether the tasks run in parallel (a real executor) or one after another (``dag.test``)."""
     prod = spec.production
@@ -293,6 +300,13 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
     )
     origin: Any = replay_from()
     replay_conn = spec.replay_flink_conn_id or spec.flink_conn_id
+    plan: Any = PlanReplayJobsOperator(
+        task_id=ids.TASK_PLAN_REPLAYS,
+        specs=[run[ids.job_spec_key(variant)] for variant in VARIANTS],
+        production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
+        production_agent_uid=prod.agent_uid,
+        flink_conn_id=replay_conn,
+    )
     submits: list[Any] = [
         SubmitReplayJobOperator(
             task_id=ids.submit_replay_task(variant),
@@ -302,6 +316,7 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
             production_agent_uid=prod.agent_uid,
             flink_conn_id=replay_conn,
             wait_for_completion=False,
+            identity_preflight=plan.output,
         )
         for variant in VARIANTS
     ]
@@ -315,8 +330,8 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         )
         for variant, submit in zip(VARIANTS, submits, strict=True)
     ]
-    isolate >> origin >> submits
-    return Replay(isolate, origin, submits, replays)
+    isolate >> origin >> plan >> submits
+    return Replay(isolate, origin, plan, submits, replays)
 
 
 @dataclass(frozen=True)

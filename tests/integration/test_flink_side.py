@@ -347,6 +347,7 @@ def world(stack, tmp_path_factory) -> Any:
         w["t_replays"] = time.time() - t1
         w["t_candidate"] = time.time() - t2
         w["replay_jobs"] = replay_jobs
+        w["specs"] = specs
         w["job_info"] = {n: fh.job_info(j) for n, j in replay_jobs.items()}
         w["taskmanagers"] = {n: fh.taskmanager_ids(replay_jobs[n]) for n in ("baseline", "candidate")}
         w["blocked_exceptions"] = fh.exception_history(replay_jobs["blocked"])
@@ -555,3 +556,32 @@ def test_policy_block_fails_the_flink_job_naming_the_tool(world) -> None:
     assert blocked and {(r.decision, r.outcome) for r in blocked} == {("block", "blocked")}
     negative_b = {e["id"] for e in world["batch_b"] if world["prod_out"][e["id"]]["label"] == "negative"}
     assert {json.loads(r.args_preview)["kwargs"]["review_id"] for r in blocked} <= negative_b
+
+
+def test_variants_planned_together_are_the_graphs_each_replay_program_plans(stack, world) -> None:
+    """The identity preflight plans every variant in ONE job-side run (``flink/replay_plans.py``): each job graph
+    it sends back is the graph the JobManager plans for that variant's own replay program (same vertex ids,
+    chains and edges), and a variant whose agent cannot be imported comes back with its Python error while the
+    others are still planned."""
+    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.flink_submit import get_submitter
+    from airflow_flink_replay.operators.replay import REPLAY_JOB_MODULE, REPLAY_PLANS_MODULE
+
+    def graph(plan: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+        return sorted((n["id"], n["description"], tuple(sorted(i["id"] for i in n.get("inputs", []))))
+                      for n in plan["nodes"])  # fmt: skip
+
+    specs = [world["specs"][name] for name in ("hazard_control", "blocked")]
+    broken = specs[0].model_copy(update={"variant": "broken", "agent_factory": "afr_no_such_module.agent:build"})
+    submitter = get_submitter("rest", FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url)))
+    args = [arg for spec in (*specs, broken) for arg in ("--spec-json", spec.model_dump_json())]
+    together = submitter.plan_replays(FlinkPythonProgram(module=REPLAY_PLANS_MODULE, program_args=args))
+    assert [p.variant for p in together] == ["hazard_control", "blocked", "broken"]
+    for spec, planned in zip(specs, together, strict=False):
+        assert planned.error is None and planned.plan, planned.error
+        alone = submitter.plan(FlinkPythonProgram(module=REPLAY_JOB_MODULE, program_args=spec.to_argv()))
+        assert graph(planned.plan) == graph(alone.model_dump(mode="json", by_alias=True)), spec.variant
+        assert any("action-execute-operator" in n["description"] for n in planned.plan["nodes"])
+    assert together[2].plan is None and "afr_no_such_module" in (together[2].error or ""), together[2]
+    assert "Traceback" in (together[2].error or "") and "not importable" in (together[2].error or "")

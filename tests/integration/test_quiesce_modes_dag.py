@@ -149,8 +149,8 @@ def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created
 def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(stack, production, savepoint_run,
                                                                                tmp_path, capfd) -> None:
     """Production's recorded plan has a stateful operator the replay job does not have: every replay is
-    refused by the identity preflight (on the JobManager's plan of the replay program) before it is
-    submitted, the refusal names the vertex and the fix, and the cleanup still runs."""
+    refused by the identity preflight (on the job graphs the JobManager planned for the replay variants)
+    before any is submitted, the refusal names the vertex and the fix, and the cleanup still runs."""
     import requests
 
     from airflow_flink_replay.core.manifest import PlanVertexInfo, ReplayManifest
@@ -172,8 +172,10 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     states = run["states"]
     assert str(dagrun.state) == "failed"
     assert states["reuse_manifest"] == "success"
-    # the refusal is the submission's: nothing to wait for
-    assert {states[f"submit_replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"failed"}, states
+    # the refusal is the planning task's (every variant planned and checked in one job-side run): nothing is
+    # submitted, nothing to wait for
+    assert states["plan_replays"] == "failed", states
+    assert {states[f"submit_replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}
     assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}, states
     log = "".join(capfd.readouterr())
     assert "STATE_DROPPED" in log and "dedupe-reviews" in log and "allowed_dropped" in log, log[-4000:]

@@ -3,14 +3,16 @@ when a retry reattaches to its running job, and the trigger cancels the replay j
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.core.replay_plans import VariantPlan
 from airflow_flink_replay.operators import replay as replay_ops
 from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
 from airflow_flink_replay.operators.replay_cleanup import replay_job_name_prefix
@@ -151,3 +153,73 @@ def test_await_without_a_submitted_job_names_the_submit_task(tmp_path: Path) -> 
     waiting.__dict__["hook"] = StubFlinkHook()
     with pytest.raises(Exception, match="no submitted Flink job to wait for"):
         waiting.execute(context("replay_candidate"))
+
+
+# ------------------------------------------------------------
+# The variants planned together (PlanReplayJobsOperator, with a stubbed submitter; the job-side program itself
+# runs on the real cluster in tests/integration/test_flink_side.py) and the submit task that takes its reports.
+
+_PLANS = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
+
+
+def _plan(name: str) -> dict[str, Any]:
+    return json.loads((_PLANS / name).read_text())["plan"]
+
+
+class _PlansSubmitter(StubSubmitter):
+    def __init__(self, plans: list[VariantPlan]) -> None:
+        super().__init__("d" * 32)
+        self.plans, self.programs = plans, []
+
+    def plan_replays(self, program: Any) -> list[VariantPlan]:
+        self.programs.append(program)
+        return self.plans
+
+    def plan(self, program: Any) -> Any:
+        raise AssertionError("a variant planned with the others must not be planned again")
+
+
+def _planner(tmp_path: Path) -> replay_ops.PlanReplayJobsOperator:
+    specs = [_spec(tmp_path, variant=v, job_identifier=f"replay-t-{v}", action_state_topic=f"afr-t-{v}")
+             for v in ("baseline", "candidate")]
+    production = json.loads((_PLANS / "prod_job_details.json").read_text())
+    return replay_ops.PlanReplayJobsOperator(task_id="plan_replays", specs=specs, production_plan=production)
+
+
+def test_the_variants_are_planned_in_one_program_and_each_plan_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pinned = _plan("jar_plan_replay-pinned.json")
+    submitter = _PlansSubmitter([VariantPlan(variant="baseline", plan=pinned),
+                                 VariantPlan(variant="candidate", plan=pinned)])
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    reports = _planner(tmp_path).execute(context("plan_replays"))
+    assert set(reports) == {"baseline", "candidate"} and all("MAPS" in r for r in reports.values())
+    (program,) = submitter.programs
+    specs = [ReplayJobSpec.model_validate_json(a) for a in program.program_args if a.startswith("{")]
+    # planned as they will be submitted: named for the run, pinned to production's agent vertex
+    assert [s.job_name for s in specs] == [_job_name(context("x")).replace("candidate", v)
+                                           for v in ("baseline", "candidate")]
+    assert {s.agent_uid_hash for s in specs} == {"4aab10bf863e9ada48b1abaa99285148"}
+
+    # the submit task takes the report and does not plan again
+    op = _op(_spec(tmp_path), StubFlinkHook())
+    op.production_plan = json.loads((_PLANS / "prod_job_details.json").read_text())
+    op.identity_preflight, op.wait_for_completion = reports, False
+    assert op.execute(context("submit_replay_candidate"))["preflight"] == reports["candidate"]
+    assert len(submitter.submitted) == 1
+
+
+def test_a_refused_or_unbuildable_variant_fails_the_planning_with_every_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submitter = _PlansSubmitter([
+        VariantPlan(variant="baseline", plan=_plan("jar_plan_replay-dedupe-renamed.json")),
+        VariantPlan(variant="candidate", error="Traceback (most recent call last):\nModuleNotFoundError: pkg"),
+    ])  # fmt: skip
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    with pytest.raises(AirflowFailException) as failed:
+        _planner(tmp_path).execute(context("plan_replays"))
+    message = str(failed.value)
+    assert "replay baseline: identity preflight: REFUSED" in message and "STATE_DROPPED" in message
+    assert "replay candidate: its job could not be built" in message and "ModuleNotFoundError: pkg" in message

@@ -36,8 +36,10 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "manifest": (["capture_window", "quiesce", "resolve", "start_offsets"], "all_success"),
     "isolate_action_state": ([*FORKS, "manifest", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
     "replay_from": (["isolate_action_state"], "all_success"),
+    # the variants are planned and checked together (one job-side run), before any is submitted
+    "plan_replays": (["replay_from", "resolve"], "all_success"),
     # every variant is submitted before any is waited for: a wait depends on its own submission only
-    **{s: (["replay_from", "resolve"], "all_success") for s in SUBMITS},
+    **{s: (["plan_replays", "replay_from", "resolve"], "all_success") for s in SUBMITS},
     **{r: ([s, "resolve"], "all_success") for r, s in zip(REPLAYS, SUBMITS, strict=True)},
     "compare": ([*REPLAYS, "resolve"], "all_success"),
     "approve": (["compare"], "all_success"),
@@ -69,6 +71,7 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "manifest": (2, 10, 0),
     "isolate_action_state": (2, 10, 0),
     "replay_from": (2, 10, 0),
+    "plan_replays": (1, 10, 0),
     **{s: (0, 10, 0) for s in SUBMITS},
     **{r: (1, 5, 0) for r in REPLAYS},
     "compare": (0, 10, 0),
