@@ -86,7 +86,7 @@ def test_spilling_bounds_memory(tmp_path: Path) -> None:
     """The same comparison in a fresh process: spilled, the growth of peak RSS is a fraction of in memory."""
     from airflow_flink_replay.core.compare.synthetic import iter_run
 
-    n = 60_000
+    n = 20_000
     paths = [
         write_jsonl(tmp_path / f"{v}.jsonl", iter_run(n, v, s, paraphrase=0.2))
         for v, s in (("baseline", 1), ("baseline_2", 2), ("candidate", 3))
