@@ -117,3 +117,14 @@ def test_a_refused_agent_check_says_why_and_an_unknown_task_is_still_shown() -> 
 def test_unfinished_tasks_are_named() -> None:
     lines = render_run([_task("capture_window", 0, 5, "running")], None, None)
     assert "not finished: capture_window" in lines[0]
+
+
+def test_every_task_of_the_gate_dag_is_in_a_chain_step(tmp_path: Path) -> None:
+    """A task the view does not know would fail, or take time, without a line saying so."""
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+    from airflow_flink_replay.dag_factory import build_replay_dag
+    from tests.unit.core.test_replay_spec import _spec
+
+    dag = build_replay_dag(ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}")), dag_id="g", kind="gate")
+    shown = {task_id for _, task_ids in chain_steps() for task_id in task_ids}
+    assert {t.task_id for t in dag.tasks} <= shown, {t.task_id for t in dag.tasks} - shown
