@@ -6,7 +6,6 @@ Plans are JSON recorded from the real local Flink 2.2.1 cluster (tests/fixtures/
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,19 +19,12 @@ from airflow_flink_replay.core.replay_plans import (
     identity_report,
     pin_to_production,
 )
-
-PLANS = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
-PROD_AGENT = "4aab10bf863e9ada48b1abaa99285148"
-
-
-def _load(name: str) -> dict:
-    return json.loads((PLANS / name).read_text())
+from tests.unit.core.test_identity import PROD_AGENT, _load
 
 
 @pytest.fixture(scope="module")
 def production() -> IdentityPlan:
     return IdentityPlan.from_rest(_load("prod_job_details.json"))
-
 
 def _spec(**changes: object) -> ReplayJobSpec:
     return ReplayJobSpec.model_validate({
