@@ -321,12 +321,18 @@ def emit(facts: CheckFacts, how: str) -> None:
     if how == "stdout":
         print(text, flush=True)
         return
+    carry_in_job_graph(text, "afr-agent-check")
+
+
+def carry_in_job_graph(text: str, job_name: str) -> None:
+    """Hand Flink a one-operator job graph whose operator is named ``text`` (a ``/plan`` call returns it;
+    nothing runs). Shared by the job-side programs that report through their plan."""
     from pyflink.common import Types
     from pyflink.datastream import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    env.from_collection(["agent-check"], type_info=Types.STRING()).print().name(text)
-    env.execute("afr-agent-check")
+    env.from_collection([job_name], type_info=Types.STRING()).print().name(text)
+    env.execute(job_name)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

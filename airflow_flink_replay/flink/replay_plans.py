@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_plans import VariantPlan, encode_plans
+from airflow_flink_replay.flink.agent_check import carry_in_job_graph, python_error
 
 MODULE = "airflow_flink_replay.flink.replay_plans"
 
@@ -50,17 +50,12 @@ def plan_variant(spec: ReplayJobSpec) -> VariantPlan:
         build_replay(env, spec)
         return VariantPlan(variant=spec.variant, plan=job_graph_json(env, spec.job_name or spec.variant))
     except Exception as exc:  # the user's code: reported, never raised
-        return VariantPlan(variant=spec.variant, error="".join(traceback.format_exception(exc))[-6000:])
+        return VariantPlan(variant=spec.variant, error=python_error(exc).traceback)
 
 
 def emit(plans: list[VariantPlan]) -> None:
     """Hand Flink a one-operator job graph whose operator name carries ``plans`` (``/plan`` returns it)."""
-    from pyflink.common import Types
-    from pyflink.datastream import StreamExecutionEnvironment
-
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.from_collection(["replay-plans"], type_info=Types.STRING()).print().name(encode_plans(plans))
-    env.execute("afr-replay-plans")
+    carry_in_job_graph(encode_plans(plans), "afr-replay-plans")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -90,11 +90,7 @@ class _ReplayJobOperator(BaseOperator):
 
     def _named_spec(self, context: Any) -> ReplayJobSpec:
         """The validated spec with its job name (the run's and variant's, unless the spec names one)."""
-        spec = ReplayJobSpec.model_validate(self.spec)  # refuses production's action-state topic / job identifier
-        if not spec.job_name:
-            ti = context["ti"]
-            spec = spec.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, spec.variant)})
-        return spec
+        return _named(self.spec, context["ti"])
 
     def _attach(self, context: Any, job_id: str) -> None:
         """Name ``job_id`` as this task's job: XCom (the run record reads it if the task fails) and link."""
@@ -398,21 +394,12 @@ class PlanReplayJobsOperator(BaseOperator):
         self.flink_conn_id = flink_conn_id
         self.plans_program = plans_program
 
-    def _specs(self, context: Any) -> list[ReplayJobSpec]:
-        """The specs as the submit tasks will submit them: named for this run, pinned to production."""
-        ti, production = context["ti"], _production(self.production_plan)
-        specs = []
-        for raw in self.specs:
-            spec = ReplayJobSpec.model_validate(raw)
-            if not spec.job_name:
-                spec = spec.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, spec.variant)})
-            specs.append(pin_to_production(spec, production, self.production_agent_uid))
-        return specs
-
     def execute(self, context: Any) -> dict[str, str]:
         """Plan every variant (one program), check each plan, fail with the reports on any refusal."""
-        specs = self._specs(context)
         production = _production(self.production_plan)
+        # as the submit tasks will submit them: named for this run, pinned to production
+        specs = [pin_to_production(_named(raw, context["ti"]), production, self.production_agent_uid)
+                 for raw in self.specs]  # fmt: skip
         if production is None:
             self.log.warning("no production plan given: the identity preflight is skipped")
             return {spec.variant: "skipped: no production plan" for spec in specs}
@@ -430,13 +417,21 @@ class PlanReplayJobsOperator(BaseOperator):
                 refused.append(f"replay {spec.variant}: its job could not be built on the job side:\n{why}")
                 continue
             report = identity_report(production, spec, got.plan, self.production_agent_uid)
-            reports[spec.variant] = report.render()
-            self.log.info("%s: %s", spec.variant, report.render())
+            reports[spec.variant] = text = report.render()
+            self.log.info("%s: %s", spec.variant, text)
             if not report.maps:
-                refused.append(f"replay {spec.variant}: {report.render()}")
+                refused.append(f"replay {spec.variant}: {text}")
         if refused:
             raise AirflowFailException("\n\n".join(refused))
         return reports
+
+
+def _named(spec: ReplayJobSpec | dict[str, Any], ti: Any) -> ReplayJobSpec:
+    """The validated spec with its job name: the run's and variant's, unless the spec names one."""
+    valid = ReplayJobSpec.model_validate(spec)  # refuses production's action-state topic / job identifier
+    if valid.job_name:
+        return valid
+    return valid.model_copy(update={"job_name": replay_job_name(ti.dag_id, ti.run_id, valid.variant)})
 
 
 def _production(plan: dict[str, Any] | None) -> IdentityPlan | None:

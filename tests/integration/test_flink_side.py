@@ -574,7 +574,8 @@ def test_variants_planned_together_are_the_graphs_each_replay_program_plans(stac
 
     specs = [world["specs"][name] for name in ("hazard_control", "blocked")]
     broken = specs[0].model_copy(update={"variant": "broken", "agent_factory": "afr_no_such_module.agent:build"})
-    submitter = get_submitter("rest", FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url)))
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, flink_home=stack.flink_home))
+    submitter = get_submitter("rest", hook)  # flink_home: uploads the flink-python jar when this runs first
     args = [arg for spec in (*specs, broken) for arg in ("--spec-json", spec.model_dump_json())]
     together = submitter.plan_replays(FlinkPythonProgram(module=REPLAY_PLANS_MODULE, program_args=args))
     assert [p.variant for p in together] == ["hazard_control", "blocked", "broken"]
