@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -470,3 +471,17 @@ class ReplayJobSpec(BaseModel):
         if ns.spec_file:
             return cls.model_validate_json(Path(ns.spec_file).read_text(encoding="utf-8"))
         return cls.model_validate_json(ns.spec_json)
+
+    @classmethod
+    def all_from_argv(cls, argv: list[str]) -> list[ReplayJobSpec]:
+        """Every spec of ``argv``, in order: ``--spec-json <json>`` and ``--spec-file <path>``, each repeatable
+        (one replay program submitting several variants)."""
+        specs: list[ReplayJobSpec] = []
+        for flag, value in itertools.pairwise(argv):
+            if flag == "--spec-json":
+                specs.append(cls.model_validate_json(value))
+            elif flag == "--spec-file":
+                specs.append(cls.model_validate_json(Path(value).read_text(encoding="utf-8")))
+        if not specs:
+            raise ValueError("replay_job needs --spec-json <json> or --spec-file <path> (repeatable)")
+        return specs

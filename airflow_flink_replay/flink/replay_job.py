@@ -2,7 +2,8 @@
 
 Run by the submitter as a PyFlink program (``flink run -py <this file> --spec-json ...`` or the REST
 PythonDriver with the same program args). Arguments: :class:`~airflow_flink_replay.core.replay_job_spec.ReplayJobSpec`
-as ``--spec-json <json>`` or ``--spec-file <path>``.
+as ``--spec-json <json>`` or ``--spec-file <path>``; repeated, one program submits each variant as its own job
+(the replay DAG's ``submit_replays``: one Python start on the JobManager for every variant).
 
 What it builds (:func:`~airflow_flink_replay.flink.pipeline.apply_agent_job`, as production, different
 upstream):
@@ -201,13 +202,27 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: parse the spec, build, execute (blocks until the bounded job finishes)."""
+    """Entry point: parse the spec(s), build, execute.
+
+    One spec: ``execute`` (blocks until the bounded job finishes when the client is attached). Several specs
+    (``--spec-json`` repeated, one per variant): every job is built first — a variant that cannot be built
+    stops the program before any is submitted — then each is submitted as its own Flink job
+    (``execute_async``, a fresh environment each), so one Python start on the JobManager submits them all."""
     from airflow_flink_replay.flink.environment import job_environment
 
-    spec = ReplayJobSpec.from_argv(list(sys.argv[1:] if argv is None else argv))
-    env = job_environment()
-    build_replay(env, spec)
-    env.execute(spec.job_name or f"afr-replay-{spec.variant}")
+    specs = ReplayJobSpec.all_from_argv(list(sys.argv[1:] if argv is None else argv))
+    built = []
+    for spec in specs:
+        env = job_environment()
+        build_replay(env, spec)
+        built.append((env, spec.job_name or f"afr-replay-{spec.variant}"))
+    if len(built) == 1:
+        env, name = built[0]
+        env.execute(name)
+        return
+    for env, name in built:
+        client = env.execute_async(name)
+        logging.info("replay job %s submitted as %s", name, client.get_job_id())
 
 
 def describe(spec_json: str) -> str:

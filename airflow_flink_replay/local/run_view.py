@@ -38,7 +38,7 @@ def chain_steps() -> list[tuple[str, list[str]]]:
         ("capture window", [ids.TASK_START_OFFSETS, ids.TASK_CAPTURE_WINDOW, ids.TASK_MANIFEST]),
         ("memory forks", [ids.TASK_PRECOPY_MEMORY, *(ids.fork_task(v) for v in VARIANTS)]),
         ("replays", [ids.TASK_ISOLATE_ACTION_STATE, ids.TASK_REPLAY_FROM, ids.TASK_PLAN_REPLAYS,
-                     *(ids.submit_replay_task(v) for v in VARIANTS), *(ids.replay_task(v) for v in VARIANTS)]),
+                     ids.TASK_SUBMIT_REPLAYS, *(ids.replay_task(v) for v in VARIANTS)]),
         ("compare", [ids.TASK_COMPARE, ids.TASK_APPROVE]),
         ("cleanup", [ids.TASK_VERIFY_PRODUCTION_MEMORY, ids.TASK_CANCEL_LEFTOVER_REPLAYS, ids.TASK_DELETE_REPLAY_TOPICS,
                      *(ids.drop_fork_task(v) for v in VARIANTS), ids.TASK_ASSERT_PRODUCTION, ids.TASK_RUN_RECORD]),

@@ -1,9 +1,11 @@
-"""One replay variant, from production's savepoint, until FINISHED.
+"""Replay variants, from production's savepoint, until FINISHED.
 
-``SubmitReplayJobOperator`` preflights and submits the variant's Flink job and, by default, waits for it
-(``wait_for_completion``, like the Databricks provider's ``wait_for_termination``). The replay DAG sets it
-to ``False`` and waits in ``AwaitReplayJobOperator``: every variant is submitted before any is waited for,
-so the three jobs run at the same time on the replay cluster even when tasks run one at a time.
+``SubmitReplayJobOperator`` preflights and submits one variant's Flink job and, by default, waits for it
+(``wait_for_completion``, like the Databricks provider's ``wait_for_termination``). The replay DAG plans every
+variant in one job-side run (``PlanReplayJobsOperator``), submits them all in one more
+(``SubmitReplayJobsOperator``) and waits for each in ``AwaitReplayJobOperator``: every variant is submitted
+before any is waited for, so the three jobs run at the same time on the replay cluster even when tasks run
+one at a time.
 """
 
 from __future__ import annotations
@@ -248,15 +250,6 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             job_name=spec.job_name,
         )
 
-    def _existing(self, hook: FlinkRestHook, job_name: str) -> tuple[str, str] | None:
-        """A job of this run and variant (retry): prefer an active one, then a FINISHED one."""
-        jobs = [j for j in hook.list_jobs().jobs if j.name == job_name]
-        for wanted in (_ACTIVE, ("FINISHED",)):
-            for job in sorted(jobs, key=lambda j: j.start_time, reverse=True):
-                if job.state in wanted:
-                    return job.jid, job.state
-        return None
-
     def _preflight(self, hook: FlinkRestHook, spec: ReplayJobSpec, program: FlinkPythonProgram) -> str:
         """Identity preflight on the replay's plan before it runs; returns the rendered report."""
         production = _production(self.production_plan)
@@ -289,7 +282,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         spec = self._spec(context)
         hook = self.hook
         started = time.time()
-        existing = self._existing(hook, spec.job_name or "")
+        existing = _existing(hook, spec.job_name or "")
         preflight = "reattached"
         if existing:
             job_id, state = existing
@@ -323,7 +316,8 @@ class AwaitReplayJobOperator(_ReplayJobOperator):
     job.
 
     :param spec: the variant's :class:`ReplayJobSpec` (or its dict; templated), as given to the submit task.
-    :param submitted: the submit task's result (templated): ``job_id`` and ``started`` are read from it.
+    :param submitted: the submit task's result (templated): ``job_id`` and ``started`` are read from it — or
+        from its entry for this variant when it is :class:`SubmitReplayJobsOperator`'s (the jobs by variant).
     :param flink_conn_id: the cluster that runs replays.
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
@@ -341,6 +335,8 @@ class AwaitReplayJobOperator(_ReplayJobOperator):
         """Wait for the submitted job, then collect its files."""
         spec = self._named_spec(context)
         submitted = self.submitted or {}
+        if "job_id" not in submitted and isinstance(submitted.get(spec.variant), dict):
+            submitted = submitted[spec.variant]  # SubmitReplayJobsOperator's result: the jobs by variant
         if not submitted.get("job_id"):
             raise AirflowException(
                 f"replay {spec.variant}: no submitted Flink job to wait for (submitted={submitted!r}); "
@@ -424,6 +420,151 @@ class PlanReplayJobsOperator(BaseOperator):
         if refused:
             raise AirflowFailException("\n\n".join(refused))
         return reports
+
+
+class SubmitReplayJobsOperator(BaseOperator):
+    """Submit every replay variant in one job-side run, after :class:`PlanReplayJobsOperator` checked them.
+
+    One PythonDriver program (the replay program with ``--spec-json`` once per variant) builds every variant's
+    job, then submits each as its own Flink job restoring production's savepoint (``allowNonRestoredState``):
+    one Python start on the JobManager instead of one per variant — the JobManager runs one at a time, so
+    three submissions cost three times one. A variant that cannot be built stops the program before any job
+    is submitted.
+
+    Retries reattach: a variant that already has a job of this run (active or FINISHED, looked up by its job
+    name) is not submitted again, only the missing ones are. Returns, by variant, what
+    :class:`AwaitReplayJobOperator` waits on: ``{variant, job_name, job_id, started, preflight}``.
+
+    :param specs: the variants' :class:`ReplayJobSpec` (or dicts; templated), as given to the plan task.
+    :param savepoint_path: production's savepoint (templated).
+    :param production_plan: production's job details JSON or the quiesce result's plan (templated): the pins.
+    :param production_agent_uid: the uid production's agent carries, if any.
+    :param identity_preflight: :class:`PlanReplayJobsOperator`'s result, the identity report by variant
+        (templated). Required when a production plan is given: a variant without a report is not submitted.
+    :param flink_conn_id: the cluster that runs replays.
+    :param submitter: ``rest`` (default) or ``cli``.
+    :param replay_program: the replay program: a module run with ``-pym`` (default) or a ``.py`` path on the
+        JobManager host.
+    :param submit_timeout: seconds the submission (and each job's appearance on the cluster) may take.
+    """
+
+    template_fields: Sequence[str] = ("specs", "savepoint_path", "production_plan", "identity_preflight")
+    operator_extra_links = (FlinkJobLink(),)
+    ui_color = "#f3e8fd"
+
+    def __init__(
+        self,
+        *,
+        specs: Sequence[ReplayJobSpec | dict[str, Any]],
+        savepoint_path: str | None,
+        production_plan: dict[str, Any] | None = None,
+        production_agent_uid: str | None = None,
+        identity_preflight: dict[str, str] | None = None,
+        flink_conn_id: str = FlinkRestHook.default_conn_name,
+        submitter: str = "rest",
+        replay_program: str = REPLAY_JOB_MODULE,
+        submit_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.specs = [s.model_dump(mode="json") if isinstance(s, ReplayJobSpec) else s for s in specs]
+        self.savepoint_path = savepoint_path
+        self.production_plan = production_plan
+        self.production_agent_uid = production_agent_uid
+        self.identity_preflight = identity_preflight
+        self.flink_conn_id = flink_conn_id
+        self.submitter = submitter
+        self.replay_program = replay_program
+        self.submit_timeout = float(submit_timeout)
+
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        """The Flink REST hook of the replay cluster."""
+        return FlinkRestHook(self.flink_conn_id)
+
+    def _report(self, variant: str, production: IdentityPlan | None) -> str:
+        """The variant's identity report from the plan task; refuses a variant that was not checked."""
+        if production is None:
+            self.log.warning("no production plan given: the identity preflight is skipped for %s", variant)
+            return "skipped: no production plan"
+        reports = self.identity_preflight if isinstance(self.identity_preflight, dict) else {}
+        if not reports.get(variant):
+            raise AirflowFailException(
+                f"replay {variant}: identity_preflight holds no report for this variant (variants: "
+                f"{sorted(reports)}). Nothing was submitted. Fix: pass the result of the PlanReplayJobsOperator "
+                "that planned these specs"
+            )
+        return str(reports[variant])
+
+    def execute(self, context: Any) -> dict[str, dict[str, Any]]:
+        """Reattach the variants that have a job, submit the others in one program, return the jobs by variant."""
+        production = _production(self.production_plan)
+        specs = [pin_to_production(_named(raw, context["ti"]), production, self.production_agent_uid)
+                 for raw in self.specs]  # fmt: skip
+        reports = {spec.variant: self._report(spec.variant, production) for spec in specs}
+        hook = self.hook
+        started = time.time()
+        submitted: dict[str, dict[str, Any]] = {}
+        missing: list[ReplayJobSpec] = []
+        for spec in specs:
+            if found := _existing(hook, spec.job_name or ""):
+                self.log.info("reattaching to %s job %s of this run (%s)", found[1], found[0], spec.variant)
+                submitted[spec.variant] = {"job_id": found[0], "preflight": "reattached"}
+            else:
+                missing.append(spec)
+        if missing:
+            for spec in missing:
+                for folder in (spec.output_dir, spec.audit_dir):
+                    Path(folder).mkdir(parents=True, exist_ok=True)
+            get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
+                self._program(missing),
+                savepoint_path=self.savepoint_path,
+                allow_non_restored_state=bool(self.savepoint_path),
+                timeout=self.submit_timeout,
+            )
+            for spec in missing:
+                job_id = self._appeared(hook, spec)
+                self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
+                submitted[spec.variant] = {"job_id": job_id, "preflight": reports[spec.variant]}
+        jobs = {
+            spec.variant: {"variant": spec.variant, "job_name": spec.job_name, "started": started,
+                           **submitted[spec.variant]}
+            for spec in specs
+        }  # fmt: skip
+        first = jobs[specs[0].variant]["job_id"] if specs else None
+        if first:
+            FlinkJobLink.persist(context, hook.job_ui_url(first))
+        return jobs
+
+    def _program(self, specs: Sequence[ReplayJobSpec]) -> FlinkPythonProgram:
+        args = [arg for spec in specs for arg in spec.to_argv()]
+        by_path = self.replay_program.endswith(".py")
+        return FlinkPythonProgram(entry_point=self.replay_program if by_path else None,
+                                  module=None if by_path else self.replay_program,
+                                  program_args=args, parallelism=None, job_name=None)  # fmt: skip
+
+    def _appeared(self, hook: FlinkRestHook, spec: ReplayJobSpec) -> str:
+        """The id of the job the program submitted for ``spec`` (looked up by its job name)."""
+        deadline = time.monotonic() + min(self.submit_timeout, 60.0)
+        while True:
+            if found := _existing(hook, spec.job_name or ""):
+                return found[0]
+            if time.monotonic() > deadline:
+                raise AirflowException(
+                    f"replay {spec.variant}: the replay program ran but no Flink job named {spec.job_name!r} "
+                    f"appeared on {hook.base_url}; see the JobManager log"
+                )
+            time.sleep(0.5)
+
+
+def _existing(hook: FlinkRestHook, job_name: str) -> tuple[str, str] | None:
+    """A job named ``job_name`` (this run's variant; a retry): prefer an active one, then a FINISHED one."""
+    jobs = [j for j in hook.list_jobs().jobs if j.name == job_name]
+    for wanted in (_ACTIVE, ("FINISHED",)):
+        for job in sorted(jobs, key=lambda j: j.start_time, reverse=True):
+            if job.state in wanted:
+                return job.jid, job.state
+    return None
 
 
 def _named(spec: ReplayJobSpec | dict[str, Any], ti: Any) -> ReplayJobSpec:

@@ -127,7 +127,7 @@ def _variant(variant: str, pull: Any) -> VariantRecord:
         agent_factory=_agent_ref(pull(ids.TASK_RESOLVE, ids.job_spec_key(variant)) or {}),
         # the wait failed (or never started): the job its submission pushed
         job_id=result.get("job_id") or pull(task_id, ids.XCOM_FLINK_JOB_ID_KEY)
-        or pull(ids.submit_replay_task(variant), ids.XCOM_FLINK_JOB_ID_KEY),
+        or ((pull(ids.TASK_SUBMIT_REPLAYS) or {}).get(variant) or {}).get("job_id"),
         state=result.get("state"),
         fork_namespace=pull(ids.TASK_RESOLVE, ids.fork_key(variant)),
         action_state_topic=(pull(ids.TASK_RESOLVE, ids.XCOM_TOPICS_KEY) or {}).get(variant),

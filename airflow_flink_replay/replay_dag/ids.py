@@ -35,6 +35,8 @@ TASK_MANIFEST = "manifest"
 TASK_ISOLATE_ACTION_STATE = "isolate_action_state"
 TASK_REPLAY_FROM = "replay_from"
 TASK_PLAN_REPLAYS = "plan_replays"
+#: Stage replay: one task submits every variant's replay job (one job-side run), after plan_replays.
+TASK_SUBMIT_REPLAYS = "submit_replays"
 # --- stage: compare
 TASK_COMPARE = "compare"
 TASK_APPROVE = "approve"
@@ -53,11 +55,6 @@ TASK_PRECOPY_MEMORY = "precopy_memory_baseline"
 def fork_task(variant: str) -> str:
     """Stage memory: the task that forks ``variant``'s Mem0 namespace."""
     return f"fork_memory_{variant}"
-
-
-def submit_replay_task(variant: str) -> str:
-    """Stage replay: the task that submits ``variant``'s replay job."""
-    return f"submit_replay_{variant}"
 
 
 def replay_task(variant: str) -> str:

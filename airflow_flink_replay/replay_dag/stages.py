@@ -37,7 +37,7 @@ from airflow_flink_replay.operators.production_check import AssertProductionOper
 from airflow_flink_replay.operators.replay import (
     AwaitReplayJobOperator,
     PlanReplayJobsOperator,
-    SubmitReplayJobOperator,
+    SubmitReplayJobsOperator,
 )
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
@@ -88,7 +88,7 @@ RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_PRECOPY_MEMORY: retry(1),
     # a retried submission would submit again into the outputs and action-state topic of a failed or lost
     # job (duplicated outputs): the run fails and is run again instead
-    **{ids.submit_replay_task(v): NO_RETRY for v in VARIANTS},
+    ids.TASK_SUBMIT_REPLAYS: NO_RETRY,
     # waiting only reads the job's state and collects its files: a retry attaches to the same Flink job
     **{ids.replay_task(v): retry(1, delay_s=5) for v in VARIANTS},
     ids.TASK_COMPARE: NO_RETRY,  # deterministic on its inputs: a retry gives the same verdict
@@ -271,22 +271,22 @@ def memory(spec: ReplaySpec, run: Any) -> Memory:
 @dataclass(frozen=True)
 class Replay:
     """The isolated action-state topics, the replays' origin (savepoint + plan), the variants' plans checked
-    together, one submission and one wait per variant (in :data:`VARIANTS` order)."""
+    together, their submission together, and one wait per variant (in :data:`VARIANTS` order)."""
 
     isolate: Task
     origin: Task
     plan: Task
-    submits: list[Task]
+    submit: Task
     replays: list[Task]
 
 
 def replay(spec: ReplaySpec, run: Any) -> Replay:
     """Stage replay: isolate action state, pick the origin, plan and check every variant in one job-side run
-    (the identity preflight), submit every variant, then wait for each.
+    (the identity preflight), submit every variant in one more, then wait for each.
 
-    The waits depend on their own submission only, and every submission on the plans alone: all three
-    jobs are submitted before any is waited for, so they run at the same time on the replay cluster
-    whether the tasks run in parallel (a real executor) or one after another (``dag.test``)."""
+    All three jobs are submitted before any is waited for, so they run at the same time on the replay cluster
+    whether the tasks run in parallel (a real executor) or one after another (``dag.test``); one submission
+    program for all of them costs one Python start on the JobManager, which runs one at a time."""
     prod = spec.production
     isolate: Any = IsolateActionStateOperator(
         task_id=ids.TASK_ISOLATE_ACTION_STATE,
@@ -307,19 +307,15 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         production_agent_uid=prod.agent_uid,
         flink_conn_id=replay_conn,
     )
-    submits: list[Any] = [
-        SubmitReplayJobOperator(
-            task_id=ids.submit_replay_task(variant),
-            spec=run[ids.job_spec_key(variant)],
-            savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
-            production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
-            production_agent_uid=prod.agent_uid,
-            flink_conn_id=replay_conn,
-            wait_for_completion=False,
-            identity_preflight=plan.output,
-        )
-        for variant in VARIANTS
-    ]
+    submit: Any = SubmitReplayJobsOperator(
+        task_id=ids.TASK_SUBMIT_REPLAYS,
+        specs=[run[ids.job_spec_key(variant)] for variant in VARIANTS],
+        savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
+        production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
+        production_agent_uid=prod.agent_uid,
+        identity_preflight=plan.output,
+        flink_conn_id=replay_conn,
+    )
     replays = [
         AwaitReplayJobOperator(
             task_id=ids.replay_task(variant),
@@ -328,10 +324,10 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
             flink_conn_id=replay_conn,
             timeout=spec.replay_timeout_minutes * 60,
         )
-        for variant, submit in zip(VARIANTS, submits, strict=True)
+        for variant in VARIANTS
     ]
-    isolate >> origin >> plan >> submits
-    return Replay(isolate, origin, plan, submits, replays)
+    isolate >> origin >> plan >> submit
+    return Replay(isolate, origin, plan, submit, replays)
 
 
 @dataclass(frozen=True)

@@ -367,9 +367,8 @@ def test_replay_cluster_jobmanager_restarts_during_a_replay(stack: Any, airflow_
         assert recycler.recycled_during, "the replay cluster was recycled while a replay of this run ran"
         assert recycler.error is None and not recycler.is_alive(), recycler.error
         assert str(dagrun.state) == "failed"
-        # a replay fails while it runs (its wait fails) or while it is submitted (its submission fails)
-        replays = {states[f"{step}{v}"] for step in ("submit_replay_", "replay_") for v in ("baseline", "baseline_2",
-                                                                                          "candidate")}
+        # a replay fails while it runs (its wait fails) or while it is submitted (the submission fails)
+        replays = {states["submit_replays"], *(states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate"))}
         assert "failed" in replays, states
         for task in ("resume_production", "assert_production", "cancel_leftover_replays", "delete_replay_topics",
                      "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):  # fmt: skip

@@ -175,7 +175,7 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     # the refusal is the planning task's (every variant planned and checked in one job-side run): nothing is
     # submitted, nothing to wait for
     assert states["plan_replays"] == "failed", states
-    assert {states[f"submit_replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}
+    assert states["submit_replays"] == "upstream_failed", states
     assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}, states
     log = "".join(capfd.readouterr())
     assert "STATE_DROPPED" in log and "dedupe-reviews" in log and "allowed_dropped" in log, log[-4000:]

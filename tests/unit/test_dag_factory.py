@@ -27,8 +27,8 @@ def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path)
     assert tasks["fork_memory_baseline"].trigger_rule == "none_failed_min_one_success"
     assert tasks["isolate_action_state"].trigger_rule == "none_failed_min_one_success"
     assert {"manifest", "reuse_manifest"} <= tasks["isolate_action_state"].upstream_task_ids
-    assert tasks["submit_replay_candidate"].upstream_task_ids >= {"replay_from"}
-    assert "quiesce" not in tasks["submit_replay_candidate"].upstream_task_ids  # a skipped quiesce must not skip it
+    assert tasks["submit_replays"].upstream_task_ids >= {"replay_from"}
+    assert "quiesce" not in tasks["submit_replays"].upstream_task_ids  # a skipped quiesce must not skip it
     assert tasks["resume_production"].trigger_rule == "all_done"
 
     run = resolve_run(

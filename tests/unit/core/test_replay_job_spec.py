@@ -90,6 +90,12 @@ def test_argv_and_file_round_trip(tmp_path: Path) -> None:
     )
     assert ReplayJobSpec.from_argv(spec.to_argv()) == spec
     assert ReplayJobSpec.from_argv(spec.write(tmp_path / "spec.json")) == spec
+    # one program, several variants: every spec in order, inline or from a file
+    other = spec.model_copy(update={"variant": "candidate"})
+    argv = [*spec.to_argv(), *other.write(tmp_path / "other.json")]
+    assert ReplayJobSpec.all_from_argv(argv) == [spec, other]
+    with pytest.raises(ValueError, match="--spec-json"):
+        ReplayJobSpec.all_from_argv(["--verbose"])
     assert spec.agent_uid_hash == "a" * 32
     assert spec.window().record_count == 8
 

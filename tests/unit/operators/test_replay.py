@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
@@ -223,3 +223,100 @@ def test_a_refused_or_unbuildable_variant_fails_the_planning_with_every_reason(
     message = str(failed.value)
     assert "replay baseline: identity preflight: REFUSED" in message and "STATE_DROPPED" in message
     assert "replay candidate: its job could not be built" in message and "ModuleNotFoundError: pkg" in message
+
+
+# ------------------------------------------------------------
+# Every variant submitted in one job-side run (SubmitReplayJobsOperator, stubbed submitter; the program itself
+# submits the replays of every gate run in the integration tests).
+
+
+class _JobsSubmitter(StubSubmitter):
+    """Records the submission; the jobs the program would start appear on ``hook`` under their names."""
+
+    def __init__(self, hook: StubFlinkHook) -> None:
+        super().__init__("f" * 32)
+        self.hook = hook
+
+    def submit(self, program: Any, **kwargs: Any) -> Any:
+        done = super().submit(program, **kwargs)
+        for n, text in enumerate(a for a in program.program_args if a.startswith("{")):
+            name = ReplayJobSpec.model_validate_json(text).job_name
+            self.hook.jobs[f"{n}" * 32] = job(f"{n}" * 32, name, "RUNNING")
+        return done
+
+
+def _submitter_op(tmp_path: Path, hook: StubFlinkHook, reports: dict[str, str] | None) -> Any:
+    specs = [_spec(tmp_path, variant=v, job_identifier=f"replay-t-{v}", action_state_topic=f"afr-t-{v}")
+             for v in ("baseline", "baseline_2", "candidate")]
+    production = json.loads((_PLANS / "prod_job_details.json").read_text())
+    op = replay_ops.SubmitReplayJobsOperator(task_id="submit_replays", specs=specs, savepoint_path="file:///sp/1",
+                                             production_plan=production, identity_preflight=reports)
+    op.__dict__["hook"] = hook
+    return op
+
+
+_REPORTS = {v: f"identity preflight: MAPS ({v})" for v in ("baseline", "baseline_2", "candidate")}
+
+
+def test_every_variant_is_submitted_in_one_program_and_each_job_found_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = StubFlinkHook()
+    submitter = _JobsSubmitter(hook)
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    jobs = _submitter_op(tmp_path, hook, _REPORTS).execute(context("submit_replays"))
+    (call,) = submitter.submitted
+    specs = [ReplayJobSpec.model_validate_json(a) for a in call["program"].program_args if a.startswith("{")]
+    assert [s.variant for s in specs] == ["baseline", "baseline_2", "candidate"]
+    assert call["program"].module == replay_ops.REPLAY_JOB_MODULE and call["program"].job_name is None
+    assert (call["savepoint_path"], call["allow_non_restored_state"]) == ("file:///sp/1", True)
+    assert {s.agent_uid_hash for s in specs} == {"4aab10bf863e9ada48b1abaa99285148"}  # pinned as planned
+    assert {v: (j["job_id"], j["job_name"], j["preflight"]) for v, j in jobs.items()} == {
+        s.variant: (f"{n}" * 32, s.job_name, _REPORTS[s.variant]) for n, s in enumerate(specs)
+    }
+
+    # the wait task of each variant takes its own entry
+    waiting = replay_ops.AwaitReplayJobOperator(task_id="replay_baseline_2", spec=specs[1].model_dump(mode="json"),
+                                               submitted=jobs, deferrable=True)
+    waiting.__dict__["hook"] = hook
+    with pytest.raises(TaskDeferred) as deferred:
+        waiting.execute(context("replay_baseline_2"))
+    assert deferred.value.trigger.job_id == "1" * 32
+
+
+def test_a_retry_submits_only_the_variants_without_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = context("submit_replays", try_number=2)
+    name = _job_name(ctx).replace("candidate", "baseline")
+    hook = StubFlinkHook([job("a" * 32, name, "FINISHED")])
+    submitter = _JobsSubmitter(hook)
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    jobs = _submitter_op(tmp_path, hook, _REPORTS).execute(ctx)
+    (call,) = submitter.submitted
+    specs = [ReplayJobSpec.model_validate_json(a) for a in call["program"].program_args if a.startswith("{")]
+    assert [s.variant for s in specs] == ["baseline_2", "candidate"]
+    assert (jobs["baseline"]["job_id"], jobs["baseline"]["preflight"]) == ("a" * 32, "reattached")
+
+    # every variant has its job: nothing is submitted again
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: pytest.fail("nothing left to submit"))
+    again = _submitter_op(tmp_path, hook, _REPORTS).execute(ctx)
+    assert {v: j["job_id"] for v, j in again.items()} == {v: j["job_id"] for v, j in jobs.items()}
+
+
+def test_a_variant_without_an_identity_report_is_not_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: pytest.fail("nothing may be submitted"))
+    reports = {k: v for k, v in _REPORTS.items() if k != "candidate"}
+    with pytest.raises(AirflowFailException, match="replay candidate: identity_preflight holds no report"):
+        _submitter_op(tmp_path, StubFlinkHook(), reports).execute(context("submit_replays"))
+
+
+def test_a_job_that_never_appears_fails_the_submission_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submitter = StubSubmitter("f" * 32)  # the program "ran" but started no job
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    op = _submitter_op(tmp_path, StubFlinkHook(), _REPORTS)
+    op.submit_timeout = 0.5
+    with pytest.raises(AirflowException, match="replay baseline: the replay program ran but no Flink job named"):
+        op.execute(context("submit_replays"))

@@ -13,7 +13,6 @@ from airflow_flink_replay.replay_dag import ids
 from tests.unit.core.test_replay_spec import _spec
 
 REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
-SUBMITS = ["submit_replay_baseline", "submit_replay_baseline_2", "submit_replay_candidate"]
 FORKS = ["fork_memory_baseline", "fork_memory_baseline_2", "fork_memory_candidate"]
 DROPS = ["drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"]
 #: task id -> (direct upstream task ids, trigger rule) of the gate DAG (the others lack ``approve``)
@@ -38,9 +37,9 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "replay_from": (["isolate_action_state"], "all_success"),
     # the variants are planned and checked together (one job-side run), before any is submitted
     "plan_replays": (["replay_from", "resolve"], "all_success"),
-    # every variant is submitted before any is waited for: a wait depends on its own submission only
-    **{s: (["plan_replays", "replay_from", "resolve"], "all_success") for s in SUBMITS},
-    **{r: ([s, "resolve"], "all_success") for r, s in zip(REPLAYS, SUBMITS, strict=True)},
+    # every variant is submitted (one job-side run) before any is waited for
+    "submit_replays": (["plan_replays", "replay_from", "resolve"], "all_success"),
+    **{r: (["resolve", "submit_replays"], "all_success") for r in REPLAYS},
     "compare": ([*REPLAYS, "resolve"], "all_success"),
     "approve": (["compare"], "all_success"),
     "verify_production_memory": ([*REPLAYS, "resolve"], "all_done"),
@@ -72,7 +71,7 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "isolate_action_state": (2, 10, 0),
     "replay_from": (2, 10, 0),
     "plan_replays": (1, 10, 0),
-    **{s: (0, 10, 0) for s in SUBMITS},
+    "submit_replays": (0, 10, 0),
     **{r: (1, 5, 0) for r in REPLAYS},
     "compare": (0, 10, 0),
     "approve": (0, 10, 0),
@@ -107,6 +106,6 @@ def test_a_dag_wide_retry_default_never_reaches_a_task_that_could_duplicate(tmp_
 
 def test_constants_name_the_dags_tasks() -> None:
     named = {v for k, v in vars(ids).items() if k.startswith("TASK_")}
-    per_variant = (ids.fork_task, ids.submit_replay_task, ids.replay_task, ids.drop_fork_task)
+    per_variant = (ids.fork_task, ids.replay_task, ids.drop_fork_task)
     named |= {f(v) for f in per_variant for v in ids.VARIANTS}
     assert named == set(GATE_GRAPH)
