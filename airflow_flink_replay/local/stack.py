@@ -89,14 +89,6 @@ class StackConfig(BaseModel):
     jobmanager_memory: str = "1600m"
     jobmanager_metaspace: str = "512m"
     taskmanager_memory: str = "2400m"
-    #: JVM options of the stack's JobManagers and TaskManagers, after Flink's own. The default suits a small
-    #: machine running many short jobs: the client-level JIT only (``TieredStopAtLevel=1``: every job loads its
-    #: classes anew, and the full optimizer's compile threads cost more CPU than its faster code saves here) and
-    #: the serial collector (no concurrent GC threads for heaps under a few GB). ``FLINK_REPLAY_JVM_OPTIONS``
-    #: overrides it ("" for the JVM's defaults).
-    jvm_options: str = Field(
-        default_factory=lambda: os.environ.get("FLINK_REPLAY_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-    )
     start_timeout: float = 120.0
 
     def clusters(self) -> list[ClusterLayout]:
@@ -581,7 +573,7 @@ class LocalStack:
         for d in ("logs", "pids", "tmp", "web", "savepoints", "checkpoints"):
             self._cp(cluster, d).mkdir(parents=True, exist_ok=True)
         conf: dict[str, Any] = {
-            "env.java.opts.all": " ".join(o for o in (java_opts, cfg.jvm_options) if o),
+            "env.java.opts.all": java_opts or "",
             "env.java.home": str(java_home),
             "env.log.dir": str(self._cp(cluster, "logs")),
             "env.pid.dir": str(self._cp(cluster, "pids")),
