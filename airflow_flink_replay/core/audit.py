@@ -85,6 +85,49 @@ class AuditRecord(BaseModel):
         )
 
 
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit signed) of ``text``."""
+    data = text.encode("utf-16-le")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "little")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def key_hashes(text: str) -> tuple[int, int, int]:
+    """The key hashes the Flink Agents runtime may pass for the key ``text`` instead of the key: Java's
+    ``String.hashCode`` and that value + 31 / + 62 (the 0.2.0 operator's one-field key row), 32-bit signed."""
+    h = java_string_hash(text)
+    return h, _int32(h + 31), _int32(h + 62)
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def name_hashed_keys(keys: set[str]) -> dict[str, str]:
+    """For the keys of ``keys`` that are a key hash as text (an action restored in flight from a savepoint runs
+    before its key's next input, so its audit names the hash), the key text among ``keys`` with that hash —
+    when exactly one has it. Which calls get the hash depends on timing (did the task see the key's input
+    first?); naming them after the fact makes the audits of variants replayed from one savepoint comparable."""
+    by_hash: dict[int, set[str]] = {}
+    for text in keys:
+        if not _is_int(text):
+            for h in key_hashes(text):
+                by_hash.setdefault(h, set()).add(text)
+    named: dict[str, str] = {}
+    for text in keys:
+        if _is_int(text) and len(found := by_hash.get(int(text), set())) == 1:
+            named[text] = next(iter(found))
+    return named
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
 def read_audit(path: str | Path) -> Iterator[AuditRecord]:
     """Records of one audit JSONL file, or of every ``*.jsonl`` file in a directory."""
     p = Path(path)

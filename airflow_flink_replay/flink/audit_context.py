@@ -11,8 +11,10 @@ text (or the hash as text when it is unknown). :func:`current_key` returns it.
 
 Both the learnt names and the current key are per thread, i.e. per task: every job on a TaskManager shares this
 interpreter, and a shared name table would make one job's audit depend on which keys OTHER jobs happened to
-feed it first. Actions restored in flight from a savepoint (``quiesce_mode=savepoint``) run before their key's
-next input, so their key is the hash as text — the same in every variant replayed from that savepoint.
+feed it first. Actions restored in flight from a savepoint (``quiesce_mode=savepoint``) may run before their key's
+next input reached the task, and then their key is the hash as text — in one variant and not in another, as
+timing goes; the comparison names such hashes after the fact
+(:func:`~airflow_flink_replay.core.audit.name_hashed_keys`).
 
 The replay job makes the TaskManager import this module while it deserialises the agent plan — before the
 first action runs — by putting a :class:`KeyHookMarker` into the config of the plan's actions (Flink Agents
@@ -30,6 +32,11 @@ import threading
 from typing import Any
 
 from pydantic import BaseModel
+
+from airflow_flink_replay.core.audit import java_string_hash, key_hashes
+
+__all__ = ["MARKER_CONFIG_KEY", "KeyHookMarker", "current_key", "install", "java_string_hash", "key_text", "learn_key",
+           "set_current_key"]
 
 _log = logging.getLogger(__name__)
 _state: dict[str, Any] = {"installed": False, "key_field": ""}
@@ -53,24 +60,6 @@ class KeyHookMarker(BaseModel):
             _state["key_field"] = self.key_field
 
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (32-bit signed) of ``text``."""
-    h = 0
-    for unit in _utf16_units(text):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
-
-
-def _utf16_units(text: str) -> list[int]:
-    data = text.encode("utf-16-le")
-    return [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
-
-
-def _int32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value >= (1 << 31) else value
-
-
 def _names() -> dict[int, str]:
     names = getattr(_local, "names", None)
     if names is None:
@@ -83,8 +72,7 @@ def learn_key(text: str) -> None:
     names = _names()
     if len(names) > 200_000:
         names.clear()
-    h = java_string_hash(text)
-    for candidate in (h, _int32(h + 31), _int32(h + 62)):
+    for candidate in key_hashes(text):
         names[candidate] = text
 
 

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from airflow_flink_replay.core.audit import name_hashed_keys
 from airflow_flink_replay.core.compare.config import AuditRule, CompareConfig
 from airflow_flink_replay.core.compare.loading import AuditRecord
 from airflow_flink_replay.core.compare.result import Reason, ResourceStat
@@ -76,6 +77,7 @@ def _index_all(
     baseline_2: list[AuditRecord] | None,
     output_keys: Iterable[str],
 ) -> _Indexed:
+    baseline, candidate, baseline_2 = _named_keys(baseline, candidate, baseline_2)
     a_sig, _, _ = _index(baseline)
     b_sig, b_err, b_blk = _index(candidate)
     a2_sig = _index(baseline_2)[0] if baseline_2 is not None else None
@@ -88,6 +90,23 @@ def _index_all(
     same_keys = bool(audit_keys) and len(audit_keys & outputs) >= 0.5 * len(audit_keys)
     universe = audit_keys | outputs if same_keys else audit_keys
     return _Indexed(a_sig, b_sig, a2_sig, b_err, b_blk, max(len(universe), 1))
+
+
+def _named_keys(
+    baseline: list[AuditRecord], candidate: list[AuditRecord], baseline_2: list[AuditRecord] | None
+) -> tuple[list[AuditRecord], list[AuditRecord], list[AuditRecord] | None]:
+    """The three audits with every key hash that names one key of theirs replaced by that key
+    (:func:`~airflow_flink_replay.core.audit.name_hashed_keys`): a call of an action restored in flight is
+    counted under its key in every variant, whichever saw the key's input first."""
+    keys = {r.key for records in (baseline, candidate, baseline_2 or []) for r in records}
+    named = name_hashed_keys(keys)
+    if not named:
+        return baseline, candidate, baseline_2
+
+    def rename(records: list[AuditRecord]) -> list[AuditRecord]:
+        return [r.model_copy(update={"key": named[r.key]}) if r.key in named else r for r in records]
+
+    return rename(baseline), rename(candidate), rename(baseline_2) if baseline_2 is not None else None
 
 
 @dataclass

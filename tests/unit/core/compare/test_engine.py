@@ -15,6 +15,7 @@ from airflow_flink_replay.core.compare import (
     FieldRule,
     compare_runs,
 )
+from airflow_flink_replay.core.compare.result import ResourceStat
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson
 from airflow_flink_replay.core.compare.synthetic import make_audit, make_run, write_jsonl
 
@@ -388,3 +389,35 @@ def test_audit_folder_of_worker_files(tmp_path: Path) -> None:
     assert split.counts.audit_records == whole.counts.audit_records
     assert [s.model_dump() for s in split.resources] == [s.model_dump() for s in whole.resources]
     assert split.verdict == "FAIL"
+
+
+def test_a_call_named_by_its_key_hash_in_one_variant_counts_under_its_key(tmp_path: Path) -> None:
+    """An action restored in flight from a savepoint may run before the task saw its key's next input: its audit
+    names the key hash (Java hashCode, + 31 or + 62) in one variant and the key in another, as timing goes. The
+    comparison counts it under the key in both; a hash that names no key of the audits stays as it is."""
+    from airflow_flink_replay.core.audit import key_hashes
+
+    a, a2, b = runs(tmp_path)
+    outs = make_run(N, "baseline", 1)
+    base, base_2, cand = (make_audit(outs, v) for v in ("baseline", "baseline_2", "candidate"))
+    # the baseline's first call of 5 keys ran before their input: the hash, with each of the three offsets
+    for key, offset in (("r-0", 0), ("r-1", 1), ("r-100", 0), ("r-5", 2), ("r-7", 2)):
+        first = next(r for r in base if r["key"] == key)
+        first["key"] = str(key_hashes(key)[offset])
+    audits = {v: write_jsonl(tmp_path / f"{v}.audit.jsonl", recs)
+              for v, recs in (("baseline", base), ("baseline_2", base_2), ("candidate", cand))}  # fmt: skip
+
+    def chat(audits: dict[str, Path]) -> ResourceStat:
+        return next(s for s in compare_runs(a, b, a2, key="$.id", audits=audits).resources
+                    if s.resource_type == "chat_model")  # fmt: skip
+
+    assert (chat(audits).new_keys, chat(audits).dropped_keys) == (0, 0)
+
+    # a hash two keys may have (r-10 + 62 = r-20 + 31) names neither: it stays a key of its own, as does a
+    # number that is no key's hash
+    first = next(r for r in base if r["key"] == "r-10")
+    first["key"] = str(key_hashes("r-10")[2])
+    audits["baseline"] = write_jsonl(tmp_path / "baseline.audit.jsonl", base)
+    cand.append({**cand[0], "key": "12345"})
+    audits["candidate"] = write_jsonl(tmp_path / "candidate.audit.jsonl", cand)
+    assert (chat(audits).new_keys, chat(audits).dropped_keys) == (2, 1)
