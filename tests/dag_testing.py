@@ -101,6 +101,7 @@ def running_jobs(stack: Any, name: str) -> list[str]:
 def run_replay_dag(
     stack: Any, production: dict[str, Any], conf: dict[str, Any], *, kind: str = "gate", feed_from: int = 1000,
     conn_file: str | None = None, spec: Any = None, feed_after_resume: bool = False, retry_delay_s: float | None = None,
+    feeder: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Build the replay DAG of ``kind`` for the production's spec and run it under ``dag.test()`` while
     reviews keep flowing into production; returns the DAG run and ``{states, record, spec}``.
@@ -108,7 +109,8 @@ def run_replay_dag(
     ``feed_after_resume``: production gets no review until it runs again as a new job, so nothing is in
     flight when it stops (``stop`` mode keeps in-flight agent runs in the savepoint; see docs/limitations.md).
     ``retry_delay_s``: every task keeps its number of retries but waits only this long between them (a drill
-    whose fault lasts the whole run: the retries fail the same way, sooner)."""
+    whose fault lasts the whole run: the retries fail the same way, sooner).
+    ``feeder``: what feeds production instead of reviews at 5 a second (a ``PacedFeeder``)."""
     import json
     from pathlib import Path
 
@@ -125,7 +127,7 @@ def run_replay_dag(
         for task in dag.tasks:
             task.retry_delay, task.retry_exponential_backoff = timedelta(seconds=retry_delay_s), 0
     register_dag(dag, "replay-e2e")
-    feeder = ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
+    feeder = feeder or ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
     if feed_after_resume:
         feeder = _AfterResume(feeder, stack, production["job_name"])  # type: ignore[assignment]
     with feeder:

@@ -1,0 +1,237 @@
+"""Replay cost per variant versus window size, next to production's own per-record cost.
+
+    .venv/bin/python benchmarks/replay_scale.py [--windows 40 400 4000]
+
+Needs the local stack up (``flink-replay stack up``). Deploys the review agent v1 as a production of its own,
+then for each window of N records runs the manual replay DAG under ``dag.test()`` (drain mode, candidate =
+production's agent) and feeds production the N reviews at once as soon as it runs again — the window it then
+captures. Prints, per window:
+
+- the gate's fixed submission cost: ``plan_replays`` (every variant's job graph, one job-side run) and
+  ``submit_replays`` (every variant submitted, one job-side run);
+- each variant's Flink job time (start → FINISHED, from the replay cluster) and its task time (submission
+  start → files collected);
+- production's time for N reviews fed at once with nothing else running (first → last of its outputs, read
+  from its outputs topic), before the DAG run;
+- production's time for the window's N reviews during the DAG run: it processes them while the replays run
+  (the window is captured as the reviews arrive), so then four jobs share the machine.
+
+Then a least-squares line over the windows: fixed cost (intercept) and per-record cost (slope) of each replay
+job and of the replay step (the three at once), and production's per-record cost alone, with the ratios.
+Production is cancelled and its topics and memories removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+VARIANTS = ("baseline", "baseline_2", "candidate")
+CANDIDATE = "examples.review_agent.v1.job:job"  # production's own agent: what a replay costs, not what v2 changes
+
+
+def _airflow_home() -> None:
+    """A throw-away AIRFLOW_HOME with a migrated DB (before anything imports Airflow)."""
+    import subprocess
+
+    home = tempfile.mkdtemp(prefix="afr-bench-scale-")
+    os.environ["AIRFLOW_HOME"] = home
+    os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
+    for key, value in {"MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MEM0_DIR", str(Path(home) / "mem0"))
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+
+
+class _OutputClock:
+    """Polls production's outputs topic (sum of end offsets) from the feed on: when the first new output came,
+    and when the last one did — once it grew by ``n``, or grew no more for ``idle_s`` (the review agent writes
+    no output for a few reviews)."""
+
+    idle_s = 20.0
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        import uuid
+
+        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        parts = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics[topic].partitions
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"afr-bench-{uuid.uuid4().hex[:8]}"})
+        self._end = lambda: sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+        self.base = self._end()
+        self.first: float | None = None
+        self.last: float | None = None
+        self._last_growth = 0.0
+        self.n = self.grown = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, n: int) -> None:
+        self.base, self.n = self._end(), n
+        self._thread.start()
+
+    def _run(self) -> None:
+        seen = 0
+        while not self._stop.wait(0.25):
+            grown, now = self._end() - self.base, time.monotonic()
+            if grown > seen:
+                seen, self.grown = grown, grown
+                self.first = self.first or now
+                self._last_growth = now
+            if seen >= self.n or (self.first and now - self._last_growth > self.idle_s):
+                self.last = self._last_growth
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+class _BatchAfterResume:
+    """Feeds production ``n`` reviews at once, the first time it is entered (the DAG's feeder hook), and starts
+    the output clock just before."""
+
+    def __init__(self, stack: Any, topic: str, n: int, start_index: int, clock: _OutputClock) -> None:
+        self.stack, self.topic, self.n, self.start_index, self.clock = stack, topic, n, start_index, clock
+
+    def __enter__(self) -> _BatchAfterResume:
+        from airflow_flink_replay.local.demo import produce_reviews
+        from examples.review_agent.common.generator import generate_reviews
+
+        reviews = list(generate_reviews(self.n, seed=101 + self.start_index, id_prefix=f"s{self.start_index}"))
+        self.clock.start(self.n)
+        produce_reviews(self.stack.kafka_bootstrap, self.topic, reviews)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _job_seconds(stack: Any, job_id: str) -> float:
+    import requests
+
+    job = requests.get(f"{stack.replay_flink_rest_url or stack.flink_rest_url}/jobs/{job_id}", timeout=10).json()
+    return (job["end-time"] - job["start-time"]) / 1000
+
+
+def _task_seconds(dagrun: Any) -> dict[str, float]:
+    return {ti.task_id: (ti.end_date - ti.start_date).total_seconds() for ti in dagrun.get_task_instances()
+            if ti.start_date and ti.end_date}  # fmt: skip
+
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares y = a + b x; returns (a, b)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def production_alone(stack: Any, production: dict[str, Any], n: int, start_index: int) -> float:
+    """Seconds production takes for ``n`` reviews fed at once with nothing else running (first → last output,
+    scaled to ``n``)."""
+    clock = _OutputClock(stack.kafka_bootstrap, production["topics"].outputs)
+    with _BatchAfterResume(stack, production["topics"].reviews, n, start_index, clock):
+        deadline = time.monotonic() + 3600
+        while clock.last is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+    clock.stop()
+    if not (clock.first and clock.last):
+        return float("nan")
+    return (clock.last - clock.first) * n / max(clock.grown - 1, 1)
+
+
+def run_window(stack: Any, production: dict[str, Any], n: int, start_index: int) -> dict[str, Any]:
+    """One manual DAG run with an ``n``-record window; its figures."""
+    from tests.dag_testing import run_replay_dag
+
+    clock = _OutputClock(stack.kafka_bootstrap, production["topics"].outputs)
+    feeder = _BatchAfterResume(stack, production["topics"].reviews, n, start_index, clock)
+    try:
+        conf = {"window_records": n, "quiesce_mode": "drain", "candidate": CANDIDATE}
+        dagrun, run = run_replay_dag(stack, production, conf, kind="manual", feed_after_resume=True, feeder=feeder)
+        deadline = time.monotonic() + 600
+        while clock.last is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        clock.stop()
+    if str(dagrun.state) != "success":
+        raise SystemExit(f"window {n}: the DAG run ended {dagrun.state}: {run['states']}")
+    tasks = _task_seconds(dagrun)
+    variants = {v["variant"]: v for v in run["record"]["variants"]}
+    return {
+        "n": n,
+        "plan_s": tasks.get("plan_replays", 0.0),
+        "submit_s": tasks.get("submit_replays", 0.0),
+        "job_s": {v: _job_seconds(stack, variants[v]["job_id"]) for v in VARIANTS},
+        "task_s": {v: float(variants[v]["duration_s"] or 0.0) for v in VARIANTS},
+        "outputs": {v: variants[v]["output_records"] for v in VARIANTS},
+        # first to last of its outputs for the window: (grown - 1) record intervals, scaled to n records
+        "production_s": (clock.last - clock.first) * n / max(clock.grown - 1, 1) if clock.first and clock.last
+        else float("nan"),
+        "production_outputs": clock.grown,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, nargs="+", default=[40, 400, 4000])
+    args = parser.parse_args(argv)
+    _airflow_home()
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+    from tests.dag_testing import deploy_test_production, stop_production
+
+    stack = LocalStack(StackConfig()).info()
+    if stack is None:
+        raise SystemExit("the local stack is not up: run `flink-replay stack up` first")
+    work = Path(tempfile.mkdtemp(prefix="afr-bench-scale-work-"))
+    production = deploy_test_production(stack, work, "scale")
+    rows = []
+    try:
+        for i, n in enumerate(args.windows):
+            alone = production_alone(stack, production, n, start_index=1_000_000 * (i + 1))
+            row = run_window(stack, production, n, start_index=100_000 * (i + 1))
+            row["production_alone_s"] = alone
+            rows.append(row)
+            jobs = " ".join(f"{v} {row['job_s'][v]:.1f}" for v in VARIANTS)
+            print(f"window {n:5d}: plan {row['plan_s']:.1f} s, submit {row['submit_s']:.1f} s | replay jobs (s): {jobs}"
+                  f" | production alone {alone:.1f} s for {n}, during the replays {row['production_s']:.1f} s"
+                  f" for the same {n} ({row['production_outputs']} outputs)"
+                  f" | replay outputs {row['outputs']}",
+                  flush=True)  # fmt: skip
+    finally:
+        stop_production(stack, production)
+    if len(rows) < 2:
+        return 0
+    xs = [float(r["n"]) for r in rows]
+    fixed_submit = sum(r["plan_s"] + r["submit_s"] for r in rows) / len(rows)
+    print(f"\nplanning + submitting all three variants (mean): {fixed_submit:.1f} s")
+    prod_a, prod_b = _line(xs, [r["production_alone_s"] for r in rows])
+    print(f"production alone: {prod_b * 1000:.1f} ms a record (line over the windows; intercept {prod_a:.1f} s)")
+    during_a, during_b = _line(xs, [r["production_s"] for r in rows])
+    print(f"production during the replays: {during_b * 1000:.1f} ms a record (intercept {during_a:.1f} s)")
+    for v in VARIANTS:
+        a, b = _line(xs, [r["job_s"][v] for r in rows])
+        print(f"replay {v:10s}: job fixed {a:5.1f} s + {b * 1000:5.1f} ms a record "
+              f"= {b / prod_b if prod_b else float('nan'):.2f}x production's per-record cost")
+    # the three variants run at once on the replay cluster: the step's cost is the slowest job's, and it replays
+    # every record three times
+    a, b = _line(xs, [max(r["job_s"].values()) for r in rows])
+    print(f"replay step (three variants at once): fixed {a:5.1f} s + {b * 1000:5.1f} ms a record = "
+          f"{b / 3 * 1000:.1f} ms a variant-record ({b / 3 / prod_b if prod_b else float('nan'):.2f}x production's)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
