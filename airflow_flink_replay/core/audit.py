@@ -85,7 +85,6 @@ class AuditRecord(BaseModel):
         )
 
 
-
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode`` (32-bit signed) of ``text``."""
     data = text.encode("utf-16-le")

@@ -243,12 +243,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         return pin_to_production(spec, _production(self.production_plan), self.production_agent_uid)
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
-        return FlinkPythonProgram(
-            entry_point=self.replay_program if self.replay_program.endswith(".py") else None,
-            module=None if self.replay_program.endswith(".py") else self.replay_program,
-            program_args=spec.to_argv(), parallelism=None,
-            job_name=spec.job_name,
-        )
+        return _replay_program(self.replay_program, [spec], job_name=spec.job_name)
 
     def _preflight(self, hook: FlinkRestHook, spec: ReplayJobSpec, program: FlinkPythonProgram) -> str:
         """Identity preflight on the replay's plan before it runs; returns the rendered report."""
@@ -257,16 +252,9 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             self.log.warning("no production plan given: the identity preflight is skipped")
             return "skipped: no production plan"
         if self.identity_preflight is not None:
-            reports = self.identity_preflight
-            report_text = reports.get(spec.variant) if isinstance(reports, dict) else reports
-            if not report_text:
-                raise AirflowFailException(
-                    f"replay {spec.variant}: identity_preflight holds no report for this variant "
-                    f"(variants: {sorted(reports) if isinstance(reports, dict) else '-'}). Fix: pass the result "
-                    "of the PlanReplayJobsOperator that planned this variant's spec"
-                )
+            report_text = _planned_report(self.identity_preflight, spec.variant)
             self.log.info("identity preflight (planned with the other variants):\n%s", report_text)
-            return str(report_text)
+            return report_text
         submitter = get_submitter("rest", hook)
         replay_plan = submitter.plan(program)  # type: ignore[attr-defined]  # REST only: the JM builds the plan
         report = identity_report(
@@ -282,7 +270,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         spec = self._spec(context)
         hook = self.hook
         started = time.time()
-        existing = _existing(hook, spec.job_name or "")
+        existing = _existing(hook.list_jobs().jobs, spec.job_name or "")
         preflight = "reattached"
         if existing:
             job_id, state = existing
@@ -393,9 +381,7 @@ class PlanReplayJobsOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, str]:
         """Plan every variant (one program), check each plan, fail with the reports on any refusal."""
         production = _production(self.production_plan)
-        # as the submit tasks will submit them: named for this run, pinned to production
-        specs = [pin_to_production(_named(raw, context["ti"]), production, self.production_agent_uid)
-                 for raw in self.specs]  # fmt: skip
+        specs = _pinned(self.specs, context["ti"], production, self.production_agent_uid)
         if production is None:
             self.log.warning("no production plan given: the identity preflight is skipped")
             return {spec.variant: "skipped: no production plan" for spec in specs}
@@ -488,26 +474,20 @@ class SubmitReplayJobsOperator(BaseOperator):
             self.log.warning("no production plan given: the identity preflight is skipped for %s", variant)
             return "skipped: no production plan"
         reports = self.identity_preflight if isinstance(self.identity_preflight, dict) else {}
-        if not reports.get(variant):
-            raise AirflowFailException(
-                f"replay {variant}: identity_preflight holds no report for this variant (variants: "
-                f"{sorted(reports)}). Nothing was submitted. Fix: pass the result of the PlanReplayJobsOperator "
-                "that planned these specs"
-            )
-        return str(reports[variant])
+        return _planned_report(reports, variant)
 
     def execute(self, context: Any) -> dict[str, dict[str, Any]]:
         """Reattach the variants that have a job, submit the others in one program, return the jobs by variant."""
         production = _production(self.production_plan)
-        specs = [pin_to_production(_named(raw, context["ti"]), production, self.production_agent_uid)
-                 for raw in self.specs]  # fmt: skip
+        specs = _pinned(self.specs, context["ti"], production, self.production_agent_uid)
         reports = {spec.variant: self._report(spec.variant, production) for spec in specs}
         hook = self.hook
         started = time.time()
         submitted: dict[str, dict[str, Any]] = {}
         missing: list[ReplayJobSpec] = []
+        jobs_now = hook.list_jobs().jobs
         for spec in specs:
-            if found := _existing(hook, spec.job_name or ""):
+            if found := _existing(jobs_now, spec.job_name or ""):
                 self.log.info("reattaching to %s job %s of this run (%s)", found[1], found[0], spec.variant)
                 submitted[spec.variant] = {"job_id": found[0], "preflight": "reattached"}
             else:
@@ -517,15 +497,14 @@ class SubmitReplayJobsOperator(BaseOperator):
                 for folder in (spec.output_dir, spec.audit_dir):
                     Path(folder).mkdir(parents=True, exist_ok=True)
             get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
-                self._program(missing),
+                _replay_program(self.replay_program, missing),
                 savepoint_path=self.savepoint_path,
                 allow_non_restored_state=bool(self.savepoint_path),
                 timeout=self.submit_timeout,
             )
-            for spec in missing:
-                job_id = self._appeared(hook, spec)
-                self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
-                submitted[spec.variant] = {"job_id": job_id, "preflight": reports[spec.variant]}
+            for variant, job_id in self._appeared(hook, missing).items():
+                self.log.info("submitted %s replay as Flink job %s", variant, job_id)
+                submitted[variant] = {"job_id": job_id, "preflight": reports[variant]}
         jobs = {
             spec.variant: {"variant": spec.variant, "job_name": spec.job_name, "started": started,
                            **submitted[spec.variant]}
@@ -536,20 +515,19 @@ class SubmitReplayJobsOperator(BaseOperator):
             FlinkJobLink.persist(context, hook.job_ui_url(first))
         return jobs
 
-    def _program(self, specs: Sequence[ReplayJobSpec]) -> FlinkPythonProgram:
-        args = [arg for spec in specs for arg in spec.to_argv()]
-        by_path = self.replay_program.endswith(".py")
-        return FlinkPythonProgram(entry_point=self.replay_program if by_path else None,
-                                  module=None if by_path else self.replay_program,
-                                  program_args=args, parallelism=None, job_name=None)  # fmt: skip
-
-    def _appeared(self, hook: FlinkRestHook, spec: ReplayJobSpec) -> str:
-        """The id of the job the program submitted for ``spec`` (looked up by its job name)."""
+    def _appeared(self, hook: FlinkRestHook, specs: list[ReplayJobSpec]) -> dict[str, str]:
+        """By variant, the id of the job the program submitted for each of ``specs`` (looked up by job name)."""
         deadline = time.monotonic() + min(self.submit_timeout, 60.0)
+        found: dict[str, str] = {}
         while True:
-            if found := _existing(hook, spec.job_name or ""):
-                return found[0]
+            jobs_now = hook.list_jobs().jobs
+            for spec in specs:
+                if spec.variant not in found and (job := _existing(jobs_now, spec.job_name or "")):
+                    found[spec.variant] = job[0]
+            if len(found) == len(specs):
+                return {spec.variant: found[spec.variant] for spec in specs}
             if time.monotonic() > deadline:
+                spec = next(s for s in specs if s.variant not in found)
                 raise AirflowException(
                     f"replay {spec.variant}: the replay program ran but no Flink job named {spec.job_name!r} "
                     f"appeared on {hook.base_url}; see the JobManager log"
@@ -557,14 +535,48 @@ class SubmitReplayJobsOperator(BaseOperator):
             time.sleep(0.5)
 
 
-def _existing(hook: FlinkRestHook, job_name: str) -> tuple[str, str] | None:
-    """A job named ``job_name`` (this run's variant; a retry): prefer an active one, then a FINISHED one."""
-    jobs = [j for j in hook.list_jobs().jobs if j.name == job_name]
+def _existing(jobs_now: Sequence[Any], job_name: str) -> tuple[str, str] | None:
+    """Among the cluster's jobs (``list_jobs().jobs``), one named ``job_name`` (this run's variant; a retry):
+    prefer an active one, then a FINISHED one."""
+    jobs = [j for j in jobs_now if j.name == job_name]
     for wanted in (_ACTIVE, ("FINISHED",)):
         for job in sorted(jobs, key=lambda j: j.start_time, reverse=True):
             if job.state in wanted:
                 return job.jid, job.state
     return None
+
+
+def _replay_program(
+    replay_program: str, specs: Sequence[ReplayJobSpec], job_name: str | None = None
+) -> FlinkPythonProgram:
+    """The replay program for ``specs`` (``--spec-json`` each): a module run with ``-pym``, or a ``.py`` path."""
+    by_path = replay_program.endswith(".py")
+    return FlinkPythonProgram(
+        entry_point=replay_program if by_path else None,
+        module=None if by_path else replay_program,
+        program_args=[arg for spec in specs for arg in spec.to_argv()],
+        parallelism=None,
+        job_name=job_name,
+    )
+
+
+def _planned_report(reports: dict[str, str] | str, variant: str) -> str:
+    """``variant``'s report among :class:`PlanReplayJobsOperator`'s (or the one report given); refuses a variant
+    that was not planned."""
+    text = reports.get(variant) if isinstance(reports, dict) else reports
+    if not text:
+        raise AirflowFailException(
+            f"replay {variant}: identity_preflight holds no report for this variant "
+            f"(variants: {sorted(reports) if isinstance(reports, dict) else '-'}). Nothing was submitted. Fix: pass "
+            "the result of the PlanReplayJobsOperator that planned this variant's spec"
+        )
+    return str(text)
+
+
+def _pinned(specs: Sequence[ReplayJobSpec | dict[str, Any]], ti: Any, production: IdentityPlan | None,
+            agent_uid: str | None) -> list[ReplayJobSpec]:
+    """The variants' specs as they are planned and submitted: named for this run, pinned to production."""
+    return [pin_to_production(_named(raw, ti), production, agent_uid) for raw in specs]
 
 
 def _named(spec: ReplayJobSpec | dict[str, Any], ti: Any) -> ReplayJobSpec:
