@@ -13,11 +13,13 @@ package follow the copy.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import importlib.util
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +131,18 @@ _RUNTIME_FILES = (
     "flink/audit_context.py",
     "flink/proxies.py",
 )
+
+
+def build_folder(prefix: str) -> Path:
+    """A fresh folder for a job's shipped Python files, removed when the submitting program exits.
+
+    Flink uploads the files given with ``env.add_python_file`` to its blob server when the job is submitted;
+    the TaskManagers (also after a restart) read them from there, so the folder is needed only until the
+    program has submitted its jobs — and every submission left one behind in the JobManager host's temp
+    folder before."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 def isolate_runtime(build_root: str | Path) -> str:

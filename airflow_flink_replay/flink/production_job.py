@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +148,7 @@ def source_stream(env: Any, args: argparse.Namespace, timing: Any) -> Any:
 
 def build_production(env: Any, args: argparse.Namespace) -> Any:
     """Add the production pipeline to ``env``; returns the output stream."""
+    from airflow_flink_replay.flink.agent_build import build_folder
     from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.capture import CaptureConfig
     from airflow_flink_replay.flink.kafka import add_connector_jars, string_sink
@@ -159,7 +159,7 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
     if args.max_parallelism:
         env.set_max_parallelism(args.max_parallelism)
     env.enable_checkpointing(args.checkpoint_interval_ms)
-    build_root = None if args.no_isolate else Path(tempfile.mkdtemp(prefix="afr-build-production-"))
+    build_root = None if args.no_isolate else build_folder("afr-build-production-")
     job = load_job(args, build_root)
     if build_root is not None:
         env.add_python_file(str(build_root))

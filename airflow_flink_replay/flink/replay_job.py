@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +140,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     refuse_production_targets(spec)  # first: before PyFlink, the agent's code or the manifest is touched
     import importlib
 
-    from airflow_flink_replay.flink.agent_build import isolate_runtime
+    from airflow_flink_replay.flink.agent_build import build_folder, isolate_runtime
     from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, apply_agent_job
@@ -166,7 +165,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         env.set_max_parallelism(spec.max_parallelism)
     env.enable_checkpointing(spec.checkpoint_interval_ms)
 
-    build_root = Path(tempfile.mkdtemp(prefix=f"afr-build-{spec.variant}-"))
+    build_root = build_folder(f"afr-build-{spec.variant}-")
     job, module = load_replay_job(spec, build_root)
     runtime_pkg = isolate_runtime(build_root)
     env.add_python_file(str(build_root))

@@ -114,3 +114,24 @@ def test_runtime_copy_is_content_named_and_self_contained(tmp_path: Path) -> Non
     proxies = (tmp_path / name / "flink" / "proxies.py").read_text()
     assert f"from {name}.core.policy import" in proxies and "airflow_flink_replay" not in proxies
     assert f"from {name}.exceptions import ReplayPolicyBlocked" in proxies  # the errors module is copied too
+
+
+def test_a_build_folder_lives_until_the_submitting_program_exits(tmp_path: Path) -> None:
+    """The folder of shipped Python files is there while the program runs (it submits from it) and gone
+    after it exits: every replay submission used to leave one in the JobManager host's temp folder."""
+    import subprocess
+
+    program = (
+        "import sys\n"
+        "from airflow_flink_replay.flink.agent_build import build_folder, isolate_runtime\n"
+        "root = build_folder('afr-build-test-')\n"
+        "isolate_runtime(root)\n"
+        "assert any(root.iterdir())\n"
+        "print(root)\n"
+    )
+    env = {"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)
+    root = Path(out.stdout.strip())
+    assert root.parent == tmp_path and root.name.startswith("afr-build-test-")
+    assert not root.exists()
+    assert list(tmp_path.iterdir()) == []
