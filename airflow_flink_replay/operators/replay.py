@@ -25,6 +25,7 @@ from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
 from airflow_flink_replay.core.replay_plans import identity_report, pin_to_production
 from airflow_flink_replay.core.run_record import file_digest
+from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
@@ -103,6 +104,13 @@ class _ReplayJobOperator(BaseOperator):
         """Wait (in the triggerer when deferrable) until the job FINISHES, then collect its files. The task
         that waits is the one whose ``on_kill`` cancels the job."""
         job_id = self._job_id = carry["job_id"]
+        if self.deferrable and self._finished_already(job_id):
+            # Already done (a bounded replay of a small window often is by the time its waiting task starts):
+            # collect now rather than defer. A trigger that fires at once races Airflow's own bookkeeping of
+            # the deferral — the scheduler then takes the stale "success" of the deferring process for a
+            # failure and retries the task (apache/airflow#72716, seen under a real scheduler).
+            self.log.info("the %s replay (Flink job %s) has already finished", spec.variant, job_id)
+            return self._result(context, spec, carry)
         if self.deferrable:
             self.defer(
                 trigger=FlinkJobStateTrigger(
@@ -122,6 +130,13 @@ class _ReplayJobOperator(BaseOperator):
             self._link_ended(context, job_id, "FAILED")
             raise AirflowException(f"replay {spec.variant} (Flink job {job_id}) failed: {err}") from err
         return self._result(context, spec, carry)
+
+    def _finished_already(self, job_id: str) -> bool:
+        """One look at the job before deferring; a job Flink does not answer for yet is waited for."""
+        try:
+            return self.hook.get_job(job_id).state == "FINISHED"
+        except FlinkRestError:
+            return False
 
     def _link_ended(self, context: Any, job_id: str, state: str) -> None:
         """Point the task's Flink link at the ended job's page (the web UI moves it under "completed")."""

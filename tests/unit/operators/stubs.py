@@ -15,6 +15,7 @@ from airflow_flink_replay.core.flink_models import (
     JobsOverview,
     SubmittedJob,
 )
+from airflow_flink_replay.exceptions import FlinkJobNotFoundError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 
 AGENT = "action-execute-operator"
@@ -71,6 +72,8 @@ class StubFlinkHook:
 
     def get_job(self, job_id: str) -> JobDetails:
         self.calls.append(("get_job", job_id))
+        if job_id not in self.jobs:
+            raise FlinkJobNotFoundError(f"job {job_id} not found", operation="get job", job_id=job_id, status_code=404)
         return self.jobs[job_id]
 
     def list_jobs(self) -> JobsOverview:

@@ -148,6 +148,25 @@ def test_submit_without_waiting_returns_the_job_and_the_await_task_waits_for_it(
     assert wctx["ti"].pushed["flink_job_id"] == "f" * 32  # the run record finds the job if the wait fails
 
 
+def test_await_of_a_job_that_already_finished_collects_without_deferring(tmp_path: Path) -> None:
+    """A small window's replay is often done before its waiting task starts: the task collects at once instead of
+    deferring to a trigger that would fire immediately (a race Airflow's scheduler loses: apache/airflow#72716)."""
+    spec = _spec(tmp_path)
+    part = Path(spec["output_dir"]) / "2026-12-02--07" / "part-0.jsonl"
+    part.parent.mkdir(parents=True)
+    part.write_text('{"id": "r1"}\n{"id": "r2"}\n')
+    submitted = {"job_id": "f" * 32, "started": 1.0}
+    waiting = replay_ops.AwaitReplayJobOperator(task_id="replay_candidate", spec=spec, submitted=submitted,
+                                                deferrable=True)
+    waiting.__dict__["hook"] = StubFlinkHook([job("f" * 32, "afr-replay-candidate", "FINISHED")])
+    result = waiting.execute(context("replay_candidate"))  # no TaskDeferred
+    assert (result["job_id"], result["state"], result["output_records"]) == ("f" * 32, "FINISHED", 2)
+
+    waiting.__dict__["hook"] = StubFlinkHook([job("f" * 32, "afr-replay-candidate", "RUNNING")])
+    with pytest.raises(TaskDeferred):  # still running: the trigger waits
+        waiting.execute(context("replay_candidate"))
+
+
 def test_await_without_a_submitted_job_names_the_submit_task(tmp_path: Path) -> None:
     waiting = replay_ops.AwaitReplayJobOperator(task_id="replay_candidate", spec=_spec(tmp_path), submitted=None)
     waiting.__dict__["hook"] = StubFlinkHook()
