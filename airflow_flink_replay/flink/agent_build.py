@@ -141,8 +141,19 @@ def build_folder(prefix: str) -> Path:
     program has submitted its jobs — and every submission left one behind in the JobManager host's temp
     folder before."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
-    atexit.register(shutil.rmtree, root, True)
+    if not _BUILD_FOLDERS:
+        atexit.register(remove_build_folders)
+    _BUILD_FOLDERS.append(root)
     return root
+
+
+_BUILD_FOLDERS: list[Path] = []
+
+
+def remove_build_folders() -> None:
+    """Remove the folders :func:`build_folder` made (at exit, or by a program that ends with ``os._exit``)."""
+    while _BUILD_FOLDERS:
+        shutil.rmtree(_BUILD_FOLDERS.pop(), ignore_errors=True)
 
 
 def isolate_runtime(build_root: str | Path) -> str:

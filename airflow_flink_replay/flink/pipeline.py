@@ -172,6 +172,45 @@ class _ToJsonTimed(ProcessFunction):
         yield json.dumps(out, sort_keys=True, default=str)
 
 
+def agents_jar_by_path(env: Any) -> list[str]:
+    """Refer to the Flink Agents jar by its path on the Flink hosts instead of shipping it with the job, when
+    the TaskManagers run this very Python; returns the jars moved (none otherwise).
+
+    ``AgentsExecutionEnvironment`` adds its ~115 MB jar to ``pipeline.jars``: every submission uploads it to
+    the blob server (hashed, stored) and every TaskManager downloads it again — on the local stack the replay
+    submissions spent 1-8 s each on it while the variants submitted before them started. The TaskManagers'
+    Python (``python.executable``) imports flink_agents from its own installation, so when that is the
+    interpreter running this program the jar is at the same path on every TaskManager, and
+    ``pipeline.classpaths`` (read in place, listed after the job's jars: the connector's kafka-clients still
+    comes first) serves it. Any other setup keeps Flink Agents' own ``pipeline.jars``."""
+    import os
+    import sys
+
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    config = jvm.org.apache.flink.python.util.PythonConfigUtil.getEnvironmentConfig(env._j_stream_execution_environment)
+    workers_python = config.getString("python.executable", None)
+    if not workers_python or os.path.realpath(workers_python) != os.path.realpath(sys.executable):
+        return []
+    options = jvm.org.apache.flink.configuration.PipelineOptions
+    jars = list(config.getOptional(options.JARS).orElse(jvm.java.util.ArrayList()))
+    moved = [j for j in jars if "/flink_agents/lib/" in j]  # the jars AgentsExecutionEnvironment adds
+    if moved:
+        classpaths = list(config.getOptional(options.CLASSPATHS).orElse(jvm.java.util.ArrayList()))
+        config.set(options.JARS, _java_list(jvm, [j for j in jars if j not in moved]))
+        config.set(options.CLASSPATHS, _java_list(jvm, classpaths + moved))
+        _log.info("Flink Agents jar referred to in place (pipeline.classpaths), not shipped: %s", moved)
+    return moved
+
+
+def _java_list(jvm: Any, items: list[str]) -> Any:
+    out = jvm.java.util.ArrayList()
+    for item in items:
+        out.add(item)
+    return out
+
+
 def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | None = None) -> Any:
     """``AgentsExecutionEnvironment`` on ``env``: the job's config options, then ``config`` (the runtime's
     action-state store and identity win), and the job's env-level resources registered.
@@ -181,6 +220,7 @@ def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | Non
     from flink_agents.api.execution_environment import AgentsExecutionEnvironment
 
     agents_env = AgentsExecutionEnvironment.get_execution_environment(env)
+    agents_jar_by_path(env)
     conf = agents_env.get_config()
     if job is not None:
         job.apply_config(conf)
