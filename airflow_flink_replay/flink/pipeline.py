@@ -186,6 +186,7 @@ def agents_jar_by_path(env: Any) -> list[str]:
     import os
     import sys
 
+    from py4j.java_collections import ListConverter
     from pyflink.java_gateway import get_gateway
 
     jvm = get_gateway().jvm
@@ -198,17 +199,11 @@ def agents_jar_by_path(env: Any) -> list[str]:
     moved = [j for j in jars if "/flink_agents/lib/" in j]  # the jars AgentsExecutionEnvironment adds
     if moved:
         classpaths = list(config.getOptional(options.CLASSPATHS).orElse(jvm.java.util.ArrayList()))
-        config.set(options.JARS, _java_list(jvm, [j for j in jars if j not in moved]))
-        config.set(options.CLASSPATHS, _java_list(jvm, classpaths + moved))
+        client = get_gateway()._gateway_client
+        config.set(options.JARS, ListConverter().convert([j for j in jars if j not in moved], client))
+        config.set(options.CLASSPATHS, ListConverter().convert(classpaths + moved, client))
         _log.info("Flink Agents jar referred to in place (pipeline.classpaths), not shipped: %s", moved)
     return moved
-
-
-def _java_list(jvm: Any, items: list[str]) -> Any:
-    out = jvm.java.util.ArrayList()
-    for item in items:
-        out.add(item)
-    return out
 
 
 def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | None = None) -> Any:

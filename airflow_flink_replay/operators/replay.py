@@ -104,14 +104,14 @@ class _ReplayJobOperator(BaseOperator):
         """Wait (in the triggerer when deferrable) until the job FINISHES, then collect its files. The task
         that waits is the one whose ``on_kill`` cancels the job."""
         job_id = self._job_id = carry["job_id"]
-        if self.deferrable and self._finished_already(job_id):
-            # Already done (a bounded replay of a small window often is by the time its waiting task starts):
-            # collect now rather than defer. A trigger that fires at once races Airflow's own bookkeeping of
-            # the deferral — the scheduler then takes the stale "success" of the deferring process for a
-            # failure and retries the task (apache/airflow#72716, seen under a real scheduler).
-            self.log.info("the %s replay (Flink job %s) has already finished", spec.variant, job_id)
-            return self._result(context, spec, carry)
         if self.deferrable:
+            if self._finished_already(job_id):
+                # Already done (a bounded replay of a small window often is by the time its waiting task
+                # starts): collect now rather than defer. A trigger that fires at once races Airflow's own
+                # bookkeeping of the deferral — the scheduler then takes the stale "success" of the deferring
+                # process for a failure and retries the task (apache/airflow#72716, seen under a real scheduler).
+                self.log.info("the %s replay (Flink job %s) has already finished", spec.variant, job_id)
+                return self._result(context, spec, carry)
             self.defer(
                 trigger=FlinkJobStateTrigger(
                     job_id=job_id,
