@@ -432,6 +432,7 @@ class LocalStack:
         tansu = ensure_tansu(self.cache_dir / "bin", downloads, setup_log)
         jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
         flink_home = venv_site_packages(flink_venv) / "pyflink"
+        _kafka_clients_in_lib(flink_home, jars)
         for cluster in cfg.clusters():  # what a crashed or killed stack left behind
             _clear_dirs(self._cp(cluster, "tmp"), self._cp(cluster, "web"))
         conf_dirs = {c.name: self._write_flink_conf(flink_home, flink_python, java_home, c) for c in cfg.clusters()}
@@ -614,10 +615,13 @@ class LocalStack:
             # Small Python bundles: savepoints complete in about a second instead of hanging.
             "python.fn-execution.bundle.size": 20,
             "python.fn-execution.bundle.time": 200,
-            "classloader.parent-first-patterns.additional": "pemja.",
+            # Kafka's client classes from lib/ (see _kafka_clients_in_lib), loaded once per JVM for every job.
+            "classloader.parent-first-patterns.additional": ["pemja.", "org.apache.kafka."],
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 3,
-            "restart-strategy.fixed-delay.delay": "2 s",
+            # A replay job restarts at once (the action-state store's start-up check, above, on a cold
+            # TaskManager); production keeps a pause between attempts.
+            "restart-strategy.fixed-delay.delay": "2 s" if cluster.name == "production" else "200 ms",
         }
         (conf_dir / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=True))
         (conf_dir / "masters").write_text(f"127.0.0.1:{cluster.rest_port}\n")
@@ -691,9 +695,10 @@ class LocalStack:
         url = info.rest_url(cluster)
         try:
             names = ",".join(("Status.JVM.Memory.Metaspace.Used", "Status.JVM.Memory.Metaspace.Max"))
-            for _ in range(2):  # REST serves a cached copy and refreshes it in the background
+            for attempt in range(2):  # REST serves a cached copy and refreshes it in the background:
+                if attempt:  # the second answer is fresh (metrics.fetcher.update-interval is 1 s here)
+                    time.sleep(1.1)
                 metrics = requests.get(f"{url}/jobmanager/metrics", params={"get": names}, timeout=5).json()
-                time.sleep(1.1)  # metrics.fetcher.update-interval is 1 s here
             values = {m["id"]: float(m["value"]) for m in metrics}
             free = (values["Status.JVM.Memory.Metaspace.Max"] - values["Status.JVM.Memory.Metaspace.Used"]) / 2**20
             running = requests.get(f"{url}/jobs/overview", timeout=5).json()["jobs"]
@@ -800,6 +805,19 @@ _FLINK_DAEMONS = {
     "jobmanager": ("jobmanager.sh", "standalonesession"),
     "taskmanager": ("taskmanager.sh", "taskexecutor"),
 }
+
+
+def _kafka_clients_in_lib(flink_home: Path, jars: list[Path]) -> None:
+    """Put kafka-clients in Flink's lib/ (with ``org.apache.kafka.`` parent-first in the cluster config): every
+    job then uses the one copy the JVM loaded and compiled already, instead of loading its own in a fresh
+    classloader. Flink Agents' action-state store lists the broker's topics with a fresh AdminClient and a
+    100 ms timeout when its operator starts: with cold classes that timed out in every replay job, which
+    Flink then restarted once (~5 s and a second Python start per job). The jobs still ship the jar (a
+    cluster without it in lib/ needs it); parent-first makes that copy unused here."""
+    for jar in jars:
+        target = flink_home / "lib" / jar.name
+        if jar.name.startswith("kafka-clients-") and not target.exists():
+            shutil.copy2(jar, target)
 
 
 def _clear_dirs(*folders: Path) -> None:

@@ -47,3 +47,35 @@ def test_stack_changes_hold_a_lock_other_processes_wait_for(tmp_path) -> None:
         held = subprocess.run([sys.executable, "-c", probe], check=False).returncode
     free = subprocess.run([sys.executable, "-c", probe], check=False).returncode
     assert (held, free) == (3, 0)
+
+
+def test_kafka_clients_load_once_per_jvm_and_replay_jobs_restart_at_once(tmp_path: Path) -> None:
+    """Both clusters read kafka-clients from lib/ (``org.apache.kafka.`` parent-first: Flink Agents' 100 ms
+    topic check at operator start then runs on warm classes); only that jar is copied there; a replay job
+    restarts at once, production's after a pause."""
+    import yaml
+
+    from airflow_flink_replay.local.stack import _kafka_clients_in_lib
+
+    home = tmp_path / "pyflink"
+    (home / "conf").mkdir(parents=True)
+    (home / "lib").mkdir()
+    (home / "opt").mkdir()
+    (home / "conf" / "config.yaml").write_text("env:\n  java:\n    opts:\n      all: -Dx=1\n")
+    jars = []
+    for name in ("flink-connector-kafka-4.0.1-2.0.jar", "kafka-clients-3.9.1.jar"):
+        (tmp_path / name).write_bytes(name.encode())
+        jars.append(tmp_path / name)
+    _kafka_clients_in_lib(home, jars)
+    assert sorted(p.name for p in (home / "lib").iterdir()) == ["kafka-clients-3.9.1.jar"]
+
+    stack = LocalStack(StackConfig(workdir=tmp_path / "s"))
+    confs = {}
+    for cluster in stack.config.clusters():
+        conf_dir = stack._write_flink_conf(home, tmp_path / "python", tmp_path / "java", cluster)
+        confs[cluster.name] = yaml.safe_load((conf_dir / "config.yaml").read_text())
+    assert set(confs) == {"production", "replay"}
+    for conf in confs.values():
+        assert {"pemja.", "org.apache.kafka."} <= set(conf["classloader.parent-first-patterns.additional"])
+    assert confs["production"]["restart-strategy.fixed-delay.delay"] == "2 s"
+    assert confs["replay"]["restart-strategy.fixed-delay.delay"] == "200 ms"
