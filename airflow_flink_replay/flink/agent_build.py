@@ -4,10 +4,9 @@ module name (:func:`load_job_definition`, :func:`load_agent_factory`; both throu
 All jobs on a TaskManager share ONE embedded Python interpreter (and its ``sys.modules``): a changed agent
 module with the same name is not re-imported until the TaskManager restarts, so a candidate submitted after
 a baseline could silently run the baseline's code. With ``isolate=True`` the named module's *package* is
-copied into ``<build_root>/afr_build_<sha256 of its files>_<build_root's token>/`` and the definition (or
-factory) imported from there: different code gets a different module name, and so does the same code in
-another build folder (a package another job imported keeps that job's since-deleted folder as its path).
-The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
+copied into ``<build_root>/afr_build_<sha256 of its files>/`` and the definition (or factory) imported from
+there: different code gets a different module name, identical code the same one (sharing it is then
+harmless). The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
 modules it imports absolutely (shared helpers) must be the same in both builds; relative imports inside the
 package follow the copy.
 """
@@ -65,15 +64,12 @@ def import_isolated(
     if pkg_spec is None or not pkg_spec.submodule_search_locations:
         raise ValueError(f"package {package!r} is not importable here")
     pkg_dir = Path(next(iter(pkg_spec.submodule_search_locations)))
-    digest = _package_digest(pkg_dir)[:16]
+    unique = f"afr_build_{_package_digest(pkg_dir)[:16]}"
     if build_root is None:
-        build_root = Path(tempfile.gettempdir()) / "afr-agent-builds" / f"afr_build_{digest}"
+        import tempfile
+
+        build_root = Path(tempfile.gettempdir()) / "afr-agent-builds" / unique
     root = Path(build_root)
-    # Content-hashed AND unique to the build folder, as isolate_runtime's package (the reason is there): a
-    # later job whose package shared the name of an earlier job's could not import a module of it the earlier
-    # one never imported ("No module named afr_build_....typed_echo", seen when a production was resubmitted
-    # on a TaskManager that had run another job of the same package).
-    unique = f"afr_build_{digest}_{hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]}"
     dest = root / unique
     if not dest.exists():
         tmp = root / f".{unique}.tmp"

@@ -64,15 +64,6 @@ def test_same_content_gets_the_same_module_name(tmp_path: Path, package: str) ->
     assert a.build_root == tmp_path / "builds" and (a.build_root / a.module.split(".")[0] / "agent.py").is_file()
 
 
-def test_same_content_in_another_build_folder_gets_another_module_name(tmp_path: Path, package: str) -> None:
-    """Two jobs (two build folders) never share a package name: the second could not import a module of it the
-    first never imported, once the first's shipped files are gone."""
-    a = _load(_write_build(tmp_path / "src-a", package, "v1 prompt"), package, tmp_path / "builds-1")
-    b = _load(_write_build(tmp_path / "src-b", package, "v1 prompt"), package, tmp_path / "builds-2")
-    assert a.module != b.module and a.module.endswith(".agent") and b.module.endswith(".agent")
-    assert a.module.split(".")[0].rsplit("_", 1)[0] == b.module.split(".")[0].rsplit("_", 1)[0]  # same content
-
-
 def test_edited_content_gets_a_different_module_name(tmp_path: Path, package: str) -> None:
     a = _load(_write_build(tmp_path / "src-a", package, "v1 prompt"), package, tmp_path / "builds")
     b = _load(_write_build(tmp_path / "src-b", package, "v2 prompt"), package, tmp_path / "builds")
