@@ -812,8 +812,9 @@ def _kafka_clients_in_lib(flink_home: Path, jars: list[Path]) -> None:
     job then uses the one copy the JVM loaded and compiled already, instead of loading its own in a fresh
     classloader. Flink Agents' action-state store lists the broker's topics with a fresh AdminClient and a
     100 ms timeout when its operator starts: with cold classes that timed out in every replay job, which
-    Flink then restarted once (~5 s and a second Python start per job). The jobs still ship the jar (a
-    cluster without it in lib/ needs it); parent-first makes that copy unused here."""
+    Flink then restarted once (a second Python start: 17-25 s a replay job instead of 9-10 s).
+    The jobs still ship the jar (a cluster without it in lib/ needs it); parent-first makes that copy unused
+    here."""
     for jar in jars:
         target = flink_home / "lib" / jar.name
         if jar.name.startswith("kafka-clients-") and not target.exists():

@@ -70,6 +70,12 @@ def _produce(topic: str) -> None:
 
 @pytest.fixture(scope="module")
 def contract(stack: Any, tmp_path_factory: Any) -> Any:
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
+    # A fresh TaskManager first: an earlier module's job of the same tests.jobs package (the same isolated
+    # package name) leaves that package in the shared interpreter with its since-deleted files as its path,
+    # and this module's module of it then fails to import (docs/limitations.md).
+    LocalStack(StackConfig()).restart_taskmanager("production")
     run = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp(f"ct-{run}")
     src, out, cap = f"ct-src-{run}", f"ct-out-{run}", f"ct-cap-{run}"
