@@ -71,7 +71,7 @@ def build_replay_dag(
     ) as dag:
         run = resolve_task(spec, dag_id)  # an XComArg: run[key] pulls that key of the resolved run
         capture = stages.capture(spec, run)
-        memory = stages.memory(spec, run)
+        memory = stages.memory(spec, run, capture)
         replay = stages.replay(spec, run)
         compare = stages.compare(spec, run, gate=gate)
         cleanup = stages.cleanup(spec, run, isolate=replay.isolate, cap=capture)

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 AGENT_OPERATOR_NAME = "action-execute-operator"
 #: Job states after which a job never runs again.
 TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "CANCELED", "SUSPENDED"})
+#: Job states of a job that runs or is about to (a second one with production's name is a second copy).
+LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING"})
 QuiesceMode = Literal["drain", "stop", "savepoint"]
 SavepointFormat = Literal["CANONICAL", "NATIVE"]
 
@@ -324,6 +326,25 @@ class QuiesceResult(BaseModel):
     reused: bool = Field(False, description="a retry found this run's savepoint and reused it")
     plan: ProductionPlan
     note: str = ""
+    window: StopWindow | None = Field(
+        None, description="what the stop window did while production was stopped (``StopWindowOperator`` only)"
+    )
+
+
+class StopWindow(BaseModel):
+    """Everything ``StopWindowOperator`` did between "production stops" and "production runs again", in one task.
+
+    ``start_offsets`` (a ``StartOffsets``) and ``memory_cut`` (a ``ForkResult``) are kept as their JSON dicts:
+    the tasks that would otherwise compute them (``start_offsets``, the baseline's fork) return them as they are.
+    """
+
+    start_offsets: dict[str, Any] | None = Field(None, description="the capture topic's end offsets at the savepoint")
+    memory_cut: dict[str, Any] | None = Field(None, description="the baseline's memory fork taken at the cut")
+    resumed: ResumeResult | None = Field(None, description="production resubmitted and RUNNING again")
+    error: str | None = Field(None, description="the step that failed inside the window (production was resumed)")
+    steps_s: dict[str, float] = Field(
+        default_factory=dict, description="seconds per step: savepoint, offsets, memory_cut, resubmit, running"
+    )
 
 
 class ResumeResult(BaseModel):
@@ -410,3 +431,6 @@ class SubmittedJob(BaseModel):
     savepoint_path: str | None = None
     allow_non_restored_state: bool = False
     seconds: float = 0.0
+
+
+QuiesceResult.model_rebuild()

@@ -32,6 +32,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from airflow_flink_replay.core.flink_models import (
     AGENT_OPERATOR_NAME,
+    LIVE_STATES,
     CheckpointStats,
     FlinkPythonProgram,
     ProductionPlan,
@@ -52,7 +53,6 @@ from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, Flin
 MODES = ("drain", "stop", "savepoint")
 #: How many distinct trigger ids one task instance may use (one per failed attempt of the operation).
 MAX_ATTEMPT_IDS = 20
-_LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING"})
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -98,6 +98,31 @@ def savepoint_of_run(stats: CheckpointStats, dag_id: str, run_id: str) -> str | 
 def operation_trigger_ids(dag_id: str, run_id: str, task_id: str, map_index: int, job_id: str, mode: str) -> list[str]:
     """Every trigger id one quiesce task instance may use, in attempt order (see :func:`operation_trigger_id`)."""
     return [operation_trigger_id(dag_id, run_id, task_id, map_index, job_id, mode, n) for n in range(MAX_ATTEMPT_IDS)]
+
+
+def resubmit_production(
+    hook: FlinkRestHook,
+    program: FlinkPythonProgram,
+    *,
+    savepoint: str,
+    name: str | None,
+    submitter: SubmitterKind = "rest",
+    allow_non_restored_state: bool = False,
+    timeout: float = 300.0,
+) -> SubmittedJob:
+    """Submit production from ``savepoint`` (named ``name`` when it differs from the program's). The
+    metaspace guard never refuses it: production coming back wins (the quiesce checked the headroom
+    before it stopped anything)."""
+    chosen = get_submitter(submitter, hook)
+    if isinstance(chosen, RestPythonSubmitter):
+        chosen.min_metaspace_headroom_mb = 0
+    return chosen.submit(
+        program,
+        savepoint_path=savepoint,
+        allow_non_restored_state=allow_non_restored_state,
+        job_name=name if name and name != program.job_name else None,
+        timeout=timeout,
+    )
 
 
 def _ti_parts(context: Any) -> tuple[str, str, str, int]:
@@ -521,6 +546,19 @@ class ResumeJobOperator(BaseOperator):
         stopped_at = quiesce.requested_at if quiesce else None
         job_id = quiesce.job_id if quiesce is not None else self.production_job_id
 
+        resumed = quiesce.window.resumed if quiesce is not None and quiesce.window else None
+        if resumed is not None:
+            # the stop window resubmitted production itself: confirm it still runs and report its downtime
+            job = hook.get_job(resumed.job_id)
+            if job.state == "RUNNING":
+                self.log.info(
+                    "Production job %s was resumed inside the stop window after %s s of downtime: nothing to do",
+                    resumed.job_id,
+                    resumed.downtime_seconds,
+                )
+                FlinkJobLink.persist(context, hook.job_ui_url(resumed.job_id))
+                return resumed.model_dump(mode="json")
+            self.log.warning("Production job %s, resumed inside the stop window, is %s now", resumed.job_id, job.state)
         if quiesce is not None and not quiesce.production_stopped:
             self.log.info(
                 "Quiesce mode %r never stopped production (job %s): nothing to resume", quiesce.mode, quiesce.job_id
@@ -539,7 +577,7 @@ class ResumeJobOperator(BaseOperator):
             )
         if name:
             # an earlier try of this task resubmitted production already: reattach (never a second copy)
-            live = [j for j in hook.list_jobs().by_name(name, states=_LIVE_STATES) if j.jid != job_id]
+            live = [j for j in hook.list_jobs().by_name(name, states=LIVE_STATES) if j.jid != job_id]
             if live:
                 self.log.info("Production job %r already runs as %s: reattaching, not resubmitting", name, live[0].jid)
                 return self._wait(
@@ -606,14 +644,13 @@ class ResumeJobOperator(BaseOperator):
     ) -> Any:
         """Resubmit production from ``savepoint``. The metaspace guard never refuses it: production coming
         back wins (the quiesce checked the headroom before stopping)."""
-        submitter = get_submitter(self.submitter, hook)
-        if isinstance(submitter, RestPythonSubmitter):
-            submitter.min_metaspace_headroom_mb = 0
-        submitted: SubmittedJob = submitter.submit(
+        submitted = resubmit_production(
+            hook,
             program,
-            savepoint_path=savepoint,
+            savepoint=savepoint,
+            name=name,
+            submitter=self.submitter,
             allow_non_restored_state=self.allow_non_restored_state,
-            job_name=name if name and name != program.job_name else None,
             timeout=self.timeout,
         )
         self._submitted_job_id = submitted.job_id

@@ -131,7 +131,8 @@ class RecordStartOffsetsOperator(BaseOperator):
 
     XCom: :class:`~airflow_flink_replay.core.capture_window.StartOffsets` as JSON (``topic``, ``offsets``,
     ``read_at``, ``job_id``, ``savepoint_path``, ``quiesce_mode``, ``offsets_before``, ``racing_records``).
-    Without ``quiesce_result`` it just reads the end offsets (the "before" read of ``savepoint`` mode).
+    Without ``quiesce_result`` it just reads the end offsets (the "before" read of ``savepoint`` mode); after a
+    ``StopWindowOperator`` it returns the offsets that task read while production was stopped.
 
     :param topic: the capture topic (templated).
     :param quiesce_result: the quiesce step's XCom (templated).
@@ -164,7 +165,12 @@ class RecordStartOffsetsOperator(BaseOperator):
         return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        """Read and return the start offsets."""
+        """Read and return the start offsets (or those the stop window read while production was stopped)."""
+        in_window = ((self.quiesce_result or {}).get("window") or {}).get("start_offsets")
+        if in_window:
+            self.log.info("replay start offsets of %s (read inside the stop window): %s",
+                          self.topic, in_window["offsets"])
+            return dict(in_window)
         hook = self.hook
         try:
             start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before)

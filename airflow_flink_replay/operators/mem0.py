@@ -11,7 +11,7 @@ a pydantic result (``model_dump(mode="json")``) to XCom:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -59,9 +59,11 @@ class ForkMem0NamespaceOperator(BaseOperator):
         complete fork is a no-op; a target holding anything else is refused.
     :param mem0_conn_id: connection of type ``mem0``.
     :param batch_size: records per read/write batch.
+    :param stop_window: a ``StopWindowOperator``'s result (templated). When its window forked ``target`` at the
+        cut, that fork is returned as it is and the store is not touched.
     """
 
-    template_fields: Sequence[str] = ("source", "target", "fork_id", "mem0_conn_id")
+    template_fields: Sequence[str] = ("source", "target", "fork_id", "mem0_conn_id", "stop_window")
     ui_color = "#e8f4e8"
 
     def __init__(
@@ -72,6 +74,7 @@ class ForkMem0NamespaceOperator(BaseOperator):
         fork_id: str = "{{ run_id }}",
         mem0_conn_id: str = Mem0Hook.default_conn_name,
         batch_size: int = 5000,
+        stop_window: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -80,6 +83,7 @@ class ForkMem0NamespaceOperator(BaseOperator):
         self.fork_id = fork_id
         self.mem0_conn_id = mem0_conn_id
         self.batch_size = batch_size
+        self.stop_window = stop_window
 
     @cached_property
     def hook(self) -> Mem0Hook:
@@ -94,6 +98,12 @@ class ForkMem0NamespaceOperator(BaseOperator):
         subclass returns None when its store fails)."""
         source = _namespace(self.source, "source")
         target = _namespace(self.target, "target")
+        cut = ((self.stop_window or {}).get("window") or {}).get("memory_cut")
+        same = cut and cut["fork_id"] == str(self.fork_id)
+        if same and Mem0Namespace.coerce(cut["target"], what="the cut's target") == target:
+            self.log.info("%s was forked at the cut, inside the stop window: nothing to do", target)
+            self._report(ForkResult.model_validate(cut))
+            return dict(cut)
         try:
             result = self._call(self.hook, source, target)
         except (ForkConflictError, ValueError) as exc:

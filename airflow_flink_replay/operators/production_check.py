@@ -19,15 +19,13 @@ from typing import Any, NoReturn
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_flink_replay.core.flink_models import FlinkPythonProgram, QuiesceResult
+from airflow_flink_replay.core.flink_models import LIVE_STATES, FlinkPythonProgram, QuiesceResult
 from airflow_flink_replay.core.manifest_io import normalized_location
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, StopOutcome
 from airflow_flink_replay.hooks.flink_submit import CliPythonSubmitter
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.operators.flink import MODES, operation_trigger_ids, run_path_segment
-
-_LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING"})
 
 
 class AssertProductionOperator(BaseOperator):
@@ -98,7 +96,7 @@ class AssertProductionOperator(BaseOperator):
             savepoint = None if outcome.kept_running else outcome.savepoint
             if not outcome.kept_running and not savepoint:
                 self._fail(hook, name, None, f"job {job_id} is {outcome.job_state} and this run has no savepoint of it")
-        live = [j.jid for j in hook.list_jobs().by_name(name, states=_LIVE_STATES)]
+        live = [j.jid for j in hook.list_jobs().by_name(name, states=LIVE_STATES)]
         if savepoint is None:  # never stopped by this run: the same job must still run, alone
             if live != [job_id]:
                 self._fail(

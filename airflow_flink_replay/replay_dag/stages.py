@@ -20,7 +20,7 @@ from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 from airflow_flink_replay.operators.agent_check import AgentCheckOperator
 from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
-from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+from airflow_flink_replay.operators.flink import ResumeJobOperator
 from airflow_flink_replay.operators.manifest import (
     CreateReplayManifestOperator,
     RecordStartOffsetsOperator,
@@ -41,6 +41,7 @@ from airflow_flink_replay.operators.replay import (
 )
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
+from airflow_flink_replay.operators.stop_window import StopWindowOperator
 from airflow_flink_replay.replay_dag import ids
 from airflow_flink_replay.replay_dag.run import approved_asset
 from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
@@ -69,7 +70,9 @@ RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_AGENT_CHECK: retry(1),  # builds a plan only; a refusal fails at once
     ids.TASK_CHOOSE_START: retry(1),  # pure: reads the resolved mode
     ids.TASK_OFFSETS_BEFORE_QUIESCE: retry(2),  # reads end offsets only
-    ids.TASK_QUIESCE: retry(1, delay_s=5),  # deterministic trigger id: a retry reattaches to the same stop
+    # deterministic trigger id: a retry reattaches to the same stop, and finishes the window only while
+    # production is still stopped (a window that resumed production fails for good)
+    ids.TASK_QUIESCE: retry(1, delay_s=5),
     ids.TASK_START_OFFSETS: retry(2),  # reads end offsets only
     ids.TASK_REUSE_MANIFEST: retry(2),  # validates an earlier manifest and writes the same one again
     # resume is idempotent (reattaches to an earlier try's job, never a second production job): retried
@@ -77,8 +80,9 @@ RETRIES: dict[str, dict[str, Any]] = {
     ids.TASK_RESUME_PRODUCTION: retry(4, delay_s=5, backoff=True),
     ids.TASK_CAPTURE_WINDOW: retry(2),  # reads offsets only
     ids.TASK_MANIFEST: retry(2),  # writes the same manifest again
-    # the baseline's fork holds production stopped: a retry would lengthen the downtime (resume waits for it)
-    ids.fork_task("baseline"): NO_RETRY,
+    # the baseline's fork is the cut the stop window took (returned as it is); in savepoint/existing mode a
+    # copy whose retry removes its own leftovers or finds the fork complete
+    ids.fork_task("baseline"): retry(1),
     # a copy's retry removes its own leftovers (same fork id) or finds the fork complete
     **{ids.fork_task(v): retry(1) for v in VARIANTS if v != "baseline"},
     ids.TASK_ISOLATE_ACTION_STATE: retry(2),  # reuses the empty topics an earlier try created
@@ -153,8 +157,11 @@ class Capture:
 
 
 def capture(spec: ReplaySpec, run: Any) -> Capture:
-    """Stage capture. ``resume`` runs ``all_done`` (production comes back whatever failed); the memory
-    stage's baseline fork goes between ``start_offsets`` and ``resume`` (see :func:`wire`)."""
+    """Stage capture. ``quiesce`` is production's whole stop window (:class:`StopWindowOperator`: the savepoint,
+    the start offsets, the baseline's memory cut and the resubmission in one task), so no scheduling latency
+    lands in the downtime; ``start_offsets``, the memory stage's baseline fork and ``resume`` (``all_done``) then
+    return what the window did, and do the step themselves only when the window did not (``savepoint`` mode;
+    a window that failed before production ran again)."""
     prod = spec.production
     preflight: Any = ReplayPreflightOperator(task_id=ids.TASK_PREFLIGHT, spec=run[ids.XCOM_SPEC_KEY])
     job_id = preflight.output[ids.XCOM_JOB_ID_KEY]  # None in a task that runs although preflight did not
@@ -168,12 +175,21 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
     offsets_before: Any = RecordStartOffsetsOperator(
         task_id=ids.TASK_OFFSETS_BEFORE_QUIESCE, topic=prod.capture_topic, kafka_config_id=spec.kafka_conn_id
     )
-    quiesce: Any = QuiesceAndSavepointOperator(
+    # production's whole stop window in this one task: stop, offsets, memory cut, resubmit, RUNNING
+    quiesce: Any = StopWindowOperator(
         task_id=ids.TASK_QUIESCE,
         job_id=job_id,
         mode=run[ids.XCOM_QUIESCE_MODE_KEY],
         target_directory=spec.savepoint_dir,
         flink_conn_id=spec.flink_conn_id,
+        capture_topic=prod.capture_topic,
+        offsets_before=offsets_before.output,
+        kafka_config_id=spec.kafka_conn_id,
+        memory_source=run[ids.XCOM_MEMORY_SOURCE_KEY],
+        memory_target=run[ids.fork_key("baseline")],
+        mem0_conn_id=spec.mem0_conn_id,
+        program=prod.program,
+        job_name=prod.job_name,
     )
     start_offsets: Any = RecordStartOffsetsOperator(
         task_id=ids.TASK_START_OFFSETS,
@@ -243,7 +259,7 @@ class Memory:
     forks: list[Task]
 
 
-def memory(spec: ReplaySpec, run: Any) -> Memory:
+def memory(spec: ReplaySpec, run: Any, cap: Capture) -> Memory:
     """Stage memory. The baseline forks the source; baseline-2 and the candidate copy that fork, so all
     three start from the same memories even when production keeps writing (savepoint, existing modes).
     ``precopy`` copies the baseline's source before anything is stopped, so the baseline's fork, inside
@@ -261,6 +277,7 @@ def memory(spec: ReplaySpec, run: Any) -> Memory:
             target=run[ids.fork_key(variant)],
             mem0_conn_id=spec.mem0_conn_id,
             trigger_rule="none_failed_min_one_success",  # after start_offsets or reuse_manifest
+            stop_window=cap.quiesce.output if variant == "baseline" else None,  # the cut taken in the window
         )
         for variant in VARIANTS
     ]

@@ -147,6 +147,10 @@ def test_gate_over_the_rest_api_fails_v2_then_passes_v1(stack, production, airfl
     assert v2["states"]["resume_production"] == "success"
     assert len(v2["production_after"]) == 1, v2["production_after"]
     assert 0 < record["downtime_s"] < 120
+    # ... inside the one stop-window task: the same figure, and no scheduling step between stop and RUNNING
+    window = record["savepoint"]["window"]
+    assert window["resumed"]["downtime_seconds"] == record["downtime_s"] and window["error"] is None, window
+    assert record["production_resumed"]["job_id"] == window["resumed"]["job_id"] == v2["production_after"][0]
     for task in ("cancel_leftover_replays", "delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2",
                  "drop_fork_candidate", "verify_production_memory"):
         assert v2["states"][task] == "success", (task, v2["states"])

@@ -75,8 +75,8 @@ def test_drill_candidate_crashes_in_flink(stack, production, capfd, fresh_replay
 
 
 def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
-    """Mem0 is unreachable while production is stopped: the forks fail, production is still resumed and no
-    fork memory exists."""
+    """Mem0 is unreachable while production is stopped: the stop window's memory cut fails, production is
+    still resumed (inside the window), the run fails naming the cause, and no fork memory exists."""
     from airflow_flink_replay.core.replay_spec import ReplaySpec
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
@@ -93,7 +93,9 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
                                  retry_delay_s=1)  # the store stays down: every retry fails the same way
     states = run["states"]
     assert str(dagrun.state) == "failed"
-    assert states["fork_memory_baseline"] == "failed"  # the others copy the baseline's fork: never started
+    # the memory cut fails inside the stop window, which resumes production first and then fails for good
+    assert states["quiesce"] == "failed", states
+    assert states["fork_memory_baseline"] == "upstream_failed"  # the others copy the baseline's fork
     assert states["fork_memory_baseline_2"] == states["fork_memory_candidate"] == "upstream_failed"
     assert states["resume_production"] == "success", states
     assert states["capture_window"] == "upstream_failed"

@@ -26,7 +26,7 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "quiesce": (["offsets_before_quiesce", "preflight", "resolve"], "all_success"),
     "start_offsets": (["offsets_before_quiesce", "quiesce"], "all_success"),
     "reuse_manifest": (["choose_start", "resolve"], "all_success"),
-    "fork_memory_baseline": (["resolve", "reuse_manifest", "start_offsets"], "none_failed_min_one_success"),
+    "fork_memory_baseline": (["quiesce", "resolve", "reuse_manifest", "start_offsets"], "none_failed_min_one_success"),
     "fork_memory_baseline_2": (["fork_memory_baseline", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
     "fork_memory_candidate": (["fork_memory_baseline", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
     # preflight: the job id arrives as an XComArg (already upstream through quiesce; all_done either way)
@@ -62,7 +62,7 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "quiesce": (1, 5, 0),
     "start_offsets": (2, 10, 0),
     "reuse_manifest": (2, 10, 0),
-    "fork_memory_baseline": (0, 10, 0),
+    "fork_memory_baseline": (1, 10, 0),
     "fork_memory_baseline_2": (1, 10, 0),
     "fork_memory_candidate": (1, 10, 0),
     "resume_production": (4, 5, 2.0),

@@ -1,0 +1,256 @@
+"""Production's whole stop window in one task: stop with savepoint, read the capture end offsets, take the
+memory cut, resubmit, wait until RUNNING.
+
+A replay run stops production once. Everything that must happen while it is stopped used to be a task of
+its own (quiesce → start offsets → baseline fork → resume), so the downtime included the executor's
+latency between them: a second or two per task under the LocalExecutor, 10 to 30 s per pod under the
+KubernetesExecutor. :class:`StopWindowOperator` does all of it in one task instance without deferring,
+so nothing scheduling does can land inside the window. The tasks that used to do those steps stay in the
+DAG as cheap checks: they find the results in this task's XCom (``window``) and return them.
+
+What does not need production stopped stays outside: the memory pre-copy (before), the copies of the
+baseline's fork for the other variants, the capture window and the manifest (after). The old job's
+Python teardown overlaps with the cut and the resubmission (``wait_for_finished=False``): the offsets
+and production's memory are final once the stop's savepoint completes (drain: every in-flight agent run
+ended before the barrier; no source emits after it).
+
+Production always comes back: a failure of the offsets or the memory cut still resumes production
+inside the window, then fails the task (no retry: the savepoint instant cannot be cut again once
+production runs). A failure of the resubmission itself fails the task for a retry, and the DAG's
+``resume_production`` task (``all_done``) reattaches or resubmits in any case.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_flink_replay.core.flink_models import (
+    LIVE_STATES,
+    FlinkPythonProgram,
+    QuiesceResult,
+    ResumeResult,
+    StopWindow,
+)
+from airflow_flink_replay.core.memory import Mem0Namespace
+from airflow_flink_replay.exceptions import FlinkRestError
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
+from airflow_flink_replay.hooks.flink_submit import SubmitterKind
+from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+from airflow_flink_replay.hooks.mem0 import Mem0Hook
+from airflow_flink_replay.operators.flink import (
+    QuiesceAndSavepointOperator,
+    resubmit_production,
+)
+from airflow_flink_replay.operators.manifest import read_start_offsets
+
+
+class StopWindowOperator(QuiesceAndSavepointOperator):
+    """Quiesce production and, in ``drain``/``stop`` mode, do everything production's stop needs in the same
+    task: read the capture topic's end offsets, fork the memory at the cut, resubmit production from the
+    savepoint and wait until every vertex RUNS. ``savepoint`` mode never stops production: it behaves as
+    :class:`QuiesceAndSavepointOperator`.
+
+    Takes the quiesce operator's arguments (it never defers: a deferral's return would put the scheduler in
+    the window) plus:
+
+    :param capture_topic: the capture topic whose end offsets become the replay's start offsets (templated).
+    :param offsets_before: its end offsets read before the stop (templated; see ``RecordStartOffsetsOperator``).
+    :param kafka_config_id: the Kafka connection.
+    :param memory_source: production's memory namespace (templated; ``None``: no memory cut).
+    :param memory_target: the baseline's fork namespace (templated); a pre-copy of the same ``fork_id`` there
+        makes the cut a delta.
+    :param fork_id: the fork's identity (default: the DAG run id).
+    :param mem0_conn_id: the Mem0 connection.
+    :param program: how to resubmit production (:class:`FlinkPythonProgram` or its dict; templated).
+    :param job_name: production's job name (default: the plan's).
+    :param submitter: ``rest`` (default) or ``cli``.
+    :param resume_timeout: seconds the resubmission and the wait until RUNNING may take.
+
+    XCom: the :class:`QuiesceResult` with ``window`` (:class:`StopWindow`): the start offsets, the memory cut,
+    production's :class:`ResumeResult` (``downtime_seconds``: stop request → every vertex RUNNING) and the
+    seconds of each step.
+    """
+
+    template_fields: Sequence[str] = (
+        *QuiesceAndSavepointOperator.template_fields,
+        "capture_topic",
+        "offsets_before",
+        "memory_source",
+        "memory_target",
+        "fork_id",
+        "program",
+        "job_name",
+    )
+
+    def __init__(
+        self,
+        *,
+        capture_topic: str,
+        program: FlinkPythonProgram | dict[str, Any],
+        offsets_before: Mapping[str, Any] | None = None,
+        kafka_config_id: str = "kafka_default",
+        memory_source: Any = None,
+        memory_target: Any = None,
+        fork_id: str = "{{ run_id }}",
+        mem0_conn_id: str = Mem0Hook.default_conn_name,
+        job_name: str | None = None,
+        submitter: SubmitterKind = "rest",
+        resume_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        kwargs["deferrable"] = False
+        kwargs.setdefault("wait_for_finished", False)
+        super().__init__(**kwargs)
+        self.capture_topic = capture_topic
+        self.offsets_before = offsets_before
+        self.kafka_config_id = kafka_config_id
+        self.memory_source = memory_source
+        self.memory_target = memory_target
+        self.fork_id = fork_id
+        self.mem0_conn_id = mem0_conn_id
+        self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
+        self.job_name = job_name
+        self.submitter = submitter
+        self.resume_timeout = float(resume_timeout)
+
+    def _finish(self, context: Any, hook: FlinkRestHook, plan: Any, **kwargs: Any) -> dict[str, Any]:
+        result = super()._finish(context, hook, plan, **kwargs)
+        quiesce = QuiesceResult.model_validate(result)
+        if not quiesce.production_stopped:
+            return result
+        window = self._window(context, hook, quiesce)
+        ended = self._old_job_end(hook, quiesce.job_id)
+        done = quiesce.model_copy(update={"window": window, "job_stopped_at": quiesce.job_stopped_at or ended})
+        if window.error:
+            downtime = window.resumed.downtime_seconds if window.resumed else None
+            raise AirflowFailException(
+                f"The stop window of production job {quiesce.job_id} failed: {window.error}. Production was "
+                f"resumed from {quiesce.savepoint_path} as job {window.resumed.job_id if window.resumed else '?'} "
+                f"after {downtime} s of downtime; this run's replay cannot go on (the savepoint instant cannot "
+                "be cut again once production runs): fix the cause and run the replay again"
+            )
+        return done.model_dump(mode="json")
+
+    def _window(self, context: Any, hook: FlinkRestHook, quiesce: QuiesceResult) -> StopWindow:
+        """Offsets, memory cut, resubmission, RUNNING: production is stopped from the first line to the last."""
+        name = self.job_name or quiesce.job_name
+        if int(getattr(context["ti"], "try_number", 1) or 1) > 1:
+            self._refuse_closed_window(hook, name, quiesce)
+        steps = {"savepoint": round((quiesce.savepoint_completed_at - quiesce.requested_at).total_seconds(), 3)}
+        offsets = cut = None
+        error: str | None = None
+        interrupted: BaseException | None = None
+        try:
+            started = time.monotonic()
+            offsets = self._read_offsets(quiesce)
+            steps["offsets"] = round(time.monotonic() - started, 3)
+            started = time.monotonic()
+            cut = self._cut_memory()
+            if cut is not None:
+                steps["memory_cut"] = round(time.monotonic() - started, 3)
+            self.inside_window(context, quiesce)
+        except Exception as exc:  # production comes back first; the task fails after
+            error = f"{type(exc).__name__}: {exc}"
+            self.log.error("Inside the stop window: %s; resuming production first", error)
+        except BaseException as exc:  # killed: still bring production back before going
+            interrupted = exc
+            error = f"interrupted ({type(exc).__name__})"
+        resumed = self._resume(context, hook, quiesce, name, steps)
+        if interrupted is not None:
+            raise interrupted
+        return StopWindow(start_offsets=offsets, memory_cut=cut, resumed=resumed, error=error, steps_s=steps)
+
+    def inside_window(self, context: Any, quiesce: QuiesceResult) -> None:
+        """Runs last inside the window, production still stopped (a seam for checks; nothing by default)."""
+
+    def _refuse_closed_window(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult) -> None:
+        """A retry after an earlier try resumed production: the cut would no longer be the savepoint's."""
+        live = [j.jid for j in hook.list_jobs().by_name(name, states=LIVE_STATES) if j.jid != quiesce.job_id]
+        if live:
+            raise AirflowFailException(
+                f"The stop window of this run already closed: production {name!r} runs again as job {live[0]} "
+                f"(resumed from {quiesce.savepoint_path} by an earlier try). The capture offsets and the memory "
+                "cut of the savepoint instant cannot be taken again while production runs; run the replay again"
+            )
+
+    def _read_offsets(self, quiesce: QuiesceResult) -> dict[str, Any]:
+        kafka = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
+        try:
+            start = read_start_offsets(kafka, self.capture_topic, quiesce.model_dump(mode="json"), self.offsets_before)
+        finally:
+            kafka.close()
+        self.log.info("replay start offsets of %s: %s", start.topic, start.offsets)
+        return start.model_dump(mode="json")
+
+    def _cut_memory(self) -> dict[str, Any] | None:
+        if self.memory_source is None or self.memory_target is None:
+            return None
+        source = Mem0Namespace.coerce(self.memory_source, what="memory_source")
+        target = Mem0Namespace.coerce(self.memory_target, what="memory_target")
+        result = Mem0Hook(mem0_conn_id=self.mem0_conn_id).fork(source, target, fork_id=str(self.fork_id))
+        self.log.info(
+            "memory cut %s → %s: %d memories in %.3f s%s",
+            source,
+            target,
+            result.count,
+            result.duration_s,
+            f" (delta since the pre-copy: {result.added} added, {result.updated} updated, {result.removed} removed)"
+            if result.delta
+            else " (full copy)",
+        )
+        return result.model_dump(mode="json")
+
+    def _resume(
+        self, context: Any, hook: FlinkRestHook, quiesce: QuiesceResult, name: str, steps: dict[str, float]
+    ) -> ResumeResult:
+        program = FlinkPythonProgram.model_validate(self.program)
+        started = time.monotonic()
+        try:
+            submitted = resubmit_production(
+                hook,
+                program,
+                savepoint=quiesce.savepoint_path,
+                name=name,
+                submitter=self.submitter,
+                timeout=self.resume_timeout,
+            )
+            steps["resubmit"] = round(time.monotonic() - started, 3)
+            started = time.monotonic()
+            hook.wait_for_job_state(
+                submitted.job_id, ("RUNNING",), timeout=self.resume_timeout, poll_interval=0.1, all_tasks_running=True
+            )
+        except FlinkRestError as err:
+            raise AirflowException(
+                f"Resubmitting production from {quiesce.savepoint_path} inside the stop window failed: {err}. "
+                "The resume_production task retries it (and reattaches to a job this try submitted)"
+            ) from err
+        running_at = datetime.now(UTC)
+        steps["running"] = round(time.monotonic() - started, 3)
+        downtime = (running_at - quiesce.requested_at).total_seconds()
+        self.log.info(
+            "Production job %s RUNNING again after %.2f s of downtime (steps: %s)", submitted.job_id, downtime, steps
+        )
+        return ResumeResult(
+            job_id=submitted.job_id,
+            job_name=name,
+            savepoint_path=quiesce.savepoint_path,
+            submitted_at=submitted.submitted_at,
+            running_at=running_at,
+            stopped_at=quiesce.requested_at,
+            downtime_seconds=round(downtime, 3),
+            submitter=submitted.submitter,
+            reattached=False,
+        )
+
+    def _old_job_end(self, hook: FlinkRestHook, job_id: str) -> datetime | None:
+        """The stopped job's end time (its teardown overlapped with the window; usually over by now)."""
+        try:
+            job = hook.get_job(job_id)
+        except FlinkRestError:
+            return None
+        return datetime.fromtimestamp(job.end_time / 1000, UTC) if job.end_time and job.end_time > 0 else None

@@ -1,0 +1,151 @@
+"""StopWindowOperator's control flow against the stubbed Flink hook: the order of the steps inside the window,
+production resumed whatever step failed, a retry that finds the window closed, and the DAG's later tasks
+returning what the window did. The window on the real stack (a production agent writing memories up to the
+stop, a store that is down at the cut) is tests/integration/test_stop_window.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_flink_replay.core.flink_models import QuiesceResult
+from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace
+from airflow_flink_replay.operators import flink as flink_ops
+from airflow_flink_replay.operators.flink import ResumeJobOperator
+from airflow_flink_replay.operators.manifest import RecordStartOffsetsOperator
+from airflow_flink_replay.operators.mem0 import ForkMem0NamespaceOperator
+from airflow_flink_replay.operators.stop_window import StopWindowOperator
+from tests.unit.operators.stubs import StubFlinkHook, StubSubmitter, context, job
+
+PROD, RESUMED = "a" * 32, "b" * 32
+OFFSETS = {"topic": "capture", "offsets": {"0": 42}, "read_at": "2026-12-03T10:00:00+00:00"}
+CUT = ForkResult(
+    fork_id="manual__2026-12-01", source=Mem0Namespace(user_id="prod-job"),
+    target=Mem0Namespace(user_id="replay-baseline"),
+    count=3, source_fingerprint="f" * 64, history_rows=3, forked_at="2026-12-03T10:00:00+00:00", duration_s=0.2,
+    store="chroma", collection="memories", delta=True, added=1, precopied_at="2026-12-03T09:59:00+00:00",
+).model_dump(mode="json")
+
+
+class Window(StopWindowOperator):
+    """The window with its Kafka and Mem0 steps recorded (or failing) instead of reaching the stores."""
+
+    def __init__(self, *, steps: list[str], fail: str | None = None, **kwargs: Any) -> None:
+        super().__init__(
+            task_id="quiesce", job_id=PROD, mode=kwargs.pop("mode", "drain"), target_directory="file:///sp",
+            capture_topic="capture", program={"entry_point": "/prod.py", "job_name": "prod"},
+            memory_source="prod-job", memory_target="replay-baseline", fork_id="manual__2026-12-01", **kwargs,
+        )
+        self.steps, self.fail = steps, fail
+
+    def _read_offsets(self, quiesce: QuiesceResult) -> dict[str, Any]:
+        self.steps.append("offsets")
+        return OFFSETS
+
+    def _cut_memory(self) -> dict[str, Any] | None:
+        self.steps.append("memory_cut")
+        if self.fail == "memory_cut":
+            raise ConnectionError("the vector store at localhost:1 refused the connection")
+        return CUT
+
+
+def _stack(monkeypatch: pytest.MonkeyPatch, steps: list[str]) -> tuple[StubFlinkHook, StubSubmitter]:
+    hook = StubFlinkHook([job(PROD, "prod")])
+
+    def completed(job_id: str, trigger_id: str, **kwargs: Any) -> str:
+        steps.append("savepoint")
+        hook.jobs[PROD] = job(PROD, "prod", "FINISHED")
+        return "file:///sp/dag/manual__2026-12-01/savepoint-1"
+
+    hook.wait_for_savepoint = completed  # type: ignore[attr-defined]
+    submitter = StubSubmitter(RESUMED)
+    real_submit = submitter.submit
+
+    def submit(program: Any, **kwargs: Any) -> Any:
+        steps.append("resubmit")
+        hook.jobs[RESUMED] = job(RESUMED, "prod", "RUNNING")
+        return real_submit(program, **kwargs)
+
+    submitter.submit = submit  # type: ignore[method-assign]
+    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: submitter)
+    return hook, submitter
+
+
+def _run(op: StopWindowOperator, hook: StubFlinkHook, ctx: dict[str, Any] | None = None) -> dict[str, Any]:
+    op.__dict__["hook"] = hook
+    return op.execute(ctx or context("quiesce"))
+
+
+def test_one_task_stops_reads_cuts_and_resumes_in_that_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps)
+    result = _run(Window(steps=steps), hook)
+
+    assert steps == ["savepoint", "offsets", "memory_cut", "resubmit"]
+    assert [s["savepoint_path"] for s in submitter.submitted] == ["file:///sp/dag/manual__2026-12-01/savepoint-1"]
+    quiesce = QuiesceResult.model_validate(result)
+    assert quiesce.production_stopped and quiesce.window is not None and quiesce.window.error is None
+    window = quiesce.window
+    assert window.start_offsets == OFFSETS and window.memory_cut == CUT
+    assert window.resumed is not None and window.resumed.job_id == RESUMED and not window.resumed.reattached
+    assert window.resumed.stopped_at == quiesce.requested_at
+    assert window.resumed.downtime_seconds is not None and window.resumed.downtime_seconds >= 0
+    assert set(window.steps_s) == {"savepoint", "offsets", "memory_cut", "resubmit", "running"}
+
+    # the tasks that used to do these steps return what the window did, touching neither Kafka nor Mem0
+    ctx = context("start_offsets")
+    assert RecordStartOffsetsOperator(task_id="start_offsets", topic="capture", quiesce_result=result,
+                                      kafka_config_id="nowhere").execute(ctx) == OFFSETS
+    fork = ForkMem0NamespaceOperator(task_id="fork_memory_baseline", source="prod-job", target="replay-baseline",
+                                     fork_id="manual__2026-12-01", mem0_conn_id="nowhere", stop_window=result)
+    assert fork.execute(context("fork_memory_baseline")) == CUT
+    resume = ResumeJobOperator(task_id="resume_production", program={"entry_point": "/prod.py", "job_name": "prod"},
+                               quiesce_result=result, production_job_id=PROD, job_name="prod", deferrable=False)
+    resume.__dict__["hook"] = hook
+    assert resume.execute(context("resume_production")) == window.resumed.model_dump(mode="json")
+    assert len(submitter.submitted) == 1  # never a second copy of production
+
+
+def test_a_failed_memory_cut_still_resumes_production_then_fails_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps)
+    with pytest.raises(AirflowFailException) as failed:
+        _run(Window(steps=steps, fail="memory_cut"), hook)
+    assert steps == ["savepoint", "offsets", "memory_cut", "resubmit"]
+    message = str(failed.value)
+    assert "ConnectionError: the vector store at localhost:1 refused the connection" in message
+    assert f"as job {RESUMED}" in message and "run the replay again" in message
+    assert hook.jobs[RESUMED].state == "RUNNING" and len(submitter.submitted) == 1
+
+
+def test_a_retry_after_production_ran_again_refuses_to_cut_the_window_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps)
+    _run(Window(steps=steps), hook)  # the first try resumed production, then (say) its worker died
+    steps.clear()
+    ctx = context("quiesce", try_number=2)
+    hook.checkpoints[PROD] = {"counts": {}, "history": [{
+        "id": 7, "status": "COMPLETED", "is_savepoint": True, "checkpoint_type": "SAVEPOINT",
+        "trigger_timestamp": 1, "latest_ack_timestamp": 2,
+        "external_path": "file:///sp/dag/manual__2026-12-01/savepoint-1"}]}
+    with pytest.raises(AirflowFailException, match="stop window of this run already closed: production 'prod' runs "
+                                                   f"again as job {RESUMED}"):
+        _run(Window(steps=steps), hook, ctx)
+    assert "offsets" not in steps and "resubmit" not in steps and len(submitter.submitted) == 1
+
+
+def test_savepoint_mode_never_stops_production_and_opens_no_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps)
+    hook.jobs[PROD] = job(PROD, "prod")
+    hook.wait_for_savepoint = lambda *a, **k: steps.append("savepoint") or "file:///sp/s-1"  # type: ignore[attr-defined]
+    result = _run(Window(steps=steps, mode="savepoint"), hook)
+    assert steps == ["savepoint"] and not submitter.submitted
+    assert QuiesceResult.model_validate(result).window is None
+
+
+def test_the_window_never_defers() -> None:
+    op = Window(steps=[], deferrable=True)
+    assert op.deferrable is False and op.wait_for_finished is False
