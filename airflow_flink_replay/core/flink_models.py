@@ -304,6 +304,36 @@ class ProductionPlan(BaseModel):
         return next((v for v in self.vertices if v.id == self.agent_vertex_id), None)
 
 
+class ResumeResult(BaseModel):
+    """XCom result of ``ResumeJobOperator``."""
+
+    job_id: str
+    job_name: str
+    savepoint_path: str | None
+    submitted_at: datetime
+    running_at: datetime
+    stopped_at: datetime | None = Field(None, description="when production stopped (from the quiesce result)")
+    downtime_seconds: float | None = Field(None, description="stopped_at → RUNNING again")
+    submitter: str
+    reattached: bool = False
+
+
+class StopWindow(BaseModel):
+    """Everything ``StopWindowOperator`` did between "production stops" and "production runs again", in one task.
+
+    ``start_offsets`` (a ``StartOffsets``) and ``memory_cut`` (a ``ForkResult``) are kept as their JSON dicts:
+    the tasks that would otherwise compute them (``start_offsets``, the baseline's fork) return them as they are.
+    """
+
+    start_offsets: dict[str, Any] | None = Field(None, description="the capture topic's end offsets at the savepoint")
+    memory_cut: dict[str, Any] | None = Field(None, description="the baseline's memory fork taken at the cut")
+    resumed: ResumeResult | None = Field(None, description="production resubmitted and RUNNING again")
+    error: str | None = Field(None, description="the step that failed inside the window (production was resumed)")
+    steps_s: dict[str, float] = Field(
+        default_factory=dict, description="seconds per step: savepoint, offsets, memory_cut, resubmit, running"
+    )
+
+
 class QuiesceResult(BaseModel):
     """XCom result of ``QuiesceAndSavepointOperator``."""
 
@@ -326,39 +356,8 @@ class QuiesceResult(BaseModel):
     reused: bool = Field(False, description="a retry found this run's savepoint and reused it")
     plan: ProductionPlan
     note: str = ""
-    window: StopWindow | None = Field(
-        None, description="what the stop window did while production was stopped (``StopWindowOperator`` only)"
-    )
-
-
-class StopWindow(BaseModel):
-    """Everything ``StopWindowOperator`` did between "production stops" and "production runs again", in one task.
-
-    ``start_offsets`` (a ``StartOffsets``) and ``memory_cut`` (a ``ForkResult``) are kept as their JSON dicts:
-    the tasks that would otherwise compute them (``start_offsets``, the baseline's fork) return them as they are.
-    """
-
-    start_offsets: dict[str, Any] | None = Field(None, description="the capture topic's end offsets at the savepoint")
-    memory_cut: dict[str, Any] | None = Field(None, description="the baseline's memory fork taken at the cut")
-    resumed: ResumeResult | None = Field(None, description="production resubmitted and RUNNING again")
-    error: str | None = Field(None, description="the step that failed inside the window (production was resumed)")
-    steps_s: dict[str, float] = Field(
-        default_factory=dict, description="seconds per step: savepoint, offsets, memory_cut, resubmit, running"
-    )
-
-
-class ResumeResult(BaseModel):
-    """XCom result of ``ResumeJobOperator``."""
-
-    job_id: str
-    job_name: str
-    savepoint_path: str | None
-    submitted_at: datetime
-    running_at: datetime
-    stopped_at: datetime | None = Field(None, description="when production stopped (from the quiesce result)")
-    downtime_seconds: float | None = Field(None, description="stopped_at → RUNNING again")
-    submitter: str
-    reattached: bool = False
+    #: what the stop window did while production was stopped (``StopWindowOperator`` only)
+    window: StopWindow | None = None
 
 
 class FlinkPythonProgram(BaseModel):
@@ -431,6 +430,3 @@ class SubmittedJob(BaseModel):
     savepoint_path: str | None = None
     allow_non_restored_state: bool = False
     seconds: float = 0.0
-
-
-QuiesceResult.model_rebuild()

@@ -98,8 +98,8 @@ class ForkMem0NamespaceOperator(BaseOperator):
         subclass returns None when its store fails)."""
         source = _namespace(self.source, "source")
         target = _namespace(self.target, "target")
-        cut = ((self.stop_window or {}).get("window") or {}).get("memory_cut")
-        same = cut and cut["fork_id"] == str(self.fork_id)
+        cut: dict[str, Any] = ((self.stop_window or {}).get("window") or {}).get("memory_cut") or {}
+        same = bool(cut) and cut["fork_id"] == str(self.fork_id)
         if same and Mem0Namespace.coerce(cut["target"], what="the cut's target") == target:
             self.log.info("%s was forked at the cut, inside the stop window: nothing to do", target)
             self._report(ForkResult.model_validate(cut))

@@ -107,7 +107,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         kwargs.setdefault("wait_for_finished", False)
         super().__init__(**kwargs)
         self.capture_topic = capture_topic
-        self.offsets_before = offsets_before
+        self.offsets_before: Any = offsets_before
         self.kafka_config_id = kafka_config_id
         self.memory_source = memory_source
         self.memory_target = memory_target
