@@ -101,7 +101,7 @@ def running_jobs(stack: Any, name: str) -> list[str]:
 def run_replay_dag(
     stack: Any, production: dict[str, Any], conf: dict[str, Any], *, kind: str = "gate", feed_from: int = 1000,
     conn_file: str | None = None, spec: Any = None, feed_after_resume: bool = False, retry_delay_s: float | None = None,
-    feeder: Any = None,
+    feeder: Any = None, feed_after_savepoint: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """Build the replay DAG of ``kind`` for the production's spec and run it under ``dag.test()`` while
     reviews keep flowing into production; returns the DAG run and ``{states, record, spec}``.
@@ -110,7 +110,10 @@ def run_replay_dag(
     flight when it stops (``stop`` mode keeps in-flight agent runs in the savepoint; see docs/limitations.md).
     ``retry_delay_s``: every task keeps its number of retries but waits only this long between them (a drill
     whose fault lasts the whole run: the retries fail the same way, sooner).
-    ``feeder``: what feeds production instead of reviews at 5 a second (a ``PacedFeeder``)."""
+    ``feeder``: what feeds production instead of reviews at 5 a second (a ``PacedFeeder``).
+    ``feed_after_savepoint``: production gets no review until it has a savepoint newer than the run's start
+    (``savepoint`` mode: production keeps running, so without this the savepoint may hold agent runs in flight;
+    Flink Agents 0.2.0 can crash a TaskManager natively restoring some of them, docs/limitations.md)."""
     import json
     from pathlib import Path
 
@@ -130,6 +133,8 @@ def run_replay_dag(
     feeder = feeder or ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
     if feed_after_resume:
         feeder = _AfterResume(feeder, stack, production["job_name"])  # type: ignore[assignment]
+    elif feed_after_savepoint:
+        feeder = _AfterSavepoint(feeder, stack, production["job_name"])  # type: ignore[assignment]
     with feeder:
         dagrun = dag.test(run_conf=conf, conn_file_path=conn_file or stack.connections_file)
     states = {ti.task_id: str(ti.state) for ti in dagrun.get_task_instances()}
@@ -204,12 +209,16 @@ class _AfterResume:
         self.feeder, self.stack, self.job_name = feeder, stack, job_name
         self.before = set(running_jobs(stack, job_name))
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="feed-after-resume")
+        self._thread = threading.Thread(target=self._run, daemon=True, name="feed-after")
         self._started = False
 
+    def ready(self) -> bool:
+        """Production runs again as a new job."""
+        return bool(set(running_jobs(self.stack, self.job_name)) - self.before)
+
     def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            if set(running_jobs(self.stack, self.job_name)) - self.before:
+        while not self._stop.wait(0.5):
+            if self.ready():
                 self.feeder.__enter__()
                 self._started = True
                 return
@@ -223,6 +232,26 @@ class _AfterResume:
         self._thread.join(10)
         if self._started:
             self.feeder.__exit__(*exc)
+
+
+class _AfterSavepoint(_AfterResume):
+    """Runs ``feeder`` only once production's running job has a completed savepoint taken after now."""
+
+    def __init__(self, feeder: Any, stack: Any, job_name: str) -> None:
+        import time
+
+        super().__init__(feeder, stack, job_name)
+        self.since_ms = int(time.time() * 1000)
+
+    def ready(self) -> bool:
+        from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+        hook = FlinkRestHook(settings=FlinkRestSettings(base_url=self.stack.flink_rest_url))
+        for job_id in self.before:
+            latest = hook.get_checkpoints(job_id).latest_savepoint
+            if latest is not None and (latest.trigger_timestamp or 0) >= self.since_ms:
+                return True
+        return False
 
 
 def stack_flink_default(stack: Any) -> str:

@@ -48,8 +48,10 @@ def savepoint_run(stack, production) -> dict[str, Any]:
     from airflow_flink_replay.local.demo import V1
 
     before = running_jobs(stack, production["job_name"])
+    # no review reaches production until its savepoint is taken: the savepoint holds no agent run in flight
+    # (Flink Agents 0.2.0 can crash the replay TaskManager natively restoring one: docs/limitations.md)
     dagrun, run = run_replay_dag(stack, production, {"quiesce_mode": "savepoint", "candidate": V1}, kind="manual",
-                                 feed_from=50_000)
+                                 feed_from=50_000, feed_after_savepoint=True)
     return {"state": str(dagrun.state), "before": before, "after": running_jobs(stack, production["job_name"]),
             **run}
 
