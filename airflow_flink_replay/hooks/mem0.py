@@ -176,6 +176,15 @@ class Mem0Hook(BaseHook):
         """The offline ``mem0.Memory`` for this connection (built once per hook; ``oss`` backend only)."""
         return self._oss().memory
 
+    def connect(self) -> None:
+        """Build the backend and its client now (mem0's import, the offline ``Memory``, the vector-store or
+        platform client), so a later call in a time-critical step does not pay for it."""
+        backend = self.get_backend()
+        if isinstance(backend, OssMem0Backend):
+            backend.store  # noqa: B018  (builds the Memory and the store adapter)
+        else:
+            self.get_hosted().client()
+
     def get_store(self) -> StoreAdapter:
         """The vector-store adapter for this connection's collection (``oss`` backend only)."""
         return self._oss().store

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -118,6 +119,23 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.submitter = submitter
         self.resume_timeout = float(resume_timeout)
 
+    def execute(self, context: Any) -> Any:
+        """Connect to the memory store first (mem0's import and the store client take seconds in a fresh task
+        process: not inside production's downtime), then quiesce and run the window."""
+        if self.mode in ("drain", "stop") and self.memory_source is not None and self.memory_target is not None:
+            started = time.monotonic()
+            try:
+                self.mem0_hook.connect()
+            except Exception as exc:  # the cut inside the window fails the same way and production comes back
+                self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
+            self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
+        return super().execute(context)
+
+    @cached_property
+    def mem0_hook(self) -> Mem0Hook:
+        """The Mem0 hook of the memory cut (connected before the stop)."""
+        return Mem0Hook(mem0_conn_id=self.mem0_conn_id)
+
     def _finish(self, context: Any, hook: FlinkRestHook, plan: Any, **kwargs: Any) -> dict[str, Any]:
         result = super()._finish(context, hook, plan, **kwargs)
         quiesce = QuiesceResult.model_validate(result)
@@ -192,7 +210,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             return None
         source = Mem0Namespace.coerce(self.memory_source, what="memory_source")
         target = Mem0Namespace.coerce(self.memory_target, what="memory_target")
-        result = Mem0Hook(mem0_conn_id=self.mem0_conn_id).fork(source, target, fork_id=str(self.fork_id))
+        result = self.mem0_hook.fork(source, target, fork_id=str(self.fork_id))
         self.log.info(
             "memory cut %s → %s: %d memories in %.3f s%s",
             source,
