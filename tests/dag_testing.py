@@ -254,6 +254,21 @@ class _AfterSavepoint(_AfterResume):
         return False
 
 
+def connections_with_mem0_down(stack: Any, conn_id: str, folder: Any) -> str:
+    """A copy of the stack's connections file with ``conn_id``: a Mem0 connection to the stack's memory store
+    config but a port nothing listens on (the store is down). Returns the file's path."""
+    import json
+    from pathlib import Path
+
+    broken = json.loads(json.dumps(stack.mem0_config()))
+    broken["vector_store"]["config"]["port"] = 1  # nothing listens there
+    conns = json.loads(Path(stack.connections_file).read_text())
+    conns[conn_id] = {"conn_type": "mem0", "extra": json.dumps(broken)}
+    path = Path(folder) / "connections.json"
+    path.write_text(json.dumps(conns))
+    return str(path)
+
+
 def stack_flink_default(stack: Any) -> str:
     """The stack's ``flink_default`` connection (as in its connections file) as an ``AIRFLOW_CONN_*`` value."""
     import json

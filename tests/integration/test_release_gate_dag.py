@@ -8,14 +8,13 @@ scheduler — in test_gate_real_scheduler.py.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.dag_testing import (
+    connections_with_mem0_down,
     deploy_test_production,
     run_replay_dag,
     running_jobs,
@@ -81,15 +80,10 @@ def test_drill_memory_fork_fails(stack, production, tmp_path) -> None:
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
     spec = ReplaySpec.from_yaml(production["spec_path"])
-    broken = json.loads(json.dumps(stack.mem0_config()))
-    broken["vector_store"]["config"]["port"] = 1  # nothing listens there
-    conns = json.loads(Path(stack.connections_file).read_text())
-    conns["mem0_drill_down"] = {"conn_type": "mem0", "extra": json.dumps(broken)}
-    conn_file = tmp_path / "connections.json"
-    conn_file.write_text(json.dumps(conns))
+    conn_file = connections_with_mem0_down(stack, "mem0_drill_down", tmp_path)
     spec = spec.model_copy(update={"mem0_conn_id": "mem0_drill_down", "name": f"{spec.name}-forkdrill"})
     dagrun, run = run_replay_dag(stack, production, {"candidate": "examples.review_agent.v2.job:job"},
-                                 spec=spec, conn_file=str(conn_file), feed_from=next(_FEED_START),
+                                 spec=spec, conn_file=conn_file, feed_from=next(_FEED_START),
                                  retry_delay_s=1)  # the store stays down: every retry fails the same way
     states = run["states"]
     assert str(dagrun.state) == "failed"

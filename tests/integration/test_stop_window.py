@@ -18,7 +18,6 @@ savepoint instant cannot be cut again once production runs), and no fork memory 
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,7 +29,13 @@ from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
-from tests.dag_testing import deploy_test_production, running_jobs, stack_flink_default, stop_production
+from tests.dag_testing import (
+    connections_with_mem0_down,
+    deploy_test_production,
+    running_jobs,
+    stack_flink_default,
+    stop_production,
+)
 from tests.jobs import harness
 
 pytestmark = pytest.mark.timeout(900)
@@ -162,18 +167,13 @@ def test_a_store_down_at_the_cut_still_resumes_production_and_leaves_no_fork(
     stack: Any, production: Any, flink: FlinkRestHook, tmp_path: Path
 ) -> None:
     spec = ReplaySpec.from_yaml(production["spec_path"])
-    broken = json.loads(json.dumps(stack.mem0_config()))
-    broken["vector_store"]["config"]["port"] = 1  # nothing listens there
-    conns = json.loads(Path(stack.connections_file).read_text())
-    conns["mem0_window_down"] = {"conn_type": "mem0", "extra": json.dumps(broken)}
-    conn_file = tmp_path / "connections.json"
-    conn_file.write_text(json.dumps(conns))
+    conn_file = connections_with_mem0_down(stack, "mem0_window_down", tmp_path)
     job_id = _current_job(flink, production["job_name"])
     fork = f"{production['identifier']}-window-down"
 
     dag = _window_dag("stop_window_store_down", spec, job_id, fork, "mem0_window_down", stack.mem0_config())
     harness.register_dag(dag)
-    dagrun = dag.test(conn_file_path=str(conn_file))
+    dagrun = dag.test(conn_file_path=conn_file)
     states = {ti.task_id: str(ti.state) for ti in dagrun.get_task_instances()}
     assert states["quiesce"] == "failed" and states["resume_production"] == "success", states
     window_ti = next(ti for ti in dagrun.get_task_instances() if ti.task_id == "quiesce")
