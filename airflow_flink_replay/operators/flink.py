@@ -546,19 +546,9 @@ class ResumeJobOperator(BaseOperator):
         stopped_at = quiesce.requested_at if quiesce else None
         job_id = quiesce.job_id if quiesce is not None else self.production_job_id
 
-        resumed = quiesce.window.resumed if quiesce is not None and quiesce.window else None
-        if resumed is not None:
-            # the stop window resubmitted production itself: confirm it still runs and report its downtime
-            job = hook.get_job(resumed.job_id)
-            if job.state == "RUNNING":
-                self.log.info(
-                    "Production job %s was resumed inside the stop window after %s s of downtime: nothing to do",
-                    resumed.job_id,
-                    resumed.downtime_seconds,
-                )
-                FlinkJobLink.persist(context, hook.job_ui_url(resumed.job_id))
-                return resumed.model_dump(mode="json")
-            self.log.warning("Production job %s, resumed inside the stop window, is %s now", resumed.job_id, job.state)
+        in_window = self._resumed_in_window(context, hook, quiesce)
+        if in_window is not None:
+            return in_window
         if quiesce is not None and not quiesce.production_stopped:
             self.log.info(
                 "Quiesce mode %r never stopped production (job %s): nothing to resume", quiesce.mode, quiesce.job_id
@@ -615,6 +605,23 @@ class ResumeJobOperator(BaseOperator):
                 f"no savepoint of job {job_id} and no savepoint_path was given). Production is not running.{hint}"
             )
         return self._submit(context, hook, program, name, savepoint, stopped_at)
+
+    def _resumed_in_window(self, context: Any, hook: FlinkRestHook, quiesce: QuiesceResult | None) -> Any:
+        """The stop window's ``ResumeResult`` when the window resubmitted production and that job still RUNS."""
+        resumed = quiesce.window.resumed if quiesce is not None and quiesce.window else None
+        if resumed is None:
+            return None
+        job = hook.get_job(resumed.job_id)
+        if job.state != "RUNNING":
+            self.log.warning("Production job %s, resumed inside the stop window, is %s now", resumed.job_id, job.state)
+            return None
+        self.log.info(
+            "Production job %s was resumed inside the stop window after %s s of downtime: nothing to do",
+            resumed.job_id,
+            resumed.downtime_seconds,
+        )
+        FlinkJobLink.persist(context, hook.job_ui_url(resumed.job_id))
+        return resumed.model_dump(mode="json")
 
     def _stop_outcome(self, context: Any, hook: FlinkRestHook, job_id: str) -> StopOutcome:
         """What this run's stop did to ``job_id``, once it is no longer in flight (``FlinkRestHook.stop_outcome``)."""

@@ -156,6 +156,26 @@ class Capture:
     manifest: Task
 
 
+def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) -> Any:
+    """Production's whole stop window in one task (``quiesce``): stop, offsets, memory cut, resubmit, RUNNING."""
+    prod = spec.production
+    return StopWindowOperator(
+        task_id=ids.TASK_QUIESCE,
+        job_id=job_id,
+        mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        target_directory=spec.savepoint_dir,
+        flink_conn_id=spec.flink_conn_id,
+        capture_topic=prod.capture_topic,
+        offsets_before=offsets_before.output,
+        kafka_config_id=spec.kafka_conn_id,
+        memory_source=run[ids.XCOM_MEMORY_SOURCE_KEY],
+        memory_target=run[ids.fork_key("baseline")],
+        mem0_conn_id=spec.mem0_conn_id,
+        program=prod.program,
+        job_name=prod.job_name,
+    )
+
+
 def capture(spec: ReplaySpec, run: Any) -> Capture:
     """Stage capture. ``quiesce`` is production's whole stop window (:class:`StopWindowOperator`: the savepoint,
     the start offsets, the baseline's memory cut and the resubmission in one task), so no scheduling latency
@@ -175,22 +195,7 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
     offsets_before: Any = RecordStartOffsetsOperator(
         task_id=ids.TASK_OFFSETS_BEFORE_QUIESCE, topic=prod.capture_topic, kafka_config_id=spec.kafka_conn_id
     )
-    # production's whole stop window in this one task: stop, offsets, memory cut, resubmit, RUNNING
-    quiesce: Any = StopWindowOperator(
-        task_id=ids.TASK_QUIESCE,
-        job_id=job_id,
-        mode=run[ids.XCOM_QUIESCE_MODE_KEY],
-        target_directory=spec.savepoint_dir,
-        flink_conn_id=spec.flink_conn_id,
-        capture_topic=prod.capture_topic,
-        offsets_before=offsets_before.output,
-        kafka_config_id=spec.kafka_conn_id,
-        memory_source=run[ids.XCOM_MEMORY_SOURCE_KEY],
-        memory_target=run[ids.fork_key("baseline")],
-        mem0_conn_id=spec.mem0_conn_id,
-        program=prod.program,
-        job_name=prod.job_name,
-    )
+    quiesce = stop_window(spec, run, job_id, offsets_before)
     start_offsets: Any = RecordStartOffsetsOperator(
         task_id=ids.TASK_START_OFFSETS,
         topic=prod.capture_topic,
