@@ -22,7 +22,6 @@ against the smallest's (goal: ≤ 1.10). Needs the local stack up; takes ~2 min 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -37,12 +36,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.control_plane import _context, raw_drain_and_restore  # noqa: E402
 from benchmarks.mem0_fork import seed  # noqa: E402
-
-
-def _connections_as_env(connections_file: str) -> None:
-    """The stack's connections (Flink, Kafka, Mem0) as ``AIRFLOW_CONN_*``: the operators find them by id."""
-    for conn_id, conn in json.loads(Path(connections_file).read_text()).items():
-        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
 
 
 def window_round(stack: Any, job_id: str, program: dict[str, Any], topics: Any, identifier: str,
@@ -109,7 +102,9 @@ def main() -> int:
     if stack is None:
         print("local stack is not up: run `.venv/bin/flink-replay stack up`", file=sys.stderr)
         return 2
-    _connections_as_env(stack.connections_file)
+    from airflow_flink_replay.local.airflow_runner import connection_env
+
+    os.environ.update(connection_env(stack))  # the operators find the stack's Flink, Kafka and Mem0 by id
 
     from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
     from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter

@@ -68,9 +68,15 @@ def airflow_env(
             "FLINK_REPLAY_STACK_DIR": stack.workdir,
         }
     )
-    for conn_id, conn in json.loads(Path(stack.connections_file).read_text()).items():
-        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    env.update(connection_env(stack))
     return env
+
+
+def connection_env(stack: StackInfo) -> dict[str, str]:
+    """The stack's connections as environment variables: one ``AIRFLOW_CONN_<ID>`` per entry of its
+    connections file."""
+    conns = json.loads(Path(stack.connections_file).read_text())
+    return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(conn) for conn_id, conn in conns.items()}
 
 
 class TaskTiming(BaseModel):

@@ -131,7 +131,8 @@ def _ti_parts(context: Any) -> tuple[str, str, str, int]:
     return ti.dag_id, ti.run_id, ti.task_id, -1 if map_index is None else int(map_index)
 
 
-def _ms(ts: int | None) -> datetime | None:
+def flink_time(ts: int | None) -> datetime | None:
+    """A Flink epoch-millisecond timestamp as an aware datetime (None for Flink's "not set", 0 or -1)."""
     return datetime.fromtimestamp(ts / 1000, UTC) if ts and ts > 0 else None
 
 
@@ -252,8 +253,8 @@ class QuiesceAndSavepointOperator(BaseOperator):
                 plan,
                 trigger_id=trigger_id,
                 location=str(existing.external_path),
-                requested_at=_ms(existing.trigger_timestamp) or datetime.now(UTC),
-                completed_at=_ms(existing.latest_ack_timestamp) or datetime.now(UTC),
+                requested_at=flink_time(existing.trigger_timestamp) or datetime.now(UTC),
+                completed_at=flink_time(existing.latest_ack_timestamp) or datetime.now(UTC),
                 reused=True,
             )
         if job.state != "RUNNING":
@@ -392,7 +393,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
                 job = hook.wait_for_job_state(self.job_id, ("FINISHED",), timeout=60, poll_interval=0.05)
             else:
                 job = hook.get_job(self.job_id)
-            stopped_at = _ms(job.end_time)
+            stopped_at = flink_time(job.end_time)
             # the web UI shows an ended job under #/job/completed/ only: link the page that exists now
             FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, job.state))
         note = {
@@ -588,7 +589,7 @@ class ResumeJobOperator(BaseOperator):
             if outcome.kept_running:
                 self.log.info("No stop of this run took effect: production job %s still RUNS, reattaching", job_id)
                 return self._wait(context, hook, job_id, name or "", None, datetime.now(UTC), None, reattached=True)
-            stopped_at = _ms(outcome.end_time)
+            stopped_at = flink_time(outcome.end_time)
             if outcome.savepoint and not savepoint:
                 self.log.warning(
                     "The quiesce task left no result, but production job %s is %s with savepoint %s of this run: "

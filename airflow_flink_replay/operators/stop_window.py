@@ -45,6 +45,7 @@ from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
 from airflow_flink_replay.operators.flink import (
     QuiesceAndSavepointOperator,
+    flink_time,
     resubmit_production,
 )
 from airflow_flink_replay.operators.manifest import read_start_offsets
@@ -128,7 +129,8 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
                 self.mem0_hook.connect()
             except Exception as exc:  # the cut inside the window fails the same way and production comes back
                 self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
-            self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
+            else:
+                self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
         return super().execute(context)
 
     @cached_property
@@ -271,4 +273,4 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             job = hook.get_job(job_id)
         except FlinkRestError:
             return None
-        return datetime.fromtimestamp(job.end_time / 1000, UTC) if job.end_time and job.end_time > 0 else None
+        return flink_time(job.end_time)
