@@ -8,35 +8,74 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["PREVIEW_CHARS", "AuditRecord", "args_digest", "args_preview", "read_audit"]
+__all__ = [
+    "PREVIEW_CHARS",
+    "REPLAY_NAMESPACE",
+    "AuditRecord",
+    "args_digest",
+    "args_preview",
+    "masked",
+    "read_audit",
+]
 
-#: Length of ``args_preview``.
-PREVIEW_CHARS = 200
+#: Length of ``args_preview`` (long enough to show a tool's arguments whole, so a change can be shown as a diff).
+PREVIEW_CHARS = 600
+
+#: What a replay's own namespace (its job identifier, Mem0's ``user_id``) reads as in audited arguments: each
+#: variant has its own fork, so the name differs between variants although the call is the same.
+REPLAY_NAMESPACE = "<replay-namespace>"
+
+#: Argument names whose values are masked in previews (Airflow's sensitive field names, without the bare
+#: substring ``token``, which would hide a chat model's ``max_tokens``).
+_SENSITIVE = re.compile(
+    r"password|passwd|passphrase|secret|api[_-]?key|access[_-]?token|auth[_-]?token|^token$|authorization"
+    r"|private[_-]?key|credential|keyfile_dict|service_account",
+    re.I,
+)
+_MASK = "***"
 
 ResourceTypeName = Literal["chat_model", "tool", "vector_store", "embedding_model", "unmediated"]
 DecisionName = Literal["allow", "record", "block"]
 OutcomeName = Literal["ok", "error", "recorded", "blocked"]
 
 
-def _canonical(args: Any, kwargs: Any) -> str:
-    return json.dumps({"args": args, "kwargs": kwargs}, sort_keys=True, default=str, ensure_ascii=False)
+def masked(value: Any) -> Any:
+    """``value`` with the value of every mapping entry whose name looks secret (password, token, api_key, ...)
+    replaced by ``***``, at any depth."""
+    if isinstance(value, Mapping):
+        return {k: _MASK if isinstance(k, str) and _SENSITIVE.search(k) else masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked(v) for v in value]
+    return value
 
 
-def args_digest(args: Any = (), kwargs: Any = None) -> str:
-    """SHA-256 hex of the canonical JSON of the call arguments (objects by ``str``)."""
-    return hashlib.sha256(_canonical(list(args), kwargs or {}).encode("utf-8")).hexdigest()
+def _canonical(args: Any, kwargs: Any, replace: Mapping[str, str] | None = None) -> str:
+    text = json.dumps({"args": args, "kwargs": kwargs}, sort_keys=True, default=str, ensure_ascii=False)
+    for token, placeholder in (replace or {}).items():
+        if token:
+            text = text.replace(json.dumps(token, ensure_ascii=False)[1:-1], placeholder)
+    return text
 
 
-def args_preview(args: Any = (), kwargs: Any = None, limit: int = PREVIEW_CHARS) -> str:
-    """Truncated canonical JSON of the call arguments."""
-    text = _canonical(list(args), kwargs or {})
+def args_digest(args: Any = (), kwargs: Any = None, replace: Mapping[str, str] | None = None) -> str:
+    """SHA-256 hex of the canonical JSON of the call arguments (objects by ``str``), with each ``replace`` key
+    (e.g. the replay's own namespace) read as its value, so the same call digests the same in every variant."""
+    return hashlib.sha256(_canonical(list(args), kwargs or {}, replace).encode("utf-8")).hexdigest()
+
+
+def args_preview(
+    args: Any = (), kwargs: Any = None, limit: int = PREVIEW_CHARS, replace: Mapping[str, str] | None = None
+) -> str:
+    """Truncated canonical JSON of the call arguments, secrets masked (:func:`masked`), ``replace`` applied."""
+    text = _canonical(masked(list(args)), masked(kwargs or {}), replace)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -69,16 +108,17 @@ class AuditRecord(BaseModel):
         decision: str,
         outcome: str,
         error: str | None = None,
+        replace: Mapping[str, str] | None = None,
     ) -> AuditRecord:
-        """Build a record, digesting and previewing the arguments."""
+        """Build a record, digesting and previewing the arguments (``replace``: see :func:`args_digest`)."""
         return cls(
             variant=variant,
             key=key,
             resource_type=resource_type,  # type: ignore[arg-type]
             resource_name=resource_name,
             method=method,
-            args_digest=args_digest(args, kwargs),
-            args_preview=args_preview(args, kwargs),
+            args_digest=args_digest(args, kwargs, replace),
+            args_preview=args_preview(args, kwargs, replace=replace),
             decision=decision,  # type: ignore[arg-type]
             outcome=outcome,  # type: ignore[arg-type]
             error=error,

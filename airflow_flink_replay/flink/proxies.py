@@ -38,7 +38,7 @@ from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSe
 from flink_agents.plan.tools.function_tool import FunctionTool
 from pydantic import PrivateAttr
 
-from airflow_flink_replay.core.audit import AuditRecord
+from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
@@ -88,8 +88,10 @@ def guarded_call(
     args: tuple,
     kwargs: dict,
     to_result: Any = None,
+    replace: dict[str, str] | None = None,
 ) -> Any:
-    """Apply ``policy`` to one call and audit it (see the module docstring)."""
+    """Apply ``policy`` to one call and audit it (see the module docstring); ``replace`` names the strings the
+    audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call."""
     decision = policy.decide(resource_type, resource_name, method)
 
     def audit(outcome: str, error: str | None = None) -> None:
@@ -106,6 +108,7 @@ def guarded_call(
                 decision=decision.value,
                 outcome=outcome,
                 error=error,
+                replace=replace,
             ),
         )
 
@@ -142,6 +145,7 @@ class ToolPolicyProxy(FunctionTool):
     afr_variant: str
     afr_audit_dir: str
     afr_policy: str = ""
+    afr_replace: dict[str, str] = {}
 
     @property
     def call(self) -> Any:  # type: ignore[override]
@@ -161,6 +165,7 @@ class ToolPolicyProxy(FunctionTool):
                 call=inner,
                 args=args,
                 kwargs=kwargs,
+                replace=self.afr_replace,
             )
 
         call.__module__ = FunctionTool.call.__module__
@@ -179,6 +184,7 @@ class _ResourcePolicyProxy(Resource):
     afr_variant: str
     afr_audit_dir: str
     afr_policy: str = ""
+    afr_replace: dict[str, str] = {}
     _inner: Any = PrivateAttr(default=None)
 
     @classmethod
@@ -232,6 +238,7 @@ class _ResourcePolicyProxy(Resource):
                 args=args,
                 kwargs=kwargs,
                 to_result=self._to_result(name),
+                replace=self.afr_replace,
             )
 
         call.__module__ = getattr(target, "__module__", None) or self.inner_module
@@ -269,18 +276,24 @@ _PROXY_FOR: dict[ResourceType, type[_ResourcePolicyProxy]] = {
 
 # --------------------------------------------------------------------------------------------- plan rewrite
 def rewrite_plan_resources(
-    plan: Any, policy: ReplayPolicy, variant: str, audit_dir: str, key_field: str = ""
+    plan: Any, policy: ReplayPolicy, variant: str, audit_dir: str, key_field: str = "", namespace: str = ""
 ) -> dict[str, list[str]]:
     """Wrap every governed resource provider of ``plan`` (an ``AgentPlan``) in a policy proxy, in place.
 
     Also marks every action's config with a :class:`KeyHookMarker` so the TaskManager installs the key hook
     (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan; ``key_field`` (the JSON input
-    field that is the agent key) lets audit records name the key text. Returns what was wrapped and
-    what was left unmediated, per resource type.
+    field that is the agent key) lets audit records name the key text; ``namespace`` (the replay's job
+    identifier, its own Mem0 ``user_id``) reads as ``<replay-namespace>`` in audited arguments. Returns what
+    was wrapped and what was left unmediated, per resource type.
     """
     Path(audit_dir).mkdir(parents=True, exist_ok=True)
     policy_json = policy.model_dump_json()
-    common = {"afr_variant": variant, "afr_audit_dir": str(audit_dir), "afr_policy": policy_json}
+    common = {
+        "afr_variant": variant,
+        "afr_audit_dir": str(audit_dir),
+        "afr_policy": policy_json,
+        "afr_replace": {namespace: REPLAY_NAMESPACE} if namespace else {},
+    }
     report: dict[str, list[str]] = {"wrapped": [], "unmediated": []}
     providers = plan.resource_providers or {}
     for rtype in (ResourceType.TOOL, ResourceType.CHAT_MODEL, ResourceType.VECTOR_STORE, ResourceType.EMBEDDING_MODEL):

@@ -177,7 +177,9 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
 
     def plan_hook(plan: Any) -> None:
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
-        report = proxies.rewrite_plan_resources(plan, policy, spec.variant, spec.audit_dir, key_field)
+        report = proxies.rewrite_plan_resources(
+            plan, policy, spec.variant, spec.audit_dir, key_field, namespace=spec.job_identifier
+        )
         logging.info("replay %s: resources %s", spec.variant, report)
 
     out = apply_agent_job(

@@ -13,6 +13,7 @@ from airflow_flink_replay.core.compare.engine import AuditSources, compare_runs,
 from airflow_flink_replay.core.compare.loading import AuditRecord
 from airflow_flink_replay.core.compare.reports import EXIT_CODES, render_html, render_junit, write_reports
 from airflow_flink_replay.core.compare.result import (
+    CallChange,
     ComparisonResult,
     Counts,
     Example,
@@ -28,6 +29,7 @@ __all__ = [
     "AuditRecord",
     "AuditRule",
     "AuditSources",
+    "CallChange",
     "CompareConfig",
     "CompareInputError",
     "ComparisonResult",

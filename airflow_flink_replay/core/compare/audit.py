@@ -2,7 +2,9 @@
 
 Each (resource_type, resource_name, method) is a "signature". Per key we count its calls; a key differs
 when the counts differ. The rates go through the same noise rule as output fields, and two findings need no
-statistics: a signature the baseline never called (NEW_RESOURCE_CALL) and configured audit rules.
+statistics: a signature the baseline never called (NEW_RESOURCE_CALL) and configured audit rules. For keys
+called as often, the calls' arguments and decision/outcome are compared too
+(:mod:`~airflow_flink_replay.core.compare.call_changes`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airflow_flink_replay.core.audit import name_hashed_keys
+from airflow_flink_replay.core.compare import call_changes
 from airflow_flink_replay.core.compare.config import AuditRule, CompareConfig
 from airflow_flink_replay.core.compare.loading import AuditRecord
 from airflow_flink_replay.core.compare.result import Reason, ResourceStat
 from airflow_flink_replay.core.compare.stats import newcombe_lower, z_one_sided
 
 Signature = tuple[str, str, str]
+#: signature -> key -> that key's calls of it.
+ByKey = dict[Signature, dict[str, list[AuditRecord]]]
 
 
 def _bound(value: float | None) -> str:
@@ -29,18 +34,22 @@ def _signature_text(sig: Signature) -> str:
     return f"{sig[0]}:{sig[1]}.{sig[2]}"
 
 
-def _index(records: list[AuditRecord]) -> tuple[dict[Signature, Counter[str]], Counter[Signature], Counter[Signature]]:
-    per_sig: dict[Signature, Counter[str]] = defaultdict(Counter)
+def _index(records: list[AuditRecord]) -> tuple[ByKey, Counter[Signature], Counter[Signature]]:
+    per_sig: ByKey = defaultdict(lambda: defaultdict(list))
     errors: Counter[Signature] = Counter()
     blocked: Counter[Signature] = Counter()
     for r in records:
         sig = (r.resource_type, r.resource_name, r.method)
-        per_sig[sig][r.key] += 1
+        per_sig[sig][r.key].append(r)
         if r.outcome == "error":
             errors[sig] += 1
         elif r.outcome == "blocked":
             blocked[sig] += 1
     return per_sig, errors, blocked
+
+
+def _counts(calls: dict[str, list[AuditRecord]]) -> Counter[str]:
+    return Counter({key: len(rows) for key, rows in calls.items()})
 
 
 def _differing(a: Counter[str], b: Counter[str]) -> int:
@@ -63,9 +72,9 @@ def _rule_matches(rule: AuditRule, sig: Signature) -> bool:
 class _Indexed:
     """The three audits indexed by signature, and the key universe the rates are counted over."""
 
-    a: dict[Signature, Counter[str]]
-    b: dict[Signature, Counter[str]]
-    a2: dict[Signature, Counter[str]] | None
+    a: ByKey
+    b: ByKey
+    a2: ByKey | None
     b_errors: Counter[Signature]
     b_blocked: Counter[Signature]
     n: int
@@ -126,9 +135,8 @@ class _SigFacts:
 
 
 def _sig_facts(sig: Signature, ix: _Indexed, z: float) -> _SigFacts:
-    empty: Counter[str] = Counter()
-    a, b = ix.a.get(sig, empty), ix.b.get(sig, empty)
-    a2 = ix.a2.get(sig, empty) if ix.a2 is not None else None
+    a, b = _counts(ix.a.get(sig, {})), _counts(ix.b.get(sig, {}))
+    a2 = _counts(ix.a2.get(sig, {})) if ix.a2 is not None else None
     x1 = _differing(a, b)
     new = _new_keys(a, b)
     dropped = _new_keys(b, a)
@@ -197,6 +205,32 @@ def _beyond_noise(f: _SigFacts, config: CompareConfig) -> list[Reason]:
         what = f"calls {f.label} a different number of times for {f.x1} keys"
     message = f"candidate {what} (calls differ for {st.candidate_rate:.1%} of keys vs noise {p0:.1%})"
     return [Reason(code="SIDE_EFFECT_REGRESSION", severity="fail", message=message, fields=[st.signature])]
+
+
+def _call_changes(f: _SigFacts, ix: _Indexed, config: CompareConfig, z: float) -> list[Reason]:
+    """Keys called as often in both runs whose calls changed arguments (for the types configured) or
+    decision/outcome: counted on ``f.st``, one example each, judged against the baseline runs' own changes."""
+    a, b = ix.a.get(f.sig, {}), ix.b.get(f.sig, {})
+    a2 = ix.a2.get(f.sig, {}) if ix.a2 is not None else None
+    aspects: list[call_changes.Aspect] = ["outcome"]
+    if f.sig[0] in config.compare_arguments_of:
+        aspects.insert(0, "arguments")
+    reasons: list[Reason] = []
+    for aspect in aspects:
+        keys = call_changes.changed_keys(aspect, a, b)
+        noise = len(call_changes.changed_keys(aspect, a, a2)) if a2 is not None else None
+        shown = call_changes.example(aspect, keys[0], a[keys[0]], b[keys[0]]) if keys else None
+        setattr(f.st, f"{aspect}_changed_keys", len(keys))
+        setattr(f.st, f"{aspect}_noise_keys", noise)
+        if shown is not None:
+            f.st.changes.append(shown)
+        found = call_changes.judge(aspect, f.label, f.st.signature, len(keys), noise, ix.n, config, z, shown)
+        if any(r.severity == "fail" for r in found):
+            f.st.status = "regression"
+        elif found and found[0].severity == "inconclusive" and f.st.status == "ok":
+            f.st.status = "not_significant"
+        reasons.extend(found)
+    return reasons
 
 
 def _within_noise(f: _SigFacts, config: CompareConfig, n: int) -> list[Reason]:
@@ -268,6 +302,8 @@ def compare_audits(
     for sig in sorted(set(ix.a) | set(ix.b) | set(ix.a2 or {})):
         facts = _sig_facts(sig, ix, z)
         reasons.extend(_judge(facts, config, ix.n))
+        if facts.st.status != "new":
+            reasons.extend(_call_changes(facts, ix, config, z))
         stats.append(facts.st)
     rank = {"new": 0, "regression": 0, "rule": 0, "not_significant": 1, "too_noisy": 2, "gone": 3, "ok": 4}
     stats.sort(key=lambda s: (rank[s.status], -(s.candidate_rate - (s.noise_rate or 0.0)), s.signature))

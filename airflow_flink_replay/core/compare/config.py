@@ -58,6 +58,11 @@ class FieldRule(BaseModel):
         return path_pattern(self.path)
 
 
+ResourceTypeName = Literal["tool", "vector_store", "chat_model", "embedding_model", "unmediated"]
+#: Resource types whose call arguments are compared by default.
+ARGUMENTS_COMPARED: tuple[ResourceTypeName, ...] = ("tool", "vector_store", "unmediated")
+
+
 class AuditRule(BaseModel):
     """A gate rule on side effects, e.g. 'tool issue_refund must never be called for more keys'."""
 
@@ -158,6 +163,11 @@ class CompareConfig(BaseModel):
     audit_rules: list[AuditRule] = Field(default_factory=list)
     fail_on_new_resource: bool = Field(
         default=True, description="FAIL if the candidate calls a resource/method the baseline never called"
+    )
+    compare_arguments_of: list[ResourceTypeName] = Field(
+        default_factory=lambda: list(ARGUMENTS_COMPARED),
+        description="resource types whose call arguments are compared per key (a chat model's arguments are the "
+        "prompt, which a candidate changes on purpose: its effect shows in the outputs)",
     )
 
     # --- large inputs

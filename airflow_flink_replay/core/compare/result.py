@@ -21,6 +21,8 @@ FAIL_CODES = (
     "EXTRA_OUTPUTS",
     "NEW_RESOURCE_CALL",
     "SIDE_EFFECT_REGRESSION",
+    "SIDE_EFFECT_ARGUMENTS",
+    "SIDE_EFFECT_OUTCOME",
     "AUDIT_RULE",
 )
 INCONCLUSIVE_CODES = (
@@ -69,6 +71,16 @@ class FieldStat(BaseModel):
     noise_band_rel: float | None = Field(default=None, description="numbers: the same as a relative band")
 
 
+class CallChange(BaseModel):
+    """One call of a key whose arguments or decision/outcome changed between the baseline and the candidate."""
+
+    key: str
+    aspect: Literal["arguments", "outcome"]
+    baseline: str = Field(description="the baseline's call: arguments (secrets masked) or decision → outcome")
+    candidate: str = Field(description="the candidate's call, alike")
+    changed: list[str] = Field(default_factory=list, description="'field: old → new' per changed argument field")
+
+
 class ResourceStat(BaseModel):
     """Side-effect calls of one (resource_type, resource_name, method), per variant and per key."""
 
@@ -90,6 +102,15 @@ class ResourceStat(BaseModel):
     candidate_rate: float = 0.0
     lower_bound: float | None = None
     example_keys: list[str] = Field(default_factory=list)
+    arguments_changed_keys: int = Field(
+        default=0, description="keys called as often as in the baseline, with other arguments"
+    )
+    arguments_noise_keys: int | None = Field(default=None, description="the same between the baseline runs")
+    outcome_changed_keys: int = Field(
+        default=0, description="keys called as often as in the baseline, with another decision or outcome"
+    )
+    outcome_noise_keys: int | None = Field(default=None, description="the same between the baseline runs")
+    changes: list[CallChange] = Field(default_factory=list, description="an example per kind of change")
     status: Literal["ok", "new", "regression", "rule", "too_noisy", "not_significant", "gone"] = "ok"
 
 

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from airflow_flink_replay.core.audit import PREVIEW_CHARS, AuditRecord, args_digest, args_preview, read_audit
+from airflow_flink_replay.core.audit import (
+    PREVIEW_CHARS,
+    REPLAY_NAMESPACE,
+    AuditRecord,
+    args_digest,
+    args_preview,
+    read_audit,
+)
 
 
 def test_digest_is_stable_and_order_independent_for_kwargs() -> None:
@@ -35,3 +42,19 @@ def test_invalid_decision_is_rejected() -> None:
     with pytest.raises(ValidationError, match="decision"):
         AuditRecord(variant="v", key="", resource_type="tool", resource_name="t", method="call", args_digest="0",
                     args_preview="", decision="maybe", outcome="ok")
+
+
+def test_preview_masks_secrets_at_any_depth_and_keeps_other_fields() -> None:
+    text = args_preview((), {"config": {"api_key": "sk-planted", "Password": "p", "max_tokens": 5}, "token": "t"})
+    assert "sk-planted" not in text and '"p"' not in text and '"t"' not in text
+    assert '"max_tokens": 5' in text and text.count("***") == 3
+
+
+def test_replay_namespace_reads_the_same_in_every_variant() -> None:
+    a = args_digest((), {"user_id": "afr-run1-baseline", "text": "x"}, {"afr-run1-baseline": REPLAY_NAMESPACE})
+    b = args_digest((), {"user_id": "afr-run1-candidate", "text": "x"}, {"afr-run1-candidate": REPLAY_NAMESPACE})
+    assert a == b
+    other = {"user_id": "afr-run1-candidate", "text": "y"}
+    assert a != args_digest((), other, {"afr-run1-candidate": REPLAY_NAMESPACE})
+    preview = args_preview((), {"user_id": "afr-run1-baseline"}, replace={"afr-run1-baseline": REPLAY_NAMESPACE})
+    assert preview == '{"args": [], "kwargs": {"user_id": "<replay-namespace>"}}'
