@@ -18,6 +18,12 @@ Decisions are looked up from the most to the least specific rule:
 4. ``by_type["<resource type>"]``
 5. the built-in defaults above.
 
+Calls an action makes *outside* every resource (raw sockets and DNS, subprocesses, file writes) are
+"unmediated": the replay job's guard (:mod:`airflow_flink_replay.flink.unmediated`) sees them and applies
+``unmediated`` — ``block`` fails the call, ``record`` and ``allow`` let it happen; every one is audited. Left
+unset, it is ``block`` when the replays run on their own Flink cluster and ``record`` when they share
+production's (:meth:`ReplayPolicy.resolved`).
+
 Pure model (pydantic only): imported by the Airflow side (to build and validate the policy) and by the
 Flink side (the resource proxies in :mod:`airflow_flink_replay.flink.proxies` apply it).
 """
@@ -110,6 +116,12 @@ class ReplayPolicy(BaseModel):
         default_factory=lambda: list(DEFAULT_READ_METHODS),
         description="Vector-store method names that count as reads.",
     )
+    unmediated: Decision | None = Field(
+        default=None,
+        description="Calls made outside every resource (sockets, DNS, subprocesses, file writes): block fails "
+        "them, record/allow let them happen; all are audited. Default: block when replays run on their own "
+        "Flink cluster (replay_flink_conn_id), record when they share production's.",
+    )
 
     @field_validator("by_type")
     @classmethod
@@ -159,6 +171,13 @@ class ReplayPolicy(BaseModel):
         if rtype == ResourceKind.VECTOR_STORE.value:
             return None
         return f"[replay: {rtype} '{resource_name}' recorded, not executed]"
+
+    def resolved(self, *, own_cluster: bool) -> ReplayPolicy:
+        """This policy with :attr:`unmediated` decided: as set, else ``block`` on a replay cluster of its own
+        and ``record`` on production's (where a blocked call could only be the replay's)."""
+        if self.unmediated is not None:
+            return self
+        return self.model_copy(update={"unmediated": Decision.BLOCK if own_cluster else Decision.RECORD})
 
     def to_json(self) -> str:
         """Compact JSON (what the replay job receives)."""

@@ -48,6 +48,9 @@ class VariantRecord(BaseModel):
     output_records: int | None = None
     audit: str | None = None
     audit_digest: str | None = None
+    unmediated_calls: dict[str, int] | None = Field(
+        default=None, description="calls made outside every resource, per kind (socket, dns, subprocess, file)"
+    )
     duration_s: float | None = None
 
 

@@ -130,6 +130,7 @@ _RUNTIME_FILES = (
     "flink/__init__.py",
     "flink/audit_context.py",
     "flink/proxies.py",
+    "flink/unmediated.py",
 )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from airflow_flink_replay.core.audit import java_string_hash, key_hashes
+from airflow_flink_replay.flink import unmediated
 
 __all__ = ["MARKER_CONFIG_KEY", "KeyHookMarker", "current_key", "install", "java_string_hash", "key_text", "learn_key",
            "set_current_key"]
@@ -112,6 +113,7 @@ def install() -> bool:
 
     def flink_runner_context_switch_action_context(ctx: Any, key: Any) -> None:
         set_current_key(key_text(key))
+        unmediated.arm(ctx)  # this thread's next action: a replay's (guarded) or another job's (not)
         original(ctx, key)
 
     # Several copies of this module may live in one interpreter (one per runtime build, see agent_build): each
@@ -122,6 +124,7 @@ def install() -> bool:
     )
     frc.flink_runner_context_switch_action_context = flink_runner_context_switch_action_context
     _wrap_input_event()
+    unmediated.install()
     _state["installed"] = True
     _log.info("airflow-flink-replay: audit key hook installed")
     return True

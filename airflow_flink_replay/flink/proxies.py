@@ -16,7 +16,8 @@ For each attempted call the proxy asks the :class:`~airflow_flink_replay.core.po
 :class:`~airflow_flink_replay.core.audit.AuditRecord` line to ``<audit_dir>/audit-<variant>-<pid>.jsonl``.
 
 Java resources (``JavaResourceProvider``) and MCP tools are left as they are (logged). Calls an action makes
-outside the framework (raw HTTP, files, databases) are out of scope: they are not mediated.
+outside the framework (raw HTTP, files, processes) are not mediated: the unmediated-call guard
+(:mod:`airflow_flink_replay.flink.unmediated`) audits them and applies the policy's ``unmediated`` decision.
 
 Durable execution identity is preserved: the guarded callables carry the wrapped method's
 ``__module__``/``__qualname__``, so Flink Agents' call-result cache keys do not change.
@@ -41,6 +42,7 @@ from pydantic import PrivateAttr
 from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
+from airflow_flink_replay.flink import unmediated
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
 
 _log = logging.getLogger(__name__)
@@ -114,7 +116,8 @@ def guarded_call(
 
     if decision == Decision.ALLOW:
         try:
-            result = call(*args, **kwargs)
+            with unmediated.mediated():  # what the resource does is its own call, not an unmediated one
+                result = call(*args, **kwargs)
         except Exception as exc:
             audit("error", f"{type(exc).__name__}: {exc}")
             raise
@@ -198,7 +201,8 @@ class _ResourcePolicyProxy(Resource):
             import importlib
 
             cls = getattr(importlib.import_module(self.inner_module), self.inner_clazz)
-            self._inner = cls(**self.inner_arguments, get_resource=self.get_resource)
+            with unmediated.mediated():  # building the resource (its clients, files) is the resource's business
+                self._inner = cls(**self.inner_arguments, get_resource=self.get_resource)
             if self.metric_group is not None:
                 self._inner.set_metric_group(self.metric_group)
         return self._inner

@@ -37,6 +37,7 @@ state dropped is production's source.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -136,11 +137,19 @@ def audit_key_field(job: Any, spec: ReplayJobSpec) -> str:
     return selector.name if isinstance(selector, FieldKey) else spec.key_field
 
 
+def guard_config(spec: ReplayJobSpec, runtime_pkg: str) -> dict[str, str]:
+    """The agent config entry that arms the unmediated-call guard for this variant's tasks (none when the
+    resources are not mediated: that run reproduces production's exact actions)."""
+    if not spec.mediate_resources:
+        return {}
+    guard = importlib.import_module(f"{runtime_pkg}.flink.unmediated")
+    decision = str(spec.policy.unmediated or "record")
+    return {guard.GUARD_CONFIG_KEY: guard.guard_entry(spec.variant, spec.audit_dir, decision)}
+
+
 def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
     refuse_production_targets(spec)  # first: before PyFlink, the agent's code or the manifest is touched
-    import importlib
-
     from airflow_flink_replay.flink.agent_build import build_folder, isolate_runtime
     from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars
@@ -191,7 +200,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
             action_state_topic=spec.action_state_topic,
             job_identifier=spec.job_identifier,
             action_state_partitions=spec.action_state_partitions,
-            extra=spec.agent_config,
+            extra={**spec.agent_config, **guard_config(spec, runtime_pkg)},
         ),
         pin=AgentPin(uid=spec.agent_uid, uid_hash=spec.agent_uid_hash, max_parallelism=spec.max_parallelism),
         plan_hook=plan_hook if spec.mediate_resources else None,

@@ -11,6 +11,7 @@ one at a time.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cached_property
@@ -20,6 +21,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_flink_replay.core.audit import read_audit
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
@@ -60,6 +62,16 @@ def collect_jsonl(folder: Path, target: Path) -> int:
                     out.write(line + "\n")
                     lines += 1
     return lines
+
+
+def unmediated_calls(audit: Path) -> dict[str, int]:
+    """Unmediated calls in a collected audit file, per kind (``socket``, ``dns``, ``subprocess``, ``file``)."""
+    found: Counter[str] = Counter()
+    if audit.exists():
+        for record in read_audit(audit):
+            if record.resource_type == "unmediated":
+                found[record.resource_name] += 1
+    return dict(sorted(found.items()))
 
 
 class _ReplayJobOperator(BaseOperator):
@@ -171,11 +183,17 @@ class _ReplayJobOperator(BaseOperator):
             "audit": str(audit),
             "audit_digest": file_digest(audit),
             "audit_records": audits,
+            "unmediated_calls": unmediated_calls(audit),
             "duration_s": round(time.time() - float(carry["started"]), 2),
             "finished_at": datetime.now(UTC).isoformat(),
             "identity_preflight": carry.get("preflight"),
         }
         self.log.info("replay %s finished: %d outputs, %d audit records", spec.variant, outputs, audits)
+        if result["unmediated_calls"]:
+            self.log.warning(
+                "replay %s: %s unmediated call(s) (made outside every resource, see the audit %s and the report)",
+                spec.variant, result["unmediated_calls"], audit,
+            )  # fmt: skip
         return result
 
     def on_kill(self) -> None:

@@ -136,6 +136,7 @@ def _variant(variant: str, pull: Any) -> VariantRecord:
         output_records=result.get("output_records"),
         audit=result.get("audit"),
         audit_digest=result.get("audit_digest"),
+        unmediated_calls=result.get("unmediated_calls"),
         duration_s=result.get("duration_s"),
     )
 

@@ -101,7 +101,7 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
             manifest_key_ref=run.manifest_key_ref,  # a reference, resolved inside Flink; never the key
             production_action_state_topic=prod.action_state_topic,
             production_job_identifier=prod.job_identifier,
-            policy=run.policy,
+            policy=run.policy.resolved(own_cluster=run.replay_flink_conn_id not in (None, run.flink_conn_id)),
             agent_uid=prod.agent_uid,
             max_parallelism=prod.max_parallelism,
             action_state_partitions=prod.action_state_partitions,
