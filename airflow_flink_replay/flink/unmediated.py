@@ -79,8 +79,9 @@ class Guard:
 _local = threading.local()
 #: Async pools of replay operators: thread-name prefix -> guard.
 _pools: dict[str, Guard] = {}
-#: Plan configurations seen: id(ctx) -> guard (None for a job without the entry, e.g. production).
-_by_ctx: dict[int, Guard | None] = {}
+#: Attribute of a runtime context holding its guard (per copy of this module: each arms only its own jobs).
+_CTX_ATTR = "_afr_guard_" + __name__.replace(".", "_")
+_UNSET = object()
 _state = {"installed": False}
 
 
@@ -90,23 +91,27 @@ def guard_entry(variant: str, audit_dir: str, decision: str) -> str:
 
 
 def _guard_of(ctx: Any) -> Guard | None:
-    key = id(ctx)
-    if key not in _by_ctx:
-        guard = None
-        try:
-            raw = ctx.config.get_str(GUARD_CONFIG_KEY, None)
-            entry = json.loads(raw) if raw else None
-            if entry and entry.get("module") == __name__:  # another runtime copy's job: not ours to guard
-                guard = Guard(entry["variant"], entry["audit_dir"], entry["decision"])
-        except Exception:  # never break an action for the guard
-            _log.exception("unmediated-call guard: cannot read the plan configuration")
-        if len(_by_ctx) > 10_000:
-            _by_ctx.clear()
-        _by_ctx[key] = guard
-        pool = getattr(getattr(ctx, "executor", None), "_thread_name_prefix", None)
-        if guard is not None and pool:
-            _pools[pool] = guard
-    return _by_ctx[key]
+    """The guard of the job whose runtime context is ``ctx`` (None: not a replay of this runtime copy).
+
+    Kept on the context object itself, not in a table by ``id(ctx)``: a closed replay's context can be
+    collected and its id reused by another job's — production's must never inherit a replay's guard."""
+    cached = getattr(ctx, _CTX_ATTR, _UNSET)
+    if cached is not _UNSET:
+        return cached if isinstance(cached, Guard) else None
+    guard = None
+    try:
+        raw = ctx.config.get_str(GUARD_CONFIG_KEY, None)
+        entry = json.loads(raw) if raw else None
+        if entry and entry.get("module") == __name__:  # another runtime copy's job: not ours to guard
+            guard = Guard(entry["variant"], entry["audit_dir"], entry["decision"])
+    except Exception:  # never break an action for the guard
+        _log.exception("unmediated-call guard: cannot read the plan configuration")
+    pool = getattr(getattr(ctx, "executor", None), "_thread_name_prefix", None)
+    if guard is not None and pool:
+        _pools[pool] = guard
+    with contextlib.suppress(Exception):  # a context taking no attributes: its configuration is read each time
+        setattr(ctx, _CTX_ATTR, guard)
+    return guard
 
 
 def arm(ctx: Any) -> None:
@@ -176,6 +181,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if detail is None:
             return
         _audit(guard, event, detail)
+    except Exception:  # the guard must never break a call by its own fault; only a block decision does
+        _log.exception("unmediated-call guard: cannot handle %s", event)
+        return
     finally:
         _local.busy = False
     if guard.decision == "block":
