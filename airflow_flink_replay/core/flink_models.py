@@ -313,9 +313,17 @@ class ResumeResult(BaseModel):
     submitted_at: datetime
     running_at: datetime
     stopped_at: datetime | None = Field(None, description="when production stopped (from the quiesce result)")
-    downtime_seconds: float | None = Field(None, description="stopped_at → RUNNING again")
+    downtime_seconds: float | None = Field(
+        default=None, description="stopped_at → RUNNING again (derived from the two when not given)"
+    )
     submitter: str
     reattached: bool = False
+
+    @model_validator(mode="after")
+    def _downtime(self) -> ResumeResult:
+        if self.downtime_seconds is None and self.stopped_at is not None:
+            self.downtime_seconds = round((self.running_at - self.stopped_at).total_seconds(), 3)
+        return self
 
 
 class StopWindow(BaseModel):

@@ -776,7 +776,6 @@ class ResumeJobOperator(BaseOperator):
         reattached: bool,
     ) -> dict[str, Any]:
         FlinkJobLink.persist(context, hook.job_ui_url(job_id))
-        downtime = (running_at - stopped_at).total_seconds() if stopped_at else None
         result = ResumeResult(
             job_id=job_id,
             job_name=job_name,
@@ -784,10 +783,10 @@ class ResumeJobOperator(BaseOperator):
             submitted_at=submitted_at,
             running_at=running_at,
             stopped_at=stopped_at,
-            downtime_seconds=round(downtime, 3) if downtime is not None else None,
             submitter=self.submitter,
             reattached=reattached,
         )
+        downtime = result.downtime_seconds
         self.log.info(
             "Production job %s RUNNING again%s",
             job_id,

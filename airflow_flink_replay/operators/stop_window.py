@@ -249,23 +249,22 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
                 f"Resubmitting production from {quiesce.savepoint_path} inside the stop window failed: {err}. "
                 "The resume_production task retries it (and reattaches to a job this try submitted)"
             ) from err
-        running_at = datetime.now(UTC)
         steps["running"] = round(time.monotonic() - started, 3)
-        downtime = (running_at - quiesce.requested_at).total_seconds()
-        self.log.info(
-            "Production job %s RUNNING again after %.2f s of downtime (steps: %s)", submitted.job_id, downtime, steps
-        )
-        return ResumeResult(
+        result = ResumeResult(
             job_id=submitted.job_id,
             job_name=name,
             savepoint_path=quiesce.savepoint_path,
             submitted_at=submitted.submitted_at,
-            running_at=running_at,
+            running_at=datetime.now(UTC),
             stopped_at=quiesce.requested_at,
-            downtime_seconds=round(downtime, 3),
             submitter=submitted.submitter,
             reattached=False,
         )
+        self.log.info(
+            "Production job %s RUNNING again after %.2f s of downtime (steps: %s)",
+            submitted.job_id, result.downtime_seconds, steps,
+        )  # fmt: skip
+        return result
 
     def _old_job_end(self, hook: FlinkRestHook, job_id: str) -> datetime | None:
         """The stopped job's end time (its teardown overlapped with the window; usually over by now)."""
