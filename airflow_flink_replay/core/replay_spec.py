@@ -74,6 +74,11 @@ class ProductionJob(BaseModel):
     )
     input_topic: str = Field(description="production's input topic")
     capture_topic: str = Field(description="topic the capture tee writes the agent's keyed input to")
+    output_topic: str | None = Field(
+        default=None,
+        description="production's output topic (read only): its outputs for the window are compared with the "
+        "baseline's, the fidelity figure; none = no fidelity figure",
+    )
     action_state_topic: str = Field(description="production's Flink Agents action-state topic (never touched)")
     action_state_partitions: int | None = Field(
         default=None, ge=1, description="partitions of the replay's action-state topics (default: production's)"

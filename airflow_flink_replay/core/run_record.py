@@ -76,6 +76,9 @@ class RunRecord(BaseModel):
     report_digests: dict[str, str | None] = Field(default_factory=dict)
     verdict: str | None = None
     reasons: list[dict[str, Any]] = Field(default_factory=list)
+    fidelity: float | None = Field(
+        default=None, description="share of the baseline's outputs equal to production's own (output_topic given)"
+    )
     task_states: dict[str, str | None] = Field(default_factory=dict)
     cleanup: dict[str, Any] = Field(default_factory=dict)
 

@@ -181,6 +181,7 @@ def write_spec(
             agent.kind: agent.reference,
             "input_topic": topics.reviews,
             "capture_topic": topics.capture,
+            "output_topic": topics.outputs,
             "action_state_topic": topics.action_state,
             "action_state_partitions": 1,
             "job_identifier": job_identifier,

@@ -121,7 +121,10 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
     if outputs:
         out["replays"] = "outputs: " + ", ".join(f"{name} {n if n is not None else '?'}" for name, n in outputs)
     if record.get("verdict"):
-        out["compare"] = f"verdict {record['verdict']}"
+        fidelity = record.get("fidelity")
+        out["compare"] = f"verdict {record['verdict']}" + (
+            f", baseline = production for {fidelity:.1%} of its outputs" if fidelity is not None else ""
+        )
     drops = ((record.get("cleanup") or {}).get("forks_dropped") or {}).values()
     dropped = [d for d in drops if d and not d.get("kept")]
     deleted = (((record.get("action_state") or {}).get("cleanup")) or {}).get("deleted")

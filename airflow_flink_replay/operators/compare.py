@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,9 @@ class CompareReplayOutputsOperator(BaseOperator):
     :param report_uri: folder for the reports (templated).
     :param report_url: URL under which readers open the report (templated, ``{report}`` is replaced by the
         report.html URI); default: the report's URI.
+    :param production_output_topic: production's output topic: its outputs for the window are read (from the
+        manifest's first capture timestamp) and compared with the baseline's, the fidelity figure (templated).
+    :param kafka_conn_id: the Kafka connection to read it with.
     :param gate: fail the task when the verdict is FAIL (True), or only report (False).
     :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
     """
@@ -74,6 +78,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         "manifest_uri",
         "report_uri",
         "report_url",
+        "production_output_topic",
     )
     operator_extra_links = (ReplayReportLink(),)
     ui_color = "#e8f0fe"
@@ -93,6 +98,8 @@ class CompareReplayOutputsOperator(BaseOperator):
         manifest_uri: str | None = None,
         report_uri: str | None = None,
         report_url: str | None = None,
+        production_output_topic: str | None = None,
+        kafka_conn_id: str = "kafka_default",
         gate: bool = True,
         fail_on_inconclusive: bool = False,
         **kwargs: Any,
@@ -111,6 +118,8 @@ class CompareReplayOutputsOperator(BaseOperator):
         self.manifest_uri = manifest_uri
         self.report_uri = report_uri
         self.report_url = report_url
+        self.production_output_topic = production_output_topic
+        self.kafka_conn_id = kafka_conn_id
         self.gate = gate
         self.fail_on_inconclusive = fail_on_inconclusive
 
@@ -177,6 +186,8 @@ class CompareReplayOutputsOperator(BaseOperator):
                     audits=audits,
                     ignore=list(self.ignore or []),
                 )
+                if self.production_output_topic:
+                    result = self._with_fidelity(result, source(self.baseline), config)
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
         result.reasons.extend(self._provenance())
@@ -197,6 +208,42 @@ class CompareReplayOutputsOperator(BaseOperator):
         if self.fail_on_inconclusive and result.verdict == "INCONCLUSIVE":
             raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
         return summary
+
+    def _with_fidelity(self, result: ComparisonResult, baseline: Any, config: CompareConfig) -> ComparisonResult:
+        """``result`` with the baseline compared against production's own outputs for the window."""
+        from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
+        from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+        from airflow_flink_replay.hooks.production_outputs import export_outputs
+
+        topic = str(self.production_output_topic)
+        with tempfile.TemporaryDirectory(prefix="afr-production-outputs-") as tmp:
+            target = Path(tmp) / "production.outputs.jsonl"
+            hook = KafkaOffsetsHook(self.kafka_conn_id)
+            try:
+                read = export_outputs(hook, topic, target, since_ms=self._window_start_ms())
+            except Exception as err:  # the comparison stands; the figure is missing, and says why
+                self.log.warning("cannot read production's outputs from %s for the fidelity figure: %s", topic, err)
+                return result
+            finally:
+                hook.close()
+            stat = measure_fidelity(baseline, target, key=result.key, ignore=result.ignore, config=config)
+        stat.production = f"kafka topic {topic} ({read} outputs read)"
+        self.log.info("fidelity: %s of %s baseline outputs equal production's", stat.equal, stat.baseline_outputs)
+        return with_fidelity(result, stat)
+
+    def _window_start_ms(self) -> int | None:
+        """The first capture timestamp of the window, from the manifest (None: read the topic whole)."""
+        if not self.manifest_uri:
+            return None
+        from airflow_flink_replay.core.manifest_io import load_manifest
+
+        try:
+            manifest = load_manifest(str(self.manifest_uri))
+        except Exception as err:
+            self.log.warning("cannot read the manifest %s for the window's start: %s", self.manifest_uri, err)
+            return None
+        starts = [w.first_timestamp_ms for w in manifest.capture.partitions if w.first_timestamp_ms is not None]
+        return min(starts) if starts else None
 
     def _provenance(self) -> list[Reason]:
         """Info reasons on the savepoint's provenance, from the manifest (none without one)."""

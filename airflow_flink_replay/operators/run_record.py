@@ -96,6 +96,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         },
         verdict=compare.get("verdict"),
         reasons=list(compare.get("reasons") or []),
+        fidelity=compare.get("fidelity"),
         task_states=states,
         cleanup={
             "cancelled_jobs": pull(ids.TASK_CANCEL_LEFTOVER_REPLAYS),

@@ -373,6 +373,8 @@ def compare(spec: ReplaySpec, run: Any, *, gate: bool) -> Compare:
         key=spec.compare_key,
         config=run[ids.XCOM_COMPARE_CONFIG_KEY],
         manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        production_output_topic=spec.production.output_topic,
+        kafka_conn_id=spec.kafka_conn_id,
         gate=gate,
         fail_on_inconclusive=gate,
     )

@@ -164,6 +164,13 @@ class CompareConfig(BaseModel):
     fail_on_new_resource: bool = Field(
         default=True, description="FAIL if the candidate calls a resource/method the baseline never called"
     )
+    fidelity_floor: float | None = Field(
+        default=0.9,
+        ge=0,
+        le=1,
+        description="when production's own outputs are compared with the baseline's: a share of equal outputs "
+        "below this makes the verdict INCONCLUSIVE (the replay does not reproduce production); None = report only",
+    )
     compare_arguments_of: list[ResourceTypeName] = Field(
         default_factory=lambda: list(ARGUMENTS_COMPARED),
         description="resource types whose call arguments are compared per key (a chat model's arguments are the "

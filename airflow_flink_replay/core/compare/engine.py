@@ -56,6 +56,7 @@ REASON_ORDER = (
     "AUDIT_RULE",
     "MISSING_OUTPUTS",
     "EXTRA_OUTPUTS",
+    "LOW_FIDELITY",
     "TOO_FEW_ALIGNED",
     "NOISE_TOO_HIGH",
     "NOT_SIGNIFICANT",
@@ -437,7 +438,7 @@ def _conclude(
     shown = _shown_fields(fields, al.heaps)
     ex_a, ex_a2, ex_b = aligned.example_runs({k for f in shown for _, k, _ in al.heaps[f.path]})
     examples = _examples(shown, al.heaps, ex_a, ex_a2, ex_b, diff, config)
-    verdict = _verdict(reasons)
+    verdict = decide_verdict(reasons)
     listed = fields[: config.max_fields_listed]
     omitted: Counter[str] = Counter(f.status for f in fields[config.max_fields_listed :])
     return ComparisonResult(
@@ -746,7 +747,7 @@ def _audits(
     return compare_audits(aud_a, aud_b, aud_a2, output_keys, config)
 
 
-def _verdict(reasons: list[Reason]) -> Verdict:
+def decide_verdict(reasons: list[Reason]) -> Verdict:
     """FAIL if any reason fails, else INCONCLUSIVE if any is inconclusive, else PASS; sorts ``reasons``."""
     severity_rank = {"fail": 0, "inconclusive": 1, "info": 2}
     code_rank = {code: i for i, code in enumerate(REASON_ORDER)}

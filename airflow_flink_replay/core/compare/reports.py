@@ -123,6 +123,10 @@ def render_junit(result: ComparisonResult) -> str:
             "ok" if r is None else ("fail" if r.severity == "fail" else "skip"),
             r.message if r else "",
         )
+    if result.fidelity is not None:
+        low = codes.get("LOW_FIDELITY")
+        said = low or codes.get("FIDELITY")
+        case("compare.outputs", "fidelity", "skip" if low else "ok", said.message if said else "")
     for f in result.fields:
         rate = f"candidate {_pct(f.candidate_rate)} vs noise {_pct(f.noise_rate)} (n={f.candidate_n})"
         status = {"regression": "fail", "changed": "fail", "not_significant": "skip", "too_noisy": "skip"}.get(

@@ -26,6 +26,7 @@ FAIL_CODES = (
     "AUDIT_RULE",
 )
 INCONCLUSIVE_CODES = (
+    "LOW_FIDELITY",
     "TOO_FEW_ALIGNED",
     "NOISE_TOO_HIGH",
     "NOT_SIGNIFICANT",
@@ -165,6 +166,20 @@ class Unmatched(BaseModel):
     preview: str
 
 
+class FidelityStat(BaseModel):
+    """How many of the baseline's outputs equal production's own outputs for the same input."""
+
+    production: str = Field(description="where production's outputs were read from")
+    baseline_outputs: int
+    production_outputs: int
+    aligned: int = Field(description="baseline outputs with a production output of the same key (n-th with n-th)")
+    equal: int = Field(description="aligned outputs whose every compared field equals production's")
+    rate: float | None = Field(description="equal / baseline outputs (None without baseline outputs)")
+    fields: dict[str, int] = Field(default_factory=dict, description="fields differing most: path -> outputs")
+    example_keys: list[str] = Field(default_factory=list)
+    floor: float | None = Field(default=None, description="below this, the verdict is INCONCLUSIVE")
+
+
 class ComparisonResult(BaseModel):
     """Everything a comparison found. ``summary.json`` is its JSON form."""
 
@@ -180,6 +195,9 @@ class ComparisonResult(BaseModel):
         default=None, description="the output-level rate: outputs with a difference in any field ('$')"
     )
     resources: list[ResourceStat] = Field(default_factory=list, description="side-effect calls, worst first")
+    fidelity: FidelityStat | None = Field(
+        default=None, description="the baseline against production's own outputs (when production's were given)"
+    )
     counts: Counts
     key: str
     ignore: list[str]
@@ -222,4 +240,5 @@ class ComparisonResult(BaseModel):
                 for f in self.fields[:5]
             ],
             "counts": self.counts.model_dump(),
+            "fidelity": self.fidelity.rate if self.fidelity is not None else None,
         }

@@ -1,0 +1,113 @@
+"""Fidelity: does the baseline replay reproduce what production itself output for the same input?
+
+A replay can be fair (the three variants see the same state, input and policy) and still not faithful: a
+tool that returns a placeholder, memory that was not forked right, an input the replay reads differently.
+Production's own outputs for the window's records are the reference. :func:`measure_fidelity` aligns them
+with the baseline's by the correlation key (the n-th output of a key with the n-th) and counts the baseline
+outputs whose every field equals production's — fields compared as the comparison flattens them, with the
+same ignored paths (and the replay's own ``_replay`` block) left out. :func:`with_fidelity` adds the figure
+to a :class:`ComparisonResult`; below ``CompareConfig.fidelity_floor`` the verdict becomes INCONCLUSIVE
+(``LOW_FIDELITY``): a gate built on a replay that does not reproduce production cannot be trusted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from airflow_flink_replay.core.compare.config import CompareConfig
+from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
+from airflow_flink_replay.core.compare.paths import Flattener, compile_key, key_text
+from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
+
+__all__ = ["measure_fidelity", "with_fidelity"]
+
+#: Fields listed as differing most.
+TOP_FIELDS = 5
+_ABSENT = object()
+
+
+def _by_key(source: Source, key: str, flattener: Flattener) -> dict[str, list[dict[str, Any]]]:
+    getter = compile_key(key)
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _, obj in iter_json_lines(source):
+        value = getter(obj)
+        if value is not None:
+            out[key_text(value)].append(flattener.flatten(obj))
+    return out
+
+
+def measure_fidelity(
+    baseline: Source, production: Source, *, key: str, ignore: list[str], config: CompareConfig | None = None
+) -> FidelityStat:
+    """Compare the baseline's outputs with production's own outputs for the same keys.
+
+    :param baseline: the baseline replay's outputs (JSONL).
+    :param production: production's outputs for the window (JSONL), read from its output topic.
+    :param key: the correlation key's JSONPath (the comparison's).
+    :param ignore: the paths the comparison ignored (``ComparisonResult.ignore``).
+    """
+    config = config or CompareConfig()
+    flattener = Flattener(ignore, config.list_mode)
+    base = _by_key(baseline, key, flattener)
+    prod = _by_key(production, key, flattener)
+    aligned = equal = 0
+    differing: Counter[str] = Counter()
+    examples: list[str] = []
+    for k in sorted(base):
+        for i, b in enumerate(base[k]):
+            if i >= len(prod.get(k, ())):
+                continue
+            p = prod[k][i]
+            aligned += 1
+            paths = sorted(path for path in b.keys() | p.keys() if b.get(path, _ABSENT) != p.get(path, _ABSENT))
+            if not paths:
+                equal += 1
+                continue
+            differing.update(paths)
+            if len(examples) < TOP_FIELDS:
+                examples.append(k)
+    baseline_outputs = sum(len(v) for v in base.values())
+    return FidelityStat(
+        production=source_name(production),
+        baseline_outputs=baseline_outputs,
+        production_outputs=sum(len(v) for v in prod.values()),
+        aligned=aligned,
+        equal=equal,
+        rate=(equal / baseline_outputs) if baseline_outputs else None,
+        fields={path: n for path, n in differing.most_common(TOP_FIELDS)},
+        example_keys=examples,
+        floor=config.fidelity_floor,
+    )
+
+
+
+def with_fidelity(result: ComparisonResult, stat: FidelityStat) -> ComparisonResult:
+    """``result`` with the fidelity figure, a reason stating it, and the verdict INCONCLUSIVE when it is
+    below the configured floor (a FAIL stays FAIL)."""
+    from airflow_flink_replay.core.compare.engine import decide_verdict
+
+    reasons = [r for r in result.reasons if r.code not in ("FIDELITY", "LOW_FIDELITY")]
+    figure = (
+        f"{stat.equal} of {stat.baseline_outputs} baseline outputs equal production's own outputs for the same "
+        f"input ({stat.rate:.1%})" if stat.rate is not None else "no baseline outputs to compare with production's"
+    )
+    if stat.baseline_outputs > stat.aligned:
+        figure += f"; {stat.baseline_outputs - stat.aligned} have no production output to compare with"
+    if stat.fields:
+        figure += "; differing most: " + ", ".join(f"{p} ({n})" for p, n in stat.fields.items())
+    low = stat.floor is not None and (stat.rate is None or stat.rate < stat.floor)
+    if low:
+        reasons.append(
+            Reason(
+                code="LOW_FIDELITY",
+                severity="inconclusive",
+                message=f"the baseline does not reproduce production: {figure}, below the floor "
+                f"{stat.floor:.0%}; the replay is not faithful enough to judge the candidate",
+                fields=list(stat.fields),
+            )
+        )
+    else:
+        reasons.append(Reason(code="FIDELITY", severity="info", message=figure, fields=list(stat.fields)))
+    verdict = decide_verdict(reasons)
+    return result.model_copy(update={"fidelity": stat, "reasons": reasons, "verdict": verdict})

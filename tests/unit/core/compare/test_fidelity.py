@@ -1,0 +1,72 @@
+"""Fidelity: the baseline's outputs against production's own outputs for the same input."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from airflow_flink_replay.core.compare import CompareConfig, compare_runs, render_html, render_junit
+from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
+
+N = 40
+
+
+def outputs(path: Path, *, flip_every: int = 0, replay: bool = True, drop: int = 0) -> Path:
+    rows = []
+    for i in range(N - drop):
+        row = {"id": f"r-{i}", "label": "negative" if flip_every and i % flip_every == 0 else "positive",
+               "score": 0.5, "summary": f"review {i}"}
+        if replay:
+            row["_replay"] = {"variant": "baseline", "event_time_ms": 1000 + i}
+        rows.append(row)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_faithful_baseline_equals_production_whatever_the_replay_adds(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl")
+    result = compare_runs(base, base, base, key="$.id")
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore)
+    assert (stat.equal, stat.aligned, stat.baseline_outputs, stat.rate, stat.fields) == (N, N, N, 1.0, {})
+    judged = with_fidelity(result, stat)
+    assert judged.verdict == "PASS" and judged.fidelity == stat
+    [reason] = [r for r in judged.reasons if r.code == "FIDELITY"]
+    assert reason.severity == "info" and "40 of 40 baseline outputs equal production's" in reason.message
+
+
+def test_an_unfaithful_baseline_makes_the_verdict_inconclusive_naming_the_fields(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)  # 10 of 40 differ in label
+    result = compare_runs(base, base, base, key="$.id")
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore)
+    assert stat.rate == 0.75 and stat.fields == {"$.label": 10} and stat.example_keys[0] == "r-0"
+    judged = with_fidelity(result, stat)
+    assert judged.verdict == "INCONCLUSIVE"
+    [reason] = [r for r in judged.reasons if r.code == "LOW_FIDELITY"]
+    assert "30 of 40 baseline outputs equal production's" in reason.message and "$.label (10)" in reason.message
+    assert 'id="fidelity"' in render_html(judged)
+    suite = ET.fromstring(render_junit(judged).split("\n", 1)[1])
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "fidelity")
+    assert case.find("skipped") is not None
+
+
+def test_report_only_without_a_floor_and_ignored_fields_are_not_counted(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)
+    config = CompareConfig(fidelity_floor=None, ignore=["$.label"])
+    result = compare_runs(base, base, base, key="$.id", config=config)
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore,
+                            config=config)
+    assert stat.rate == 1.0  # the ignored label is not compared
+    flipped = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=[],
+                               config=CompareConfig(fidelity_floor=None))
+    assert with_fidelity(result, flipped).verdict == "PASS"
+
+
+def test_outputs_production_did_not_make_count_against_fidelity(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl")
+    result = compare_runs(base, base, base, key="$.id")
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False, drop=10), key="$.id",
+                            ignore=result.ignore)
+    assert (stat.aligned, stat.equal, stat.rate) == (30, 30, 0.75)
+    message = next(r for r in with_fidelity(result, stat).reasons if r.code == "LOW_FIDELITY").message
+    assert "10 have no production output to compare with" in message
