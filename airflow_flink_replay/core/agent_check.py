@@ -283,7 +283,12 @@ def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | Non
     report = AgentCheckReport(facts=facts, identity=identity or AgentIdentity())
     for d in facts.definitions:
         report.decisions[d.role] = [
-            ResourceDecision(name=r.name, type=r.type, level=r.level, decision=decision_of(policy, r))
+            ResourceDecision(
+                name=r.name,
+                type=r.type,
+                level=r.level,
+                decision=decision_of(policy.with_memory(r.name) if r.level == "memory" else policy, r),
+            )
             for r in d.resources
         ]
         report.problems += _definition_problems(d)

@@ -16,7 +16,8 @@ Decisions are looked up from the most to the least specific rule:
 2. ``by_name["<resource name>"]``
 3. ``by_type["vector_store.read"]`` / ``by_type["vector_store.write"]`` (vector stores only)
 4. ``by_type["<resource type>"]``
-5. the built-in defaults above.
+5. the built-in defaults above — except the agent's long-term memory (the job definition's ``memory``
+   binding), whose reads and writes go to the replay's own fork: ``allow`` (:meth:`ReplayPolicy.with_memory`).
 
 Calls an action makes *outside* every resource (raw sockets and DNS, subprocesses, file writes) are
 "unmediated": the replay job's guard (:mod:`airflow_flink_replay.flink.unmediated`) sees them and applies
@@ -171,6 +172,15 @@ class ReplayPolicy(BaseModel):
         if rtype == ResourceKind.VECTOR_STORE.value:
             return None
         return f"[replay: {rtype} '{resource_name}' recorded, not executed]"
+
+    def with_memory(self, resource_name: str) -> ReplayPolicy:
+        """This policy with the agent's long-term memory resource ``resource_name`` (the job definition's
+        ``memory`` binding) allowed, unless the policy names it: its reads and writes go to the replay's own
+        fork of production's namespace, so a replay that records its writes instead would recall less than
+        production did and stop reproducing it."""
+        if any(key == resource_name or key.startswith(f"{resource_name}.") for key in self.by_name):
+            return self
+        return self.model_copy(update={"by_name": {**self.by_name, resource_name: Decision.ALLOW}})
 
     def resolved(self, *, own_cluster: bool) -> ReplayPolicy:
         """This policy with :attr:`unmediated` decided: as set, else ``block`` on a replay cluster of its own

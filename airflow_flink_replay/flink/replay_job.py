@@ -186,6 +186,8 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
 
     def plan_hook(plan: Any) -> None:
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
+        if getattr(job, "memory", None) is not None:  # the memory binding writes to this replay's own fork
+            policy = policy.with_memory(job.memory.resource_name)
         report = proxies.rewrite_plan_resources(
             plan, policy, spec.variant, spec.audit_dir, key_field, namespace=spec.job_identifier
         )

@@ -76,6 +76,8 @@ def test_demo_v2_fails_v1_passes_in_a_few_lines(demo_production: Path) -> None:
         assert [s for s in STEPS if re.search(rf"^  {s} +\d+\.\ds", block, re.M)] == list(STEPS), block
         assert re.search(r"downtime \d+\.\d s", block) and re.search(r"\d+ records in the window", block), block
         assert "report: " in block and "run record: " in block, block
+        # the baseline reproduces what production itself output for the window (deterministic chat model)
+        assert "baseline = production for 100.0% of its outputs" in block, block
     assert re.search(r"\[\w+\] ", blocks[0]), blocks[0]  # v2's FAIL comes with its reasons
     print(f"demo took {took:.0f}s, {len(lines)} console lines")
 

@@ -60,7 +60,7 @@ def test_a_healthy_pair_passes_and_lists_actions_resources_and_the_policy_decisi
     decisions = {(d.name, d.level): d.decision for d in report.decisions["candidate"]}
     assert decisions[("review_model", "agent")] == "allow"
     assert decisions[("notify_support", "agent")] == "block"  # by name beats the tool default (record)
-    assert decisions[("review_memory", "memory")] == "read: allow, write: record"
+    assert decisions[("review_memory", "memory")] == "read: allow, write: allow"  # its own fork
     assert decisions[("ollama_server", "env")].startswith("- used through a chat model setup")
     text = report.render()
     assert text.splitlines()[0] == "agent check (flink-agents 0.2.0, Python 3.11.7): OK"

@@ -59,3 +59,22 @@ def test_bad_input_names_the_field() -> None:
 def test_json_round_trip() -> None:
     p = ReplayPolicy(by_name={"notify_support": "block"}, stand_ins={"review_model": {"label": "neutral"}})
     assert ReplayPolicy.model_validate_json(p.to_json()) == p
+
+
+def test_the_memory_binding_is_allowed_unless_the_policy_names_it() -> None:
+    from airflow_flink_replay.core.policy import Decision, ReplayPolicy
+
+    assert ReplayPolicy().decide("vector_store", "review_memory", "remember") == Decision.RECORD
+    memory = ReplayPolicy().with_memory("review_memory")
+    assert memory.decide("vector_store", "review_memory", "remember") == Decision.ALLOW
+    assert memory.decide("vector_store", "catalogue", "remember") == Decision.RECORD  # other stores keep the default
+    named = ReplayPolicy(by_name={"review_memory.remember": "block"})
+    assert named.with_memory("review_memory") == named
+
+
+def test_unmediated_default_depends_on_the_cluster() -> None:
+    from airflow_flink_replay.core.policy import Decision, ReplayPolicy
+
+    assert ReplayPolicy().resolved(own_cluster=True).unmediated == Decision.BLOCK
+    assert ReplayPolicy().resolved(own_cluster=False).unmediated == Decision.RECORD
+    assert ReplayPolicy(unmediated="allow").resolved(own_cluster=True).unmediated == Decision.ALLOW
