@@ -200,8 +200,8 @@ class _ResourcePolicyProxy(Resource):
         if self._inner is None:
             import importlib
 
-            cls = getattr(importlib.import_module(self.inner_module), self.inner_clazz)
-            with unmediated.mediated():  # building the resource (its clients, files) is the resource's business
+            with unmediated.mediated():  # importing and building the resource (its clients) is its own business
+                cls = getattr(importlib.import_module(self.inner_module), self.inner_clazz)
                 self._inner = cls(**self.inner_arguments, get_resource=self.get_resource)
             if self.metric_group is not None:
                 self._inner.set_metric_group(self.metric_group)

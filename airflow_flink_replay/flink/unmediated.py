@@ -20,7 +20,9 @@ the thread when the plan's configuration carries this module's guard entry (:dat
 only replay jobs set) and disarms it otherwise — a production task on the same TaskManager is never touched.
 The async pool of a replay's operator (``durable_execute_async``) is armed by its threads' name prefix.
 
-**Not seen** (docs/policy.md): calls inside a mediated resource call (those are the resource's), native code
+**Not seen** (docs/policy.md): calls inside a mediated resource call or while a resource is imported and
+built (those are the resource's), calls made while a module is being imported (import-time work such as
+``ctypes.util.find_library`` running ``ldconfig``), writes to ``os.devnull``, native code
 that opens sockets or files without going through Python's ``socket``/``open``/``os`` (C extensions, the
 JVM), threads an action starts itself, reads of files, and anything before the first action of a task.
 """
@@ -143,7 +145,7 @@ def mediated() -> Iterator[None]:
 
 def _exempt_path(path: str, guard: Guard) -> bool:
     full = os.path.abspath(path)
-    if full.endswith(".pyc") or "__pycache__" in full:
+    if full == os.devnull or full.endswith(".pyc") or "__pycache__" in full:
         return True
     return any(full.startswith(os.path.abspath(d) + os.sep) for d in (guard.audit_dir, tempfile.gettempdir()))
 
@@ -169,11 +171,22 @@ def _detail(event: str, args: tuple[Any, ...], guard: Guard) -> str | None:
     return " ".join(str(a) for a in (args[1] if event == "subprocess.Popen" and len(args) > 1 else args[:2]))[:300]
 
 
+def _importing() -> bool:
+    """Whether the event comes from a module being imported (e.g. ``ctypes.util.find_library`` running
+    ``ldconfig`` while a library loads): the import's doing, not the action's."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event not in _WATCHED or getattr(_local, "busy", False) or getattr(_local, "mediated", 0):
         return
     guard = _current_guard()
-    if guard is None:
+    if guard is None or _importing():
         return
     _local.busy = True
     try:

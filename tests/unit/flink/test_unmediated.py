@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 
 SCRIPT = textwrap.dedent(
     """
-    import http.server, json, sys, tempfile, threading, urllib.request
+    import http.server, json, os, sys, tempfile, threading, urllib.request
     from pathlib import Path
     from airflow_flink_replay.flink import unmediated
     from airflow_flink_replay.flink.audit_context import set_current_key
@@ -69,6 +69,12 @@ SCRIPT = textwrap.dedent(
     other.start(); other.join()
     out.update(result)
     Path(outside).write_text("x")
+    with open(os.devnull, "w") as fh:  # nowhere
+        fh.write("discarded")
+    mod = Path(tempfile.mkdtemp()) / "afr_guard_importtime.py"  # a module whose import writes a file
+    mod.write_text(f"from pathlib import Path; Path({outside + '.import'!r}).write_text('import-time')")
+    sys.path.insert(0, str(mod.parent))
+    import afr_guard_importtime  # noqa: F401
     with open(Path(tempfile.gettempdir()) / "afr-guard-scratch.txt", "w") as fh:
         fh.write("temp is fine")
     Path(outside).read_text()
@@ -90,7 +96,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
             capture_output=True, text=True, timeout=60,
         )
     finally:
-        for p in (outside, Path(f"{outside}.2")):
+        for p in (outside, Path(f"{outside}.2"), Path(f"{outside}.import")):
             p.unlink(missing_ok=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -122,6 +128,6 @@ def test_other_jobs_threads_and_mediated_calls_are_untouched(run: dict) -> None:
     assert len([r for r in run["audit"] if r["resource_name"] in ("dns", "socket")]) == 3  # 1 blocked + 2 recorded
 
 
-def test_file_writes_outside_temp_are_audited_reads_and_temp_are_not(run: dict) -> None:
+def test_file_writes_outside_temp_are_audited_reads_temp_devnull_and_imports_are_not(run: dict) -> None:
     files = [r for r in run["audit"] if r["resource_name"] == "file"]
     assert [(r["method"], json.loads(r["args_preview"])["args"]) for r in files] == [("open", [run["outside"]])]
