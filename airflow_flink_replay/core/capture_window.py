@@ -140,6 +140,11 @@ class StartOffsets(BaseModel):
         default=None, description="end offsets read before the savepoint was triggered (savepoint mode)"
     )
     racing_records: int = Field(default=0, ge=0, description="records between offsets_before and offsets")
+    output_topic: str | None = Field(default=None, description="production's output topic (read only)")
+    output_offsets: dict[int, int] | None = Field(
+        default=None,
+        description="its end offsets read with ``offsets``: production's outputs for the window come after them",
+    )
 
 
 def link_start_offsets(

@@ -182,6 +182,15 @@ class PartitionWindow(_Model):
         return self
 
 
+class ProductionOutputs(_Model):
+    """Where production's own outputs for the window start: its output topic's end offsets at the savepoint
+    (read with the capture's start offsets). Production processes the window's records after it resumes,
+    so their outputs come after these offsets (the fidelity figure reads them)."""
+
+    topic: str = Field(min_length=1)
+    start_offsets: dict[int, int]
+
+
 class CaptureInput(_Model):
     """The replay's input: a window of the capture topic and how to read it."""
 
@@ -200,6 +209,9 @@ class CaptureInput(_Model):
     )
     event_time: EventTime = EventTime()
     watermark: WatermarkSpec = WatermarkSpec()
+    production_outputs: ProductionOutputs | None = Field(
+        default=None, description="production's output topic and its offsets at the savepoint (fidelity)"
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -563,6 +575,7 @@ class ReplayManifest(_Model):
         _drop_empty(body, "reused_from")
         _drop_empty(body["production"], "plan_vertices")
         _drop_empty(body["production"]["savepoint"], "racing_records")
+        _drop_empty(body["capture"], "production_outputs")
         return body
 
     def signed_content(self) -> bytes:
@@ -737,6 +750,7 @@ __all__ = [
     "ManifestError",
     "ManifestTamperedError",
     "PartitionWindow",
+    "ProductionOutputs",
     "ProductionSide",
     "ReplayManifest",
     "SavepointInfo",

@@ -210,40 +210,49 @@ class CompareReplayOutputsOperator(BaseOperator):
         return summary
 
     def _with_fidelity(self, result: ComparisonResult, baseline: Any, config: CompareConfig) -> ComparisonResult:
-        """``result`` with the baseline compared against production's own outputs for the window."""
+        """``result`` with the baseline compared against production's own outputs for the window: those after
+        the output topic's offsets at the savepoint, which the manifest records."""
         from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
         from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
         from airflow_flink_replay.hooks.production_outputs import export_outputs
 
         topic = str(self.production_output_topic)
+        starts = self._output_offsets(topic)
+        if starts is None:
+            return result
         with tempfile.TemporaryDirectory(prefix="afr-production-outputs-") as tmp:
             target = Path(tmp) / "production.outputs.jsonl"
             hook = KafkaOffsetsHook(self.kafka_conn_id)
             try:
-                read = export_outputs(hook, topic, target, since_ms=self._window_start_ms())
+                read = export_outputs(hook, topic, target, start_offsets=starts)
             except Exception as err:  # the comparison stands; the figure is missing, and says why
                 self.log.warning("cannot read production's outputs from %s for the fidelity figure: %s", topic, err)
                 return result
             finally:
                 hook.close()
             stat = measure_fidelity(baseline, target, key=result.key, ignore=result.ignore, config=config)
-        stat.production = f"kafka topic {topic} ({read} outputs read)"
+        stat.production = f"kafka topic {topic} from offsets {starts} ({read} outputs read)"
         self.log.info("fidelity: %s of %s baseline outputs equal production's", stat.equal, stat.baseline_outputs)
         return with_fidelity(result, stat)
 
-    def _window_start_ms(self) -> int | None:
-        """The first capture timestamp of the window, from the manifest (None: read the topic whole)."""
-        if not self.manifest_uri:
-            return None
+    def _output_offsets(self, topic: str) -> dict[int, int] | None:
+        """The output topic's offsets at the savepoint, from the manifest (None: no fidelity figure, logged)."""
         from airflow_flink_replay.core.manifest_io import load_manifest
 
-        try:
-            manifest = load_manifest(str(self.manifest_uri))
-        except Exception as err:
-            self.log.warning("cannot read the manifest %s for the window's start: %s", self.manifest_uri, err)
-            return None
-        starts = [w.first_timestamp_ms for w in manifest.capture.partitions if w.first_timestamp_ms is not None]
-        return min(starts) if starts else None
+        why = "no manifest"
+        if self.manifest_uri:
+            try:
+                outputs = load_manifest(str(self.manifest_uri)).capture.production_outputs
+            except Exception as err:
+                outputs, why = None, f"the manifest cannot be read ({err})"
+            else:
+                why = "the manifest records no output offsets (read at the savepoint)"
+            if outputs is not None and outputs.topic == topic:
+                return dict(outputs.start_offsets)
+            if outputs is not None:
+                why = f"the manifest's output offsets are of topic {outputs.topic!r}"
+        self.log.warning("no fidelity figure for %s: %s", topic, why)
+        return None
 
     def _provenance(self) -> list[Reason]:
         """Info reasons on the savepoint's provenance, from the manifest (none without one)."""

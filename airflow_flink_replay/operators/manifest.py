@@ -31,6 +31,7 @@ from airflow_flink_replay.core.manifest import (
     CaptureInput,
     EventTime,
     PartitionWindow,
+    ProductionOutputs,
     ReplayManifest,
     SerializerSpec,
     WatermarkSpec,
@@ -102,12 +103,15 @@ def read_start_offsets(
     topic: str,
     quiesce_result: Mapping[str, Any] | None = None,
     offsets_before: Mapping[str | int, int] | None = None,
+    output_topic: str | None = None,
 ) -> StartOffsets:
-    """Read the capture topic's end offsets as the replay start offsets.
+    """Read the capture topic's end offsets as the replay start offsets (and, with ``output_topic``,
+    production's output topic's end offsets at the same instant: where its outputs for the window start).
 
     After a quiesce that kept production running (``savepoint`` mode) ``offsets_before`` (read before the
     savepoint was triggered) is required: see :func:`~airflow_flink_replay.core.capture_window.link_start_offsets`.
     """
+    outputs = hook.end_offsets(output_topic) if output_topic else None
     raw: Any = offsets_before
     if isinstance(raw, Mapping) and isinstance(raw.get("offsets"), Mapping):
         raw = raw["offsets"]  # an earlier StartOffsets XCom
@@ -123,6 +127,8 @@ def read_start_offsets(
         quiesce_mode=(quiesce_result or {}).get("mode"),
         offsets_before=before,
         racing_records=racing,
+        output_topic=output_topic,
+        output_offsets=outputs,
     )
 
 
@@ -151,6 +157,7 @@ class RecordStartOffsetsOperator(BaseOperator):
         quiesce_result: Mapping[str, Any] | None = None,
         offsets_before: Mapping[str | int, int] | None = None,
         kafka_config_id: str = "kafka_default",
+        output_topic: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -158,6 +165,7 @@ class RecordStartOffsetsOperator(BaseOperator):
         self.quiesce_result = quiesce_result
         self.offsets_before = offsets_before
         self.kafka_config_id = kafka_config_id
+        self.output_topic = output_topic
 
     @cached_property
     def hook(self) -> KafkaOffsetsHook:
@@ -173,7 +181,7 @@ class RecordStartOffsetsOperator(BaseOperator):
             return dict(in_window)
         hook = self.hook
         try:
-            start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before)
+            start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before, self.output_topic)
         except ValueError as err:
             raise AirflowException(str(err)) from err
         finally:
@@ -185,6 +193,16 @@ class RecordStartOffsetsOperator(BaseOperator):
                 start.racing_records,
             )
         return start.model_dump(mode="json")
+
+
+def _production_outputs(start_offsets: Any) -> ProductionOutputs | None:
+    """Production's output topic and its offsets at the savepoint, from the start-offsets XCom (if read)."""
+    if not isinstance(start_offsets, Mapping) or not start_offsets.get("output_topic"):
+        return None
+    if start_offsets.get("output_offsets") is None:
+        return None
+    offsets = {int(p): int(o) for p, o in start_offsets["output_offsets"].items()}
+    return ProductionOutputs(topic=str(start_offsets["output_topic"]), start_offsets=offsets)
 
 
 class CreateReplayManifestOperator(BaseOperator):
@@ -309,6 +327,9 @@ class CreateReplayManifestOperator(BaseOperator):
             event_time=event_time,
             watermark=WatermarkSpec.model_validate(self.watermark or {}),
         )
+        outputs = _production_outputs(self.start_offsets)
+        if outputs is not None:
+            capture = capture.model_copy(update={"production_outputs": outputs})
         racing = self.start_offsets.get("racing_records") if isinstance(self.start_offsets, Mapping) else None
         if racing is not None and production.savepoint.quiesce_mode == "savepoint":
             savepoint = production.savepoint.model_copy(update={"racing_records": int(racing)})

@@ -96,6 +96,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         program: FlinkPythonProgram | dict[str, Any],
         offsets_before: Mapping[str, Any] | None = None,
         kafka_config_id: str = "kafka_default",
+        output_topic: str | None = None,
         memory_source: Any = None,
         memory_target: Any = None,
         fork_id: str = "{{ run_id }}",
@@ -111,6 +112,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.capture_topic = capture_topic
         self.offsets_before: Any = offsets_before
         self.kafka_config_id = kafka_config_id
+        self.output_topic = output_topic
         self.memory_source = memory_source
         self.memory_target = memory_target
         self.fork_id = fork_id
@@ -201,7 +203,9 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     def _read_offsets(self, quiesce: QuiesceResult) -> dict[str, Any]:
         kafka = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
         try:
-            start = read_start_offsets(kafka, self.capture_topic, quiesce.model_dump(mode="json"), self.offsets_before)
+            start = read_start_offsets(
+                kafka, self.capture_topic, quiesce.model_dump(mode="json"), self.offsets_before, self.output_topic
+            )
         finally:
             kafka.close()
         self.log.info("replay start offsets of %s: %s", start.topic, start.offsets)

@@ -168,6 +168,7 @@ def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) ->
         capture_topic=prod.capture_topic,
         offsets_before=offsets_before.output,
         kafka_config_id=spec.kafka_conn_id,
+        output_topic=prod.output_topic,
         memory_source=run[ids.XCOM_MEMORY_SOURCE_KEY],
         memory_target=run[ids.fork_key("baseline")],
         mem0_conn_id=spec.mem0_conn_id,
@@ -202,6 +203,7 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         quiesce_result=quiesce.output,
         offsets_before=offsets_before.output,
         kafka_config_id=spec.kafka_conn_id,
+        output_topic=prod.output_topic,
     )
     reuse: Any = ReuseManifestOperator(
         task_id=ids.TASK_REUSE_MANIFEST,

@@ -333,3 +333,17 @@ def test_manifests_sealed_before_the_newer_fields_still_verify() -> None:
     data["production"]["savepoint"]["racing_records"] = 0  # a value that is set is covered by the digest
     with pytest.raises(ManifestTamperedError):
         ReplayManifest.parse(data)
+    assert manifest.capture.production_outputs is None  # the newest field: absent from the golden as well
+    data = json.loads(golden.read_text())
+    data["capture"]["production_outputs"] = {"topic": "outputs", "start_offsets": {"0": 7}}
+    with pytest.raises(ManifestTamperedError):  # ... and covered by the digest once set
+        ReplayManifest.parse(data)
+
+
+def test_start_offsets_carry_productions_output_offsets_into_the_manifest() -> None:
+    from airflow_flink_replay.operators.manifest import _production_outputs
+
+    xcom = {"topic": "cap", "offsets": {"0": 3}, "output_topic": "outputs", "output_offsets": {"0": 11, "1": 4}}
+    outputs = _production_outputs(xcom)
+    assert outputs is not None and (outputs.topic, outputs.start_offsets) == ("outputs", {0: 11, 1: 4})
+    assert _production_outputs({"topic": "cap", "offsets": {"0": 3}}) is None  # no output_topic: no figure
