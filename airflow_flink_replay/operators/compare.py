@@ -217,7 +217,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         from airflow_flink_replay.hooks.production_outputs import export_outputs
 
         topic = str(self.production_output_topic)
-        starts = self._output_offsets(topic)
+        starts, mode = self._output_offsets(topic)
         if starts is None:
             return result
         with tempfile.TemporaryDirectory(prefix="afr-production-outputs-") as tmp:
@@ -233,26 +233,34 @@ class CompareReplayOutputsOperator(BaseOperator):
             stat = measure_fidelity(baseline, target, key=result.key, ignore=result.ignore, config=config)
         stat.production = f"kafka topic {topic} from offsets {starts} ({read} outputs read)"
         self.log.info("fidelity: %s of %s baseline outputs equal production's", stat.equal, stat.baseline_outputs)
-        return with_fidelity(result, stat)
+        racing = (
+            "the savepoint was taken while production kept running (quiesce_mode=savepoint): records that raced it "
+            "are in production's state and not in the replay's"
+            if mode == "savepoint"
+            else None
+        )
+        return with_fidelity(result, stat, not_enforced=racing)
 
-    def _output_offsets(self, topic: str) -> dict[int, int] | None:
-        """The output topic's offsets at the savepoint, from the manifest (None: no fidelity figure, logged)."""
+    def _output_offsets(self, topic: str) -> tuple[dict[int, int] | None, str | None]:
+        """The output topic's offsets at the savepoint and the quiesce mode, from the manifest (no offsets: no
+        fidelity figure, logged)."""
         from airflow_flink_replay.core.manifest_io import load_manifest
 
         why = "no manifest"
         if self.manifest_uri:
             try:
-                outputs = load_manifest(str(self.manifest_uri)).capture.production_outputs
+                manifest = load_manifest(str(self.manifest_uri))
             except Exception as err:
-                outputs, why = None, f"the manifest cannot be read ({err})"
-            else:
+                manifest, why = None, f"the manifest cannot be read ({err})"
+            outputs = manifest.capture.production_outputs if manifest is not None else None
+            if manifest is not None and outputs is None:
                 why = "the manifest records no output offsets (read at the savepoint)"
             if outputs is not None and outputs.topic == topic:
-                return dict(outputs.start_offsets)
+                return dict(outputs.start_offsets), manifest.production.savepoint.quiesce_mode if manifest else None
             if outputs is not None:
                 why = f"the manifest's output offsets are of topic {outputs.topic!r}"
         self.log.warning("no fidelity figure for %s: %s", topic, why)
-        return None
+        return None, None
 
     def _provenance(self) -> list[Reason]:
         """Info reasons on the savepoint's provenance, from the manifest (none without one)."""

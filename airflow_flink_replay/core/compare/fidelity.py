@@ -82,9 +82,10 @@ def measure_fidelity(
 
 
 
-def with_fidelity(result: ComparisonResult, stat: FidelityStat) -> ComparisonResult:
+def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced: str | None = None) -> ComparisonResult:
     """``result`` with the fidelity figure, a reason stating it, and the verdict INCONCLUSIVE when it is
-    below the configured floor (a FAIL stays FAIL)."""
+    below the configured floor (a FAIL stays FAIL). ``not_enforced``: why the floor does not apply to this
+    run (the figure is still reported), e.g. a savepoint taken while production kept running."""
     from airflow_flink_replay.core.compare.engine import decide_verdict
 
     reasons = [r for r in result.reasons if r.code not in ("FIDELITY", "LOW_FIDELITY")]
@@ -97,6 +98,9 @@ def with_fidelity(result: ComparisonResult, stat: FidelityStat) -> ComparisonRes
     if stat.fields:
         figure += "; differing most: " + ", ".join(f"{p} ({n})" for p, n in stat.fields.items())
     low = stat.floor is not None and (stat.rate is None or stat.rate < stat.floor)
+    if low and not_enforced:
+        figure += f"; below the floor {stat.floor:.0%}, not enforced: {not_enforced}"
+        low = False
     if low:
         reasons.append(
             Reason(

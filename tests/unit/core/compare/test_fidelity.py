@@ -70,3 +70,12 @@ def test_outputs_production_did_not_make_count_against_fidelity(tmp_path: Path) 
     assert (stat.aligned, stat.equal, stat.rate) == (30, 30, 0.75)
     message = next(r for r in with_fidelity(result, stat).reasons if r.code == "LOW_FIDELITY").message
     assert "10 have no production output to compare with" in message
+
+
+def test_a_floor_that_does_not_apply_is_said_and_the_verdict_stands(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)
+    result = compare_runs(base, base, base, key="$.id")
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore)
+    judged = with_fidelity(result, stat, not_enforced="the savepoint was taken while production kept running")
+    assert judged.verdict == "PASS" and [r.code for r in judged.reasons] == ["FIDELITY"]
+    assert "below the floor 90%, not enforced: the savepoint was taken" in judged.reasons[0].message
