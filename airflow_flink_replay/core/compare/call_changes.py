@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.compare.loading import AuditRecord
+from airflow_flink_replay.core.compare.paths import MISSING, Flattener, differing_paths
 from airflow_flink_replay.core.compare.result import CallChange, Reason
 from airflow_flink_replay.core.compare.stats import newcombe_lower
 
@@ -37,7 +38,6 @@ _WHAT = {"arguments": "with other arguments", "outcome": "with another decision 
 #: Changed fields listed per example.
 MAX_CHANGED_FIELDS = 5
 _VALUE_CHARS = 80
-_ABSENT = object()
 
 
 def fact(aspect: Aspect, record: AuditRecord) -> Hashable:
@@ -58,35 +58,27 @@ def changed_keys(aspect: Aspect, a: Calls, b: Calls) -> list[str]:
     )
 
 
-def _leaves(value: Any, path: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_leaves(v, f"{path}.{k}" if path else str(k)))
-        return out or {path: {}}
-    if isinstance(value, list):
-        out = {}
-        for i, v in enumerate(value):
-            out.update(_leaves(v, f"{path}[{i}]"))
-        return out or {path: []}
-    return {path: value}
-
-
 def _short(value: Any) -> str:
-    text = "(absent)" if value is _ABSENT else json.dumps(value, ensure_ascii=False, default=str)
+    text = "(absent)" if value is MISSING else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
-
 
 
 def changed_fields(old: str, new: str) -> list[str]:
     """``path: old → new`` for the argument fields that differ between two argument previews (canonical JSON),
     at most :data:`MAX_CHANGED_FIELDS`; empty when a preview is not whole JSON (truncated)."""
+    flatten = Flattener([], "index").flatten  # every leaf by its path, list items by index
     try:
-        a, b = _leaves(json.loads(old)), _leaves(json.loads(new))
-    except ValueError:
+        before, after = json.loads(old), json.loads(new)
+        if not isinstance(before, dict) or not isinstance(after, dict):
+            return []
+        a, b = flatten(before), flatten(after)
+    except ValueError:  # not whole JSON, or nested too deeply to list
         return []
-    paths = sorted(p for p in a.keys() | b.keys() if a.get(p, _ABSENT) != b.get(p, _ABSENT))
-    lines = [f"{p}: {_short(a.get(p, _ABSENT))} → {_short(b.get(p, _ABSENT))}" for p in paths[:MAX_CHANGED_FIELDS]]
+    paths = differing_paths(a, b)
+    lines = [
+        f"{p.removeprefix('$.')}: {_short(a.get(p, MISSING))} → {_short(b.get(p, MISSING))}"
+        for p in paths[:MAX_CHANGED_FIELDS]
+    ]
     if len(paths) > MAX_CHANGED_FIELDS:
         lines.append(f"… {len(paths) - MAX_CHANGED_FIELDS} more fields")
     return lines

@@ -12,29 +12,18 @@ to a :class:`ComparisonResult`; below ``CompareConfig.fidelity_floor`` the verdi
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from typing import Any
+from collections import Counter
 
+from airflow_flink_replay.core.compare.alignment import load_run
 from airflow_flink_replay.core.compare.config import CompareConfig
-from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
-from airflow_flink_replay.core.compare.paths import Flattener, compile_key, key_text
+from airflow_flink_replay.core.compare.loading import Source, source_name
+from airflow_flink_replay.core.compare.paths import Flattener, compile_key, differing_paths
 from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
 __all__ = ["measure_fidelity", "with_fidelity"]
 
 #: Fields listed as differing most.
 TOP_FIELDS = 5
-_ABSENT = object()
-
-
-def _by_key(source: Source, key: str, flattener: Flattener) -> dict[str, list[dict[str, Any]]]:
-    getter = compile_key(key)
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for _, obj in iter_json_lines(source):
-        value = getter(obj)
-        if value is not None:
-            out[key_text(value)].append(flattener.flatten(obj))
-    return out
 
 
 def measure_fidelity(
@@ -48,19 +37,16 @@ def measure_fidelity(
     :param ignore: the paths the comparison ignored (``ComparisonResult.ignore``).
     """
     config = config or CompareConfig()
-    flattener = Flattener(ignore, config.list_mode)
-    base = _by_key(baseline, key, flattener)
-    prod = _by_key(production, key, flattener)
+    getter, flattener = compile_key(key), Flattener(ignore, config.list_mode)
+    base = load_run("baseline", baseline, getter, flattener).by_key  # read, flattened, grouped as the comparison
+    prod = load_run("production", production, getter, flattener).by_key
     aligned = equal = 0
     differing: Counter[str] = Counter()
     examples: list[str] = []
     for k in sorted(base):
-        for i, b in enumerate(base[k]):
-            if i >= len(prod.get(k, ())):
-                continue
-            p = prod[k][i]
+        for (b, _, _), (p, _, _) in zip(base[k], prod.get(k, ()), strict=False):  # the n-th with the n-th
             aligned += 1
-            paths = sorted(path for path in b.keys() | p.keys() if b.get(path, _ABSENT) != p.get(path, _ABSENT))
+            paths = differing_paths(b, p)
             if not paths:
                 equal += 1
                 continue
@@ -79,7 +65,6 @@ def measure_fidelity(
         example_keys=examples,
         floor=config.fidelity_floor,
     )
-
 
 
 def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced: str | None = None) -> ComparisonResult:

@@ -15,7 +15,17 @@ from airflow_flink_replay.core.compare.config import ListMode, is_under, path_pa
 from airflow_flink_replay.core.jsonpath import simple_steps
 from airflow_flink_replay.exceptions import NestingError, PathError
 
-__all__ = ["MISSING", "Flattener", "Group", "PathError", "child_path", "compile_key", "key_text", "unflatten"]
+__all__ = [
+    "MISSING",
+    "Flattener",
+    "Group",
+    "PathError",
+    "child_path",
+    "compile_key",
+    "differing_paths",
+    "key_text",
+    "unflatten",
+]
 
 #: Marker for "no value at this path" (distinct from JSON null).
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>", "__bool__": lambda self: False})()
@@ -284,6 +294,11 @@ class Flattener:
                 self._walk_list(ipath, item, out, depth + 1)
             else:
                 out[ipath] = item
+
+
+def differing_paths(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The paths of two flattened objects whose values differ (a path only one of them has included), sorted."""
+    return sorted(path for path in a.keys() | b.keys() if a.get(path, MISSING) != b.get(path, MISSING))
 
 
 def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
