@@ -12,6 +12,7 @@ import contextlib
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from airflow_flink_replay.core.compare import (
     compare_runs,
     write_reports,
 )
+from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.exceptions import CompareInputError
 from airflow_flink_replay.links.report import ReplayReportLink
 
@@ -60,7 +62,8 @@ class CompareReplayOutputsOperator(BaseOperator):
     :param report_url: URL under which readers open the report (templated, ``{report}`` is replaced by the
         report.html URI); default: the report's URI.
     :param production_output_topic: production's output topic: its outputs for the window are read (from the
-        manifest's first capture timestamp) and compared with the baseline's, the fidelity figure (templated).
+        offsets the manifest recorded at the savepoint) and compared with the baseline's, the fidelity figure
+        (templated).
     :param kafka_conn_id: the Kafka connection to read it with.
     :param gate: fail the task when the verdict is FAIL (True), or only report (False).
     :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
@@ -244,36 +247,38 @@ class CompareReplayOutputsOperator(BaseOperator):
     def _output_offsets(self, topic: str) -> tuple[dict[int, int] | None, str | None]:
         """The output topic's offsets at the savepoint and the quiesce mode, from the manifest (no offsets: no
         fidelity figure, logged)."""
-        from airflow_flink_replay.core.manifest_io import load_manifest
-
-        why = "no manifest"
-        if self.manifest_uri:
-            try:
-                manifest = load_manifest(str(self.manifest_uri))
-            except Exception as err:
-                manifest, why = None, f"the manifest cannot be read ({err})"
-            outputs = manifest.capture.production_outputs if manifest is not None else None
-            if manifest is not None and outputs is None:
-                why = "the manifest records no output offsets (read at the savepoint)"
-            if outputs is not None and outputs.topic == topic:
-                return dict(outputs.start_offsets), manifest.production.savepoint.quiesce_mode if manifest else None
-            if outputs is not None:
-                why = f"the manifest's output offsets are of topic {outputs.topic!r}"
+        manifest = self._manifest
+        outputs = manifest.capture.production_outputs if manifest is not None else None
+        if manifest is not None and outputs is not None and outputs.topic == topic:
+            return dict(outputs.start_offsets), manifest.production.savepoint.quiesce_mode
+        if manifest is None:
+            why = "no manifest to read them from"
+        elif outputs is None:
+            why = "the manifest records no output offsets (read at the savepoint)"
+        else:
+            why = f"the manifest's output offsets are of topic {outputs.topic!r}"
         self.log.warning("no fidelity figure for %s: %s", topic, why)
         return None, None
 
     def _provenance(self) -> list[Reason]:
         """Info reasons on the savepoint's provenance, from the manifest (none without one)."""
-        if not self.manifest_uri:
-            return []
         from airflow_flink_replay.core.compare.provenance import provenance_reasons
+
+        return provenance_reasons(self._manifest) if self._manifest is not None else []
+
+    @cached_property
+    def _manifest(self) -> ReplayManifest | None:
+        """The run's manifest, read once (None without one, or when it cannot be read: the manifest step owns its
+        validation, and the comparison stands without the provenance notes and the fidelity figure)."""
+        if not self.manifest_uri:
+            return None
         from airflow_flink_replay.core.manifest_io import load_manifest
 
         try:
-            return provenance_reasons(load_manifest(str(self.manifest_uri)))
-        except Exception as err:  # the manifest step owns its validation; the comparison still stands
-            self.log.warning("cannot read the manifest %s for provenance notes: %s", self.manifest_uri, err)
-            return []
+            return load_manifest(str(self.manifest_uri))
+        except Exception as err:
+            self.log.warning("cannot read the manifest %s (provenance, fidelity): %s", self.manifest_uri, err)
+            return None
 
     def _log_result(self, result: ComparisonResult, report: str) -> None:
         self.log.info(
