@@ -1,14 +1,17 @@
 """Audit records of resource calls attempted by a replayed agent (one JSON line each).
 
-Written by the resource proxies inside Flink (:mod:`airflow_flink_replay.flink.proxies`) and read by the
-comparison step. Pure: pydantic only.
+Written inside Flink by the resource proxies (:mod:`airflow_flink_replay.flink.proxies`) and the
+unmediated-call guard (:mod:`airflow_flink_replay.flink.unmediated`) through :func:`append_audit`, and read
+by the comparison step. Pure: pydantic only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,6 +23,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "REPLAY_NAMESPACE",
     "AuditRecord",
+    "append_audit",
     "args_digest",
     "args_preview",
     "masked",
@@ -165,6 +169,22 @@ def name_hashed_keys(keys: set[str]) -> dict[str, str]:
 
 def _is_int(text: str) -> bool:
     return text.lstrip("-").isdigit()
+
+
+#: One writer at a time per process. Reentrant: writing opens a file, which the unmediated-call guard's
+#: audit hook sees on the same thread.
+_WRITE_LOCK = threading.RLock()
+
+
+def append_audit(audit_dir: str | Path, record: AuditRecord) -> None:
+    """Append ``record`` to ``<audit_dir>/audit-<variant>-<pid>.jsonl`` (one file per variant and process)."""
+    path = Path(audit_dir) / f"audit-{record.variant}-{os.getpid()}.jsonl"
+    line = record.model_dump_json() + "\n"
+    with _WRITE_LOCK:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
 
 
 def read_audit(path: str | Path) -> Iterator[AuditRecord]:

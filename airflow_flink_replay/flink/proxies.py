@@ -28,8 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
-import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,7 +37,7 @@ from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSe
 from flink_agents.plan.tools.function_tool import FunctionTool
 from pydantic import PrivateAttr
 
-from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord
+from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, append_audit
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink import unmediated
@@ -56,20 +54,6 @@ __all__ = [
     "guarded_call",
     "rewrite_plan_resources",
 ]
-
-
-# --------------------------------------------------------------------------------------------- audit sink
-_AUDIT_LOCK = threading.Lock()
-
-
-def _append_audit(audit_dir: str, record: AuditRecord) -> None:
-    path = Path(audit_dir) / f"audit-{record.variant}-{os.getpid()}.jsonl"
-    line = record.model_dump_json() + "\n"
-    with _AUDIT_LOCK:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
 
 
 @functools.lru_cache(maxsize=32)
@@ -97,7 +81,7 @@ def guarded_call(
     decision = policy.decide(resource_type, resource_name, method)
 
     def audit(outcome: str, error: str | None = None) -> None:
-        _append_audit(
+        append_audit(
             audit_dir,
             AuditRecord.for_call(
                 variant=variant,

@@ -38,10 +38,9 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from airflow_flink_replay.core.audit import AuditRecord
+from airflow_flink_replay.core.audit import AuditRecord, append_audit
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 
 __all__ = ["GUARD_CONFIG_KEY", "Guard", "arm", "disarm", "guard_entry", "install", "mediated"]
@@ -157,7 +156,7 @@ def _detail(event: str, args: tuple[Any, ...], guard: Guard) -> str | None:
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             isinstance(flags, int) and flags & _WRITE_FLAGS
         )
-        if not writes or not isinstance(path, str | bytes | os.PathLike) or isinstance(path, int):
+        if not writes or not isinstance(path, str | bytes | os.PathLike):  # a file descriptor: opened before
             return None
         text = os.fsdecode(path)
         return None if _exempt_path(text, guard) else text
@@ -210,7 +209,6 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 def _audit(guard: Guard, event: str, detail: str) -> None:
     from airflow_flink_replay.flink.audit_context import current_key
 
-    decision = guard.decision
     record = AuditRecord.for_call(
         variant=guard.variant,
         key=current_key(),
@@ -219,17 +217,14 @@ def _audit(guard: Guard, event: str, detail: str) -> None:
         method=event,
         args=(detail,),
         kwargs={},
-        decision=decision,
-        outcome="blocked" if decision == "block" else "ok",
+        decision=guard.decision,
+        outcome="blocked" if guard.decision == "block" else "ok",
     )
-    path = Path(guard.audit_dir) / f"audit-{guard.variant}-{os.getpid()}-unmediated.jsonl"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(record.model_dump_json() + "\n")
+        append_audit(guard.audit_dir, record)
     except OSError:
         _log.exception("unmediated-call guard: cannot write the audit record for %s %s", event, detail)
-    _log.warning("replay %s: unmediated %s %s (%s)", guard.variant, event, detail, decision)
+    _log.warning("replay %s: unmediated %s %s (%s)", guard.variant, event, detail, guard.decision)
 
 
 def install() -> None:
