@@ -30,17 +30,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the end-to-end demo (release gate: v2 FAILs, v1 PASSes)")
     p.add_argument("--ui", action="store_true", help="serve the DAGs on `airflow standalone` instead")
     p.add_argument("--port", type=int, default=8080, help="Airflow UI port for --ui")
-    p.add_argument("--window", type=int, default=40, help="records per replay window")
+    p.add_argument("--window", type=int, default=None, help="records per replay window (default 40; --noisy 100)")
+    p.add_argument("--noisy", action="store_true",
+                   help="the chat model samples like an LLM (its own production): the A/A noise is not zero, and the "
+                   "gate still FAILs v2 and PASSes v1")
     p.set_defaults(func=run)
 
 
-def _revive_taskmanager(stack: Any) -> None:
+def _setup(args: argparse.Namespace) -> Any:
+    from airflow_flink_replay.local.demo import NOISY_DEMO, DemoSetup
+
+    return NOISY_DEMO if getattr(args, "noisy", False) else DemoSetup()
+
+
+def _revive_taskmanager(stack: Any, setup: Any) -> None:
     """Bring back a TaskManager that died (PyFlink's Beam shutdown race can kill it when Python jobs end;
     docs/limitations.md) and redeploy production if it did not survive."""
     import time
 
     from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
-    from airflow_flink_replay.local.demo import PRODUCTION_JOB_NAME, DemoTopics, deploy_production
+    from airflow_flink_replay.local.demo import deploy_demo
     from airflow_flink_replay.local.stack import LocalStack, StackConfig, flink_taskmanagers
 
     if flink_taskmanagers(stack.flink_rest_url) >= 1:
@@ -50,11 +59,11 @@ def _revive_taskmanager(stack: Any) -> None:
     hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
     deadline = time.monotonic() + 60  # a job still failing over may come back by itself: do not submit twice
     while time.monotonic() < deadline and any(
-        j.name == PRODUCTION_JOB_NAME and j.state in ("RESTARTING", "CREATED", "INITIALIZING", "RECONCILING")
+        j.name == setup.job_name and j.state in ("RESTARTING", "CREATED", "INITIALIZING", "RECONCILING")
         for j in hook.list_jobs().jobs
     ):
         time.sleep(2)
-    deploy_production(stack, DemoTopics.named("demo"))
+    deploy_demo(stack, setup)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,61 +71,63 @@ def run(args: argparse.Namespace) -> int:
     if str(ROOT) not in sys.path:  # the example agent and its review generator live in the checkout
         sys.path.insert(0, str(ROOT))
     from airflow_flink_replay.local.airflow_runner import DAG_IDS, AirflowRunner, airflow_env
-    from airflow_flink_replay.local.demo import DemoTopics, deploy_production, write_spec
+    from airflow_flink_replay.local.demo import AgentRef, deploy_demo, write_spec
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
+    setup = _setup(args)
     print("bringing the local stack up (the first time installs the Flink side: a few minutes)...")
     stack = LocalStack(StackConfig()).up()
-    demo_dir = Path(stack.workdir) / "demo"
+    demo_dir = Path(stack.workdir) / setup.prefix
     log_path = demo_dir / "logs" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log"
     print(f"full Airflow log: {log_path}")
     runs = demo_dir / "runs"
-    spec_path = write_spec(stack, DemoTopics.named("demo"), demo_dir / "replay_spec.yaml", window_records=args.window,
-                           runs_dir=runs)
-    print("deploying the review agent v1 as production and feeding it reviews...")
-    job_id = deploy_production(stack, DemoTopics.named("demo"))
+    window = args.window or (100 if args.noisy else 40)
+    spec_path = write_spec(stack, setup.topics, demo_dir / "replay_spec.yaml", job_name=setup.job_name,
+                           job_identifier=setup.job_identifier, window_records=window, runs_dir=runs,
+                           agent=AgentRef(reference=setup.v1), candidate=setup.v2, compare=setup.compare)
+    model = "samples like an LLM" if args.noisy else "is deterministic"
+    print(f"deploying the review agent v1 as production (its chat model {model}) and feeding it reviews...")
+    job_id = deploy_demo(stack, setup)
     print(f"production: Flink job {job_id} ({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
     airflow = AirflowRunner(airflow_env(stack, demo_dir / "airflow", spec_path), log_path)
     airflow.migrate()
     if args.ui:
-        return _serve_ui(stack, airflow, args.port)
-    verdicts = {label: _gate_run(stack, airflow, runs, label, candidate, start, DAG_IDS["gate"])
-                for label, candidate, start in _candidates()}
+        return _serve_ui(stack, airflow, args.port, setup)
+    verdicts = {label: _gate_run(stack, airflow, runs, label, candidate, start, DAG_IDS["gate"], setup)
+                for label, candidate, start in _candidates(setup)}
     ok = verdicts["candidate v2"] == "FAIL" and verdicts["candidate v1"] == "PASS"
     print("\ndemo", "OK: v2 is stopped at the gate, v1 passes" if ok else "did NOT end as expected",
           f"(full log: {log_path})")
     return 0 if ok else 1
 
 
-def _serve_ui(stack: Any, airflow: Any, port: int) -> int:
+def _serve_ui(stack: Any, airflow: Any, port: int, setup: Any) -> int:
     """``--ui``: serve the DAGs on ``airflow standalone`` while reviews keep flowing into production."""
-    from airflow_flink_replay.local.demo import V2, DemoTopics, ReviewFeeder
+    from airflow_flink_replay.local.demo import ReviewFeeder
 
     print(f"serving Airflow on http://127.0.0.1:{port} (Ctrl-C to stop); trigger "
-          "flink_agents_release_gate with conf {\"candidate\": \"%s\"}" % V2)
-    with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=10_000, rate=2):
+          "flink_agents_release_gate with conf {\"candidate\": \"%s\"}" % setup.v2)
+    with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=10_000, rate=2):
         return airflow.standalone(port)
 
 
-def _candidates() -> tuple[tuple[str, str, int], ...]:
-    from airflow_flink_replay.local.demo import V1, V2
-
-    return (("candidate v2", V2, 20_000), ("candidate v1", V1, 30_000))
+def _candidates(setup: Any) -> tuple[tuple[str, str, int], ...]:
+    return (("candidate v2", setup.v2, 20_000), ("candidate v1", setup.v1, 30_000))
 
 
 def _gate_run(
-    stack: Any, airflow: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str
+    stack: Any, airflow: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str, setup: Any
 ) -> str | None:
     """One release-gate run for ``candidate`` while reviews flow into production; prints its view, returns
     its verdict."""
-    from airflow_flink_replay.local.demo import DemoTopics, ReviewFeeder
+    from airflow_flink_replay.local.demo import ReviewFeeder
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
-    _revive_taskmanager(stack)
+    _revive_taskmanager(stack, setup)
     if stack.replay_flink_rest_url and LocalStack(StackConfig()).recycle_if_worn("replay"):
         print("recycled the replay cluster (its JobManager's metaspace was filling up: docs/local-stack.md)")
     print(f"\n{dag_id} with {label} ({candidate}) ...")
-    with ReviewFeeder(stack.kafka_bootstrap, DemoTopics.named("demo").reviews, start_index=feed_from, rate=4):
+    with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=feed_from, rate=setup.feed_rate):
         result = airflow.dags_test(dag_id, {"candidate": candidate}, runs)
     if result.run_id is None:
         print(f"  the DAG run did not start: see {airflow.log_path}")

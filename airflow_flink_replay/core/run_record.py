@@ -79,6 +79,12 @@ class RunRecord(BaseModel):
     fidelity: float | None = Field(
         default=None, description="share of the baseline's outputs equal to production's own (output_topic given)"
     )
+    fidelity_self: float | None = Field(
+        default=None, description="share of the baseline's outputs equal to baseline-2's, measured the same way"
+    )
+    noise: dict[str, float] = Field(
+        default_factory=dict, description="fields in which the two baselines differed: path -> noise rate"
+    )
     task_states: dict[str, str | None] = Field(default_factory=dict)
     cleanup: dict[str, Any] = Field(default_factory=dict)
 

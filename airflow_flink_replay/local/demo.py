@@ -26,6 +26,9 @@ JOB_IDENTIFIER = "review-triage-prod"
 #: The example agent's job definitions (production runs v1; v2 is the candidate whose prompt change the gate catches).
 V1 = "examples.review_agent.v1.job:job"
 V2 = "examples.review_agent.v2.job:job"
+#: The same versions with the stand-in chat model sampling like an LLM (``flink-replay demo --noisy``).
+V1_NOISY = "examples.review_agent.v1.job:noisy_job"
+V2_NOISY = "examples.review_agent.v2.job:noisy_job"
 AGENT_UID = "afr-agent"
 PRODUCTION_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "production_job.py")
 
@@ -47,6 +50,38 @@ class DemoTopics(BaseModel):
             capture=f"{prefix}-capture",
             action_state=f"{prefix}-action-state",
         )
+
+
+class DemoSetup(BaseModel):
+    """Which production the demo deploys (its topics, Flink job name, job identifier, agent), the candidates its
+    gate runs get and the spec's comparison settings."""
+
+    prefix: str = "demo"
+    job_name: str = PRODUCTION_JOB_NAME
+    job_identifier: str = JOB_IDENTIFIER
+    v1: str = V1
+    v2: str = V2
+    compare: dict[str, Any] = {}
+    #: reviews per second fed to production while a gate run waits for its window
+    feed_rate: float = 4.0
+
+    @property
+    def topics(self) -> DemoTopics:
+        """Production's topics."""
+        return DemoTopics.named(self.prefix)
+
+
+#: The demo with the stand-in chat model sampling like an LLM: its own production, the gate blocking changes of
+#: at least 10 points of outputs (the two baselines differ by chance in a few; docs/comparison.md).
+NOISY_DEMO = DemoSetup(
+    prefix="noisy-demo",
+    job_name="review-triage-noisy",
+    job_identifier="review-triage-noisy",
+    v1=V1_NOISY,
+    v2=V2_NOISY,
+    compare={"abs_threshold": 0.1},
+    feed_rate=10.0,
+)
 
 
 class AgentRef(BaseModel):
@@ -169,6 +204,7 @@ def write_spec(
     runs_dir: Path | None = None,
     agent: AgentRef | None = None,
     candidate: str | None = V2,
+    compare: dict[str, Any] | None = None,
 ) -> Path:
     """Write a ReplaySpec YAML (what a team writes once per production job): the demo's, or with ``agent`` and
     ``candidate`` the one of a production deployed by ``flink-replay deploy``."""
@@ -192,7 +228,7 @@ def write_spec(
         "quiesce_mode": "drain",
         "window": {"records": window_records, "timeout_minutes": 10},
         "compare_key": "$.id",
-        "compare": {"min_aligned": min(20, window_records)},
+        "compare": {"min_aligned": min(20, window_records), **(compare or {})},
         "kafka_bootstrap": stack.kafka_bootstrap,
         # replays run on the stack's replay cluster: a replay can never take production's cluster down
         "replay_flink_conn_id": REPLAY_CONN_ID if stack.replay_flink_rest_url else None,
@@ -233,6 +269,12 @@ def submit_production(
     return job_id, True
 
 
+def deploy_demo(stack: StackInfo, setup: DemoSetup) -> str:
+    """:func:`deploy_production` of the demo ``setup``'s production."""
+    return deploy_production(stack, setup.topics, job_name=setup.job_name, job_identifier=setup.job_identifier,
+                             agent=AgentRef(reference=setup.v1))
+
+
 def deploy_production(
     stack: StackInfo,
     topics: DemoTopics,
@@ -241,12 +283,14 @@ def deploy_production(
     job_identifier: str = JOB_IDENTIFIER,
     initial_reviews: int = 30,
     timeout: float = 240.0,
+    agent: AgentRef | None = None,
 ) -> str:
-    """Create topics, submit production v1, feed ``initial_reviews`` and wait until they are processed."""
+    """Create topics, submit production (v1 unless ``agent``), feed ``initial_reviews`` and wait until they are
+    processed."""
     from examples.review_agent.common.generator import generate_reviews
 
     job_id, submitted = submit_production(stack, topics, job_name=job_name, job_identifier=job_identifier,
-                                          timeout=timeout)
+                                          agent=agent, timeout=timeout)
     if not submitted:
         return job_id
     produce_reviews(stack.kafka_bootstrap, topics.reviews, list(generate_reviews(initial_reviews, seed=7)))

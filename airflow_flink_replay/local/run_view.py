@@ -121,16 +121,29 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
     if outputs:
         out["replays"] = "outputs: " + ", ".join(f"{name} {n if n is not None else '?'}" for name, n in outputs)
     if record.get("verdict"):
-        fidelity = record.get("fidelity")
-        out["compare"] = f"verdict {record['verdict']}" + (
-            f", baseline = production for {fidelity:.1%} of its outputs" if fidelity is not None else ""
-        )
+        out["compare"] = f"verdict {record['verdict']}" + _noise(record) + _fidelity(record)
     drops = ((record.get("cleanup") or {}).get("forks_dropped") or {}).values()
     dropped = [d for d in drops if d and not d.get("kept")]
     deleted = (((record.get("action_state") or {}).get("cleanup")) or {}).get("deleted")
     if dropped or deleted:
         out["cleanup"] = f"{len(dropped)} memory forks dropped, {len(deleted or [])} replay topics deleted"
     return out
+
+
+def _noise(record: dict[str, Any]) -> str:
+    """The A/A noise in a few words: the noisiest fields and how often the two baselines differed in them."""
+    noise = record.get("noise") or {}
+    if not noise:
+        return ""
+    return ", A/A noise " + ", ".join(f"{path.removeprefix('$.')} {rate:.0%}" for path, rate in list(noise.items())[:3])
+
+
+def _fidelity(record: dict[str, Any]) -> str:
+    fidelity, itself = record.get("fidelity"), record.get("fidelity_self")
+    if fidelity is None:
+        return ""
+    text = f", baseline = production for {fidelity:.1%} of its outputs"
+    return text + (f" (= baseline-2 for {itself:.1%})" if itself is not None and itself < 1 else "")
 
 
 def _agent_check(result: dict[str, Any] | None) -> str | None:

@@ -190,7 +190,7 @@ class CompareReplayOutputsOperator(BaseOperator):
                     ignore=list(self.ignore or []),
                 )
                 if self.production_output_topic:
-                    result = self._with_fidelity(result, source(self.baseline), config)
+                    result = self._with_fidelity(result, source(self.baseline), source(self.baseline_2), config)
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
         result.reasons.extend(self._provenance())
@@ -212,9 +212,12 @@ class CompareReplayOutputsOperator(BaseOperator):
             raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
         return summary
 
-    def _with_fidelity(self, result: ComparisonResult, baseline: Any, config: CompareConfig) -> ComparisonResult:
+    def _with_fidelity(
+        self, result: ComparisonResult, baseline: Any, baseline_2: Any, config: CompareConfig
+    ) -> ComparisonResult:
         """``result`` with the baseline compared against production's own outputs for the window: those after
-        the output topic's offsets at the savepoint, which the manifest records."""
+        the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` (may be None)
+        tells how often the baseline reproduces itself."""
         from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
         from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
         from airflow_flink_replay.hooks.production_outputs import export_outputs
@@ -233,7 +236,9 @@ class CompareReplayOutputsOperator(BaseOperator):
                 return result
             finally:
                 hook.close()
-            stat = measure_fidelity(baseline, target, key=result.key, ignore=result.ignore, config=config)
+            stat = measure_fidelity(
+                baseline, target, key=result.key, ignore=result.ignore, config=config, baseline_2=baseline_2
+            )
         stat.production = f"kafka topic {topic} from offsets {starts} ({read} outputs read)"
         self.log.info("fidelity: %s of %s baseline outputs equal production's", stat.equal, stat.baseline_outputs)
         racing = (

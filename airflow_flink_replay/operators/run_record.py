@@ -97,6 +97,8 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         verdict=compare.get("verdict"),
         reasons=list(compare.get("reasons") or []),
         fidelity=compare.get("fidelity"),
+        fidelity_self=compare.get("fidelity_self"),
+        noise=dict(compare.get("noise") or {}),
         task_states=states,
         cleanup={
             "cancelled_jobs": pull(ids.TASK_CANCEL_LEFTOVER_REPLAYS),

@@ -2,8 +2,9 @@
 
 Layout:
 
-- ``common/``: what both versions share — the deterministic local chat model connection
-  (:class:`~examples.review_agent.common.chat_model.DeterministicReviewModel`), the side-effecting
+- ``common/``: what both versions share — the local stand-in chat model connection
+  (:class:`~examples.review_agent.common.chat_model.StandInReviewModel`: deterministic, or sampling like an
+  LLM at a temperature; its decision is ``common/decision.py``), the side-effecting
   ``notify_support`` tool, the Mem0-backed long-term memory resource and the review event generator.
 - ``common/triage.py``: what the agent does (count, recall, ask the model, remember, emit), shared by every
   version as module-level functions.

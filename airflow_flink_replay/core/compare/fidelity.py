@@ -7,7 +7,9 @@ with the baseline's by the correlation key (the n-th output of a key with the n-
 outputs whose every field equals production's — fields compared as the comparison flattens them, with the
 same ignored paths (and the replay's own ``_replay`` block) left out. :func:`with_fidelity` adds the figure
 to a :class:`ComparisonResult`; below ``CompareConfig.fidelity_floor`` the verdict becomes INCONCLUSIVE
-(``LOW_FIDELITY``): a gate built on a replay that does not reproduce production cannot be trusted.
+(``LOW_FIDELITY``): a gate built on a replay that does not reproduce production cannot be trusted. An agent
+that samples (an LLM at a temperature) does not even reproduce itself: with the second baseline the floor
+applies to the fidelity relative to how often the baseline equals baseline-2, measured the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ TOP_FIELDS = 5
 
 
 def measure_fidelity(
-    baseline: Source, production: Source, *, key: str, ignore: list[str], config: CompareConfig | None = None
+    baseline: Source,
+    production: Source,
+    *,
+    key: str,
+    ignore: list[str],
+    config: CompareConfig | None = None,
+    baseline_2: Source | None = None,
 ) -> FidelityStat:
     """Compare the baseline's outputs with production's own outputs for the same keys.
 
@@ -35,16 +43,41 @@ def measure_fidelity(
     :param production: production's outputs for the window (JSONL), read from its output topic.
     :param key: the correlation key's JSONPath (the comparison's).
     :param ignore: the paths the comparison ignored (``ComparisonResult.ignore``).
+    :param baseline_2: the second baseline's outputs: how often the baseline reproduces *itself*, measured the
+        same way, is what production can be expected to match at best when the agent is noisy (an LLM that
+        samples): the floor applies to the fidelity relative to it.
     """
     config = config or CompareConfig()
     getter, flattener = compile_key(key), Flattener(ignore, config.list_mode)
     base = load_run("baseline", baseline, getter, flattener).by_key  # read, flattened, grouped as the comparison
     prod = load_run("production", production, getter, flattener).by_key
+    aligned, equal, differing, examples = _agreement(base, prod)
+    baseline_outputs = sum(len(v) for v in base.values())
+    self_rate = None
+    if baseline_2 is not None and baseline_outputs:
+        _, self_equal, _, _ = _agreement(base, load_run("baseline_2", baseline_2, getter, flattener).by_key)
+        self_rate = self_equal / baseline_outputs
+    return FidelityStat(
+        production=source_name(production),
+        baseline_outputs=baseline_outputs,
+        production_outputs=sum(len(v) for v in prod.values()),
+        aligned=aligned,
+        equal=equal,
+        rate=(equal / baseline_outputs) if baseline_outputs else None,
+        self_rate=self_rate,
+        fields={path: n for path, n in differing.most_common(TOP_FIELDS)},
+        example_keys=examples,
+        floor=config.fidelity_floor,
+    )
+
+
+def _agreement(base: dict, other: dict) -> tuple[int, int, Counter[str], list[str]]:
+    """(aligned, equal, differing paths, example keys) of ``base``'s outputs against ``other``'s."""
     aligned = equal = 0
     differing: Counter[str] = Counter()
     examples: list[str] = []
     for k in sorted(base):
-        for (b, _, _), (p, _, _) in zip(base[k], prod.get(k, ()), strict=False):  # the n-th with the n-th
+        for (b, _, _), (p, _, _) in zip(base[k], other.get(k, ()), strict=False):  # the n-th with the n-th
             aligned += 1
             paths = differing_paths(b, p)
             if not paths:
@@ -53,18 +86,7 @@ def measure_fidelity(
             differing.update(paths)
             if len(examples) < TOP_FIELDS:
                 examples.append(k)
-    baseline_outputs = sum(len(v) for v in base.values())
-    return FidelityStat(
-        production=source_name(production),
-        baseline_outputs=baseline_outputs,
-        production_outputs=sum(len(v) for v in prod.values()),
-        aligned=aligned,
-        equal=equal,
-        rate=(equal / baseline_outputs) if baseline_outputs else None,
-        fields={path: n for path, n in differing.most_common(TOP_FIELDS)},
-        example_keys=examples,
-        floor=config.fidelity_floor,
-    )
+    return aligned, equal, differing, examples
 
 
 def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced: str | None = None) -> ComparisonResult:
@@ -82,7 +104,13 @@ def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced:
         figure += f"; {stat.baseline_outputs - stat.aligned} have no production output to compare with"
     if stat.fields:
         figure += "; differing most: " + ", ".join(f"{p} ({n})" for p, n in stat.fields.items())
-    low = stat.floor is not None and (stat.rate is None or stat.rate < stat.floor)
+    relative = stat.relative
+    if stat.self_rate is not None and stat.self_rate < 1.0 and relative is not None:
+        figure += (
+            f"; the baseline reproduces itself (baseline-2) in {stat.self_rate:.1%}: relative to the agent's own "
+            f"noise the fidelity is {relative:.0%}"
+        )
+    low = stat.floor is not None and (relative is None or relative < stat.floor)
     if low and not_enforced:
         figure += f"; below the floor {stat.floor:.0%}, not enforced: {not_enforced}"
         low = False

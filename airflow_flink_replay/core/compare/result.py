@@ -175,9 +175,25 @@ class FidelityStat(BaseModel):
     aligned: int = Field(description="baseline outputs with a production output of the same key (n-th with n-th)")
     equal: int = Field(description="aligned outputs whose every compared field equals production's")
     rate: float | None = Field(description="equal / baseline outputs (None without baseline outputs)")
+    self_rate: float | None = Field(
+        default=None,
+        description="share of baseline outputs equal to baseline-2's, measured the same way (None: no baseline-2)",
+    )
     fields: dict[str, int] = Field(default_factory=dict, description="fields differing most: path -> outputs")
     example_keys: list[str] = Field(default_factory=list)
-    floor: float | None = Field(default=None, description="below this, the verdict is INCONCLUSIVE")
+    floor: float | None = Field(
+        default=None, description="below this (the rate relative to self_rate, if any), the verdict is INCONCLUSIVE"
+    )
+
+    @property
+    def relative(self) -> float | None:
+        """The fidelity relative to the baseline's agreement with itself: ``rate / self_rate`` (capped at 1),
+        ``rate`` without a second baseline or when the baselines agree completely."""
+        if self.rate is None or self.self_rate is None:
+            return self.rate
+        if self.self_rate == 0:
+            return 1.0 if self.rate > 0 else 0.0
+        return min(1.0, self.rate / self.self_rate)
 
 
 class ComparisonResult(BaseModel):
@@ -241,4 +257,11 @@ class ComparisonResult(BaseModel):
             ],
             "counts": self.counts.model_dump(),
             "fidelity": self.fidelity.rate if self.fidelity is not None else None,
+            "fidelity_self": self.fidelity.self_rate if self.fidelity is not None else None,
+            "noise": self.noisiest(),
         }
+
+    def noisiest(self, top: int = 5) -> dict[str, float]:
+        """The fields in which the two baselines differed, noisiest first: path -> how often they differed."""
+        noisy = sorted((f for f in self.fields if f.noise_rate), key=lambda f: (-(f.noise_rate or 0), f.path))
+        return {f.path: round(f.noise_rate or 0.0, 4) for f in noisy[:top]}

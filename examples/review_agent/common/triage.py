@@ -55,8 +55,9 @@ def system_prompt(ctx: RunnerContext, base: str) -> str:
 
 
 def review_llm() -> ResourceDescriptor:
-    """The model connection: deterministic and local; swap in Ollama/OpenAI here."""
-    return ResourceDescriptor(clazz="examples.review_agent.common.chat_model.DeterministicReviewModel")
+    """The model connection: a local stand-in (deterministic unless the job sets a temperature); swap in
+    Ollama/OpenAI here."""
+    return ResourceDescriptor(clazz="examples.review_agent.common.chat_model.StandInReviewModel")
 
 
 def review_model() -> ResourceDescriptor:
@@ -86,7 +87,11 @@ def process_input(event: InputEvent, ctx: RunnerContext, base_prompt: str) -> No
             model="review_model",
             messages=[
                 ChatMessage(role=MessageRole.SYSTEM, content=system_prompt(ctx, base_prompt)),
-                ChatMessage(role=MessageRole.USER, content=json.dumps(question, sort_keys=True)),
+                ChatMessage(
+                    role=MessageRole.USER,
+                    content=json.dumps(question, sort_keys=True),
+                    extra_args={"session": namespace(ctx)},
+                ),
             ],
         )
     )

@@ -7,8 +7,11 @@ that a replay's content-hashed copy of this package runs this version's own code
 
 from __future__ import annotations
 
-from examples.review_agent.common.job import review_job
+from examples.review_agent.common.job import NOISY_MODEL, review_job
 
 from .agent import ReviewAgent
 
 job = review_job(ReviewAgent)
+
+#: The same job with the stand-in chat model sampling like an LLM (``...job:noisy_job``).
+noisy_job = review_job(ReviewAgent, NOISY_MODEL)

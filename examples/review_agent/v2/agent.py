@@ -37,7 +37,7 @@ class ReviewAgent(Agent):
     @chat_model_connection
     @staticmethod
     def review_llm() -> ResourceDescriptor:
-        """The model connection: deterministic and local; swap in Ollama/OpenAI here."""
+        """The model connection: a local stand-in (see common/chat_model.py); swap in Ollama/OpenAI here."""
         return triage.review_llm()
 
     @chat_model_setup

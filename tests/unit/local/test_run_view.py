@@ -76,6 +76,10 @@ def test_one_line_per_chain_step_with_duration_and_figure(tmp_path: Path) -> Non
     assert steps["compare"].endswith("verdict FAIL") and "FAILED" not in steps["cleanup"]
     assert "2 memory forks dropped, 3 replay topics deleted" in steps["cleanup"]  # a kept fork is not dropped
     assert lines[9] == "  => FAIL"
+    noisy = render_run(tasks, {**_record(tmp_path), "noise": {"$.summary": 0.31, "$.label": 0.06},
+                               "fidelity": 0.7, "fidelity_self": 0.72}, None)
+    assert noisy[7].endswith("verdict FAIL, A/A noise summary 31%, label 6%, baseline = production for 70.0% of "
+                              "its outputs (= baseline-2 for 72.0%)")
     assert [line.split()[0] for line in lines[10:12]] == ["[R0]", "[R1]"]  # info reasons are not shown
     assert all(len(line) < 200 for line in lines[10:12])  # long messages are cut
     assert lines[-2:] == ["  report: /runs/compare-x/report.html", "  run record: /runs/x/run_record.json"]

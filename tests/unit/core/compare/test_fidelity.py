@@ -24,6 +24,16 @@ def outputs(path: Path, *, flip_every: int = 0, replay: bool = True, drop: int =
     return path
 
 
+def relabelled(source: Path, path: Path, *, every: int) -> Path:
+    """``source`` with the label of every ``every``-th output changed."""
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    for i, row in enumerate(rows):
+        if i % every == 0:
+            row["label"] = "neutral"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def test_a_faithful_baseline_equals_production_whatever_the_replay_adds(tmp_path: Path) -> None:
     base = outputs(tmp_path / "a.jsonl")
     result = compare_runs(base, base, base, key="$.id")
@@ -79,3 +89,29 @@ def test_a_floor_that_does_not_apply_is_said_and_the_verdict_stands(tmp_path: Pa
     judged = with_fidelity(result, stat, not_enforced="the savepoint was taken while production kept running")
     assert judged.verdict == "PASS" and [r.code for r in judged.reasons] == ["FIDELITY"]
     assert "below the floor 90%, not enforced: the savepoint was taken" in judged.reasons[0].message
+
+
+def test_a_noisy_agent_is_judged_against_how_well_it_reproduces_itself(tmp_path: Path) -> None:
+    """An agent that samples differs from production about as often as from its own second run: that is
+    noise, not infidelity; the same replay differing from production far more than from itself is not."""
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)  # 30 of 40 equal production's
+    base_2 = relabelled(base, tmp_path / "a2.jsonl", every=10)  # baseline vs baseline-2: 36 of 40 equal
+    production = outputs(tmp_path / "p.jsonl", replay=False)
+    result = compare_runs(base, base, base_2, key="$.id")
+    stat = measure_fidelity(base, production, key="$.id", ignore=result.ignore, baseline_2=base_2)
+    assert (stat.rate, stat.self_rate) == (0.75, 0.9) and round(stat.relative or 0, 4) == 0.8333
+    judged = with_fidelity(result, stat)
+    assert judged.verdict == "INCONCLUSIVE"  # 83% of what the agent's own noise allows: below the 90% floor
+    message = next(r for r in judged.reasons if r.code == "LOW_FIDELITY").message
+    assert "the baseline reproduces itself (baseline-2) in 90.0%: relative to the agent's own noise the " \
+           "fidelity is 83%" in message
+    noisier = relabelled(base, tmp_path / "a3.jsonl", every=3)  # baseline vs this: 26 of 40 equal
+    stat = measure_fidelity(base, production, key="$.id", ignore=result.ignore, baseline_2=noisier)
+    assert stat.self_rate == 0.65 and stat.relative == 1.0 and with_fidelity(result, stat).verdict == result.verdict
+
+
+def test_without_a_second_baseline_the_floor_applies_to_the_rate_itself(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)
+    result = compare_runs(base, base, base, key="$.id")
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore)
+    assert stat.self_rate is None and stat.relative == stat.rate == 0.75

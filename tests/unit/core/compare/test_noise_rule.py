@@ -162,3 +162,26 @@ def test_side_effect_noise_equal_in_baseline_2_and_candidate_passes(tmp_path: Pa
     exact = compare_runs(a, b, a2, key="$.id", audits={k: v for k, v in audits.items() if k != "baseline_2"})
     assert exact.verdict == "FAIL"
     assert {r.fields[0] for r in exact.reasons if r.code == "SIDE_EFFECT_REGRESSION"} == set(by_sig)
+
+
+def test_several_fields_beyond_the_thresholds_are_tested_together(tmp_path: Path) -> None:
+    """Bonferroni: 20 vs 10 of 200 outputs is significant at 5 % for one field alone; when two fields (and
+    the outputs-level rate) are each that far beyond the noise, each is tested at 5 %/3 and is not — with a
+    noisy agent several fields drift by chance in every run, and the verdict must not FAIL more often for it."""
+    rng = random.Random(5)
+    noise, cand = set(rng.sample(range(200), 10)), set(rng.sample(range(200), 20))
+
+    def run(path: str, changed: set[int], fields: tuple[str, ...]) -> Path:
+        rows = [{"id": f"r-{i}", "label": "same", "mood": "calm"} for i in range(200)]
+        for i in changed:
+            rows[i].update({f: "other" for f in fields})
+        return write_jsonl(tmp_path / path, rows)
+
+    one = compare_runs(run("a.jsonl", set(), ()), run("b1.jsonl", cand, ("label",)),
+                       run("a2_1.jsonl", noise, ("label",)), key="$.id")
+    assert next(f for f in one.fields if f.path == "$.label").status == "regression" and one.verdict == "FAIL"
+    two = compare_runs(run("a.jsonl", set(), ()), run("b2.jsonl", cand, ("label", "mood")),
+                       run("a2_2.jsonl", noise, ("label", "mood")), key="$.id")
+    assert {f.path: f.status for f in two.fields} == {"$.label": "not_significant", "$.mood": "not_significant",
+                                                      "$.id": "ok"}
+    assert two.verdict == "INCONCLUSIVE" and "Bonferroni" in two.method
