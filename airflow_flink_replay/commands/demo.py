@@ -10,6 +10,10 @@
    the window, fork size, outputs per variant), the verdict and its reasons, the report's path; everything
    Airflow prints goes to a log file under ``.stack/demo/logs/`` whose path is printed first.
 
+``--noisy`` deploys its own production of the same agent whose stand-in chat model samples like an LLM
+(``noisy_job``): the two baselines differ, the report shows the measured noise, and with 100 records per
+window and the gate blocking changes of at least 10 points of outputs, v2 still FAILs and v1 PASSes.
+
 ``--ui`` instead serves the same DAGs on ``airflow standalone`` (http://127.0.0.1:8080, no login) so a
 person can trigger the gate from the UI and click through the run.
 """
@@ -40,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _setup(args: argparse.Namespace) -> Any:
     from airflow_flink_replay.local.demo import NOISY_DEMO, DemoSetup
 
-    return NOISY_DEMO if getattr(args, "noisy", False) else DemoSetup()
+    return NOISY_DEMO if args.noisy else DemoSetup()
 
 
 def _revive_taskmanager(stack: Any, setup: Any) -> None:
