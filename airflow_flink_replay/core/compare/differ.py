@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
@@ -54,6 +55,17 @@ class NumericBand:
                     self._learn(p, x, other.get(m, MISSING))
             else:
                 self._learn(p, va, vb)
+
+    def learn_runs(self, by_key_a: Mapping[str, Sequence[Any]], by_key_a2: Mapping[str, Sequence[Any]]) -> int:
+        """Record the numeric differences of every aligned pair of two runs' outputs (``Run.by_key``: per key
+        its entries, the flattened output first; the n-th of a key with the n-th); returns the pairs seen."""
+        pairs = 0
+        for k, la in by_key_a.items():
+            for ea, ea2 in zip(la, by_key_a2.get(k, ()), strict=False):
+                pairs += 1
+                if ea[0] != ea2[0]:
+                    self.learn_pair(ea[0], ea2[0])
+        return pairs
 
     def finish(self, pairs: int) -> None:
         """Compute the bands over ``pairs`` aligned outputs (unmoved ones count as 0)."""

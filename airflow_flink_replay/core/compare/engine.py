@@ -230,7 +230,7 @@ def _align_in_memory(
     band = None
     if run_a2 is not None and config.numeric_noise_band:
         band = NumericBand(config.numeric_noise_quantile)
-        band.finish(_learn_band(band, run_a, run_a2))
+        band.finish(band.learn_runs(run_a.by_key, run_a2.by_key))
     diff = Differ(resolver, band)
     al = _align(run_a, run_b, run_a2, diff, config.max_examples, _Alignment(max_listed=config.max_listed))
     keys_ab = run_a.by_key.keys() | run_b.by_key.keys()
@@ -346,7 +346,7 @@ def _band_of_parts(
     for i in parts:
         ra, ra2 = sa.load(i), sa2.load(i)
         _collapse_maps([ra, ra2], changed)
-        pairs += _learn_band(band, ra, ra2)
+        pairs += band.learn_runs(ra.by_key, ra2.by_key)
         del ra, ra2  # before the next partition is loaded
     return band, pairs
 
@@ -613,22 +613,6 @@ def _collapsed(flat: dict[str, Any], changed: dict[str, str]) -> dict[str, Any]:
                 group = new[c] = Group()
             group[p] = v
     return new
-
-
-def _learn_band(band: NumericBand, run_a: Run, run_a2: Run) -> int:
-    """Learn how far numeric fields move between baseline and baseline-2 (before the candidate is judged);
-    returns the number of aligned pairs seen."""
-    pairs = 0
-    a2_keys = run_a2.by_key
-    for k, la in run_a.by_key.items():
-        la2 = a2_keys.get(k)
-        if la2 is None:
-            continue
-        for ea, ea2 in zip(la, la2, strict=False):
-            pairs += 1
-            if ea[0] != ea2[0]:
-                band.learn_pair(ea[0], ea2[0])
-    return pairs
 
 
 def _outputs_stat(al: _Alignment, has_noise: bool, config: CompareConfig, z: float) -> FieldStat:

@@ -4,8 +4,9 @@ A replay can be fair (the three variants see the same state, input and policy) a
 tool that returns a placeholder, memory that was not forked right, an input the replay reads differently.
 Production's own outputs for the window's records are the reference. :func:`measure_fidelity` aligns them
 with the baseline's by the correlation key (the n-th output of a key with the n-th) and counts the baseline
-outputs whose every field equals production's — fields compared as the comparison flattens them, with the
-same ignored paths (and the replay's own ``_replay`` block) left out. :func:`with_fidelity` adds the figure
+outputs in which no field differs from production's — fields flattened and compared as the comparison does
+(its comparators: text by similarity, numbers within their tolerance and within the band the two baselines
+showed), with the same ignored paths (and the replay's own ``_replay`` block) left out. :func:`with_fidelity` adds the figure
 to a :class:`ComparisonResult`; below ``CompareConfig.fidelity_floor`` the verdict becomes INCONCLUSIVE
 (``LOW_FIDELITY``): a gate built on a replay that does not reproduce production cannot be trusted. An agent
 that samples (an LLM at a temperature) does not even reproduce itself: with the second baseline the floor
@@ -19,7 +20,9 @@ from collections import Counter
 from airflow_flink_replay.core.compare.alignment import load_run
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.compare.loading import Source, source_name
-from airflow_flink_replay.core.compare.paths import Flattener, compile_key, differing_paths
+from airflow_flink_replay.core.compare.comparators import ComparatorResolver
+from airflow_flink_replay.core.compare.differ import Differ, NumericBand
+from airflow_flink_replay.core.compare.paths import Flattener, compile_key
 from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
 __all__ = ["measure_fidelity", "with_fidelity"]
@@ -51,12 +54,17 @@ def measure_fidelity(
     getter, flattener = compile_key(key), Flattener(ignore, config.list_mode)
     base = load_run("baseline", baseline, getter, flattener).by_key  # read, flattened, grouped as the comparison
     prod = load_run("production", production, getter, flattener).by_key
-    aligned, equal, differing, examples = _agreement(base, prod)
+    base_2 = load_run("baseline_2", baseline_2, getter, flattener).by_key if baseline_2 is not None else None
+    band = None
+    if base_2 is not None and config.numeric_noise_band:  # numbers move within what baseline-2 showed: equal
+        band = NumericBand(config.numeric_noise_quantile)
+        band.finish(band.learn_runs(base, base_2))
+    differ = Differ(ComparatorResolver(config), band)
+    aligned, equal, differing, examples = _agreement(base, prod, differ)
     baseline_outputs = sum(len(v) for v in base.values())
     self_rate = None
-    if baseline_2 is not None and baseline_outputs:
-        _, self_equal, _, _ = _agreement(base, load_run("baseline_2", baseline_2, getter, flattener).by_key)
-        self_rate = self_equal / baseline_outputs
+    if base_2 is not None and baseline_outputs:
+        self_rate = _agreement(base, base_2, differ)[1] / baseline_outputs
     return FidelityStat(
         production=source_name(production),
         baseline_outputs=baseline_outputs,
@@ -71,15 +79,16 @@ def measure_fidelity(
     )
 
 
-def _agreement(base: dict, other: dict) -> tuple[int, int, Counter[str], list[str]]:
-    """(aligned, equal, differing paths, example keys) of ``base``'s outputs against ``other``'s."""
+def _agreement(base: dict, other: dict, differ: Differ) -> tuple[int, int, Counter[str], list[str]]:
+    """(aligned, equal, differing paths, example keys) of ``base``'s outputs against ``other``'s, fields
+    compared by ``differ``."""
     aligned = equal = 0
     differing: Counter[str] = Counter()
     examples: list[str] = []
     for k in sorted(base):
         for (b, _, _), (p, _, _) in zip(base[k], other.get(k, ()), strict=False):  # the n-th with the n-th
             aligned += 1
-            paths = differing_paths(b, p)
+            paths = sorted(differ(b, p))
             if not paths:
                 equal += 1
                 continue

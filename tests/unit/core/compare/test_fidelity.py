@@ -115,3 +115,24 @@ def test_without_a_second_baseline_the_floor_applies_to_the_rate_itself(tmp_path
     result = compare_runs(base, base, base, key="$.id")
     stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore)
     assert stat.self_rate is None and stat.relative == stat.rate == 0.75
+
+
+def test_equal_means_equal_as_the_comparison_judges_it(tmp_path: Path) -> None:
+    """A score that moves within the band the two baselines showed and a summary reworded above the text
+    threshold are not infidelity; a score far outside the band is."""
+    def run(path: str, jitter: float, summary: str) -> Path:
+        rows = [{"id": f"r-{i}", "label": "positive", "score": round(0.5 + (jitter if i % 2 else -jitter), 3),
+                 "summary": f"review {i}: {summary}"} for i in range(N)]
+        path_ = tmp_path / path
+        path_.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path_
+
+    base = run("a.jsonl", 0.0, "the kettle arrived broken and the box was crushed")
+    base_2 = run("a2.jsonl", 0.02, "the kettle arrived broken, the box was crushed")
+    result = compare_runs(base, base, base_2, key="$.id")
+    close = measure_fidelity(base, run("p.jsonl", 0.01, "the kettle arrived broken and its box was crushed"),
+                             key="$.id", ignore=result.ignore, baseline_2=base_2)
+    assert (close.rate, close.self_rate) == (1.0, 1.0)
+    far = measure_fidelity(base, run("p2.jsonl", 0.2, "the kettle arrived broken and the box was crushed"),
+                           key="$.id", ignore=result.ignore, baseline_2=base_2)
+    assert far.rate == 0.0 and far.fields == {"$.score": N}
