@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import Counter
 
 from airflow_flink_replay.core.compare.alignment import load_run
-from airflow_flink_replay.core.compare.config import CompareConfig
-from airflow_flink_replay.core.compare.loading import Source, source_name
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
+from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.compare.differ import Differ, NumericBand
+from airflow_flink_replay.core.compare.loading import Source, source_name
 from airflow_flink_replay.core.compare.paths import Flattener, compile_key
 from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
