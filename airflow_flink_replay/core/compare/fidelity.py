@@ -8,9 +8,10 @@ outputs in which no field differs from production's — fields flattened and com
 (its comparators: text by similarity, numbers within their tolerance and within the band the two baselines
 showed), with the same ignored paths (and the replay's own ``_replay`` block) left out.
 :func:`with_fidelity` adds the figure to a :class:`ComparisonResult`; below ``CompareConfig.fidelity_floor``
-the verdict becomes INCONCLUSIVE (``LOW_FIDELITY``): a gate built on a replay that does not reproduce production cannot be trusted. An agent
-that samples (an LLM at a temperature) does not even reproduce itself: with the second baseline the floor
-applies to the fidelity relative to how often the baseline equals baseline-2, measured the same way.
+the verdict becomes INCONCLUSIVE (``LOW_FIDELITY``): a gate built on a replay that does not reproduce
+production cannot be trusted. An agent that samples (an LLM at a temperature) does not even reproduce
+itself: with the second baseline the floor applies to the fidelity relative to how often the baseline equals
+baseline-2, measured the same way.
 """
 
 from __future__ import annotations
