@@ -1,0 +1,41 @@
+"""``flink-replay demo``: which production and spec each flavour sets up (the run itself is an integration test)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+
+from airflow_flink_replay.commands import demo
+from airflow_flink_replay.local.demo import NOISY_DEMO, V1, V2, DemoSetup, write_spec
+from airflow_flink_replay.local.stack import StackInfo
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    demo.add_parser(parser.add_subparsers())
+    return parser.parse_args(["demo", *argv])
+
+
+def test_the_default_demo_is_deterministic_and_noisy_is_its_own_production() -> None:
+    assert demo._setup(_args()) == DemoSetup() and (DemoSetup().v1, DemoSetup().v2) == (V1, V2)
+    noisy = demo._setup(_args("--noisy"))
+    assert noisy == NOISY_DEMO and noisy.v1.endswith("v1.job:noisy_job") and noisy.v2.endswith("v2.job:noisy_job")
+    # its own topics, job and memory namespace: both demos can be deployed on one stack
+    assert noisy.topics.reviews != DemoSetup().topics.reviews
+    assert (noisy.job_name, noisy.job_identifier) != (DemoSetup().job_name, DemoSetup().job_identifier)
+
+
+def test_the_noisy_spec_carries_its_comparison_settings(tmp_path: Path) -> None:
+    stack = StackInfo(
+        workdir=str(tmp_path), flink_home="/f", flink_conf_dir="/c", flink_python="/p", flink_rest_url="http://f",
+        kafka_bootstrap="x:9092", chroma_host="127.0.0.1", chroma_port=8000, mem0_dir="/m", connector_jars=[],
+        savepoint_dir="/s", checkpoint_dir="/k", java_home="/j", processes=[], env={}, connections_file="/x",
+    )
+    path = write_spec(stack, NOISY_DEMO.topics, tmp_path / "spec.yaml", job_name=NOISY_DEMO.job_name,
+                      job_identifier=NOISY_DEMO.job_identifier, window_records=100, candidate=NOISY_DEMO.v2,
+                      compare=NOISY_DEMO.compare)
+    spec = yaml.safe_load(path.read_text())
+    assert spec["compare"] == {"min_aligned": 20, "abs_threshold": 0.1, "alpha": 0.01}
+    assert spec["candidate_agent_job"] == NOISY_DEMO.v2 and spec["window"]["records"] == 100
