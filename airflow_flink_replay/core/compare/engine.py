@@ -428,7 +428,7 @@ def _conclude(
     run_a, run_b, run_a2, al, diff = aligned.run_a, aligned.run_b, aligned.run_a2, aligned.al, aligned.diff
     outputs = _outputs_stat(al, run_a2 is not None, config, z_one_sided(config.alpha))
     fields, z = _field_stats(al, run_a, run_b, run_a2, aligned.resolver, diff, config, outputs)
-    if outputs.status in ("regression", "not_significant"):
+    if _noisy_beyond(outputs):
         outputs = _outputs_stat(al, run_a2 is not None, config, z)
     counts = _counts(al, run_a, run_b, run_a2, aligned.n_keys)
     reasons = _decide(_Facts(fields, outputs, counts, run_a, run_a2 is not None, config, key))
@@ -617,8 +617,8 @@ def _collapsed(flat: dict[str, Any], changed: dict[str, str]) -> dict[str, Any]:
 
 def _outputs_stat(al: _Alignment, has_noise: bool, config: CompareConfig, z: float) -> FieldStat:
     """The output-level rate: outputs with a difference in any field, judged against the noise like a field
-    (at ``z``: it is one of the tests the Bonferroni correction counts). It never makes the comparison
-    INCONCLUSIVE for noise (the fields say which of them is too noisy)."""
+    (at ``z``: one of the tests the Bonferroni correction counts, when the baselines differed too). It never
+    makes the comparison INCONCLUSIVE for noise (the fields say which of them is too noisy)."""
     stat = _field_stat(
         "$",
         "any field",
@@ -673,8 +673,8 @@ def _field_stats(
     outputs: FieldStat | None = None,
 ) -> tuple[list[FieldStat], float]:
     """One :class:`FieldStat` per leaf path seen in any run, worst first, and the ``z`` they were tested at
-    (Bonferroni over the fields beyond the thresholds and ``outputs``, the outputs-level rate, unless it is the
-    same test as one of theirs: the same counts)."""
+    (Bonferroni over the fields beyond the thresholds in which the baselines differed, and ``outputs``, the
+    outputs-level rate, unless it is the same test as one of theirs: the same counts)."""
     has_noise = run_a2 is not None
     all_paths = sorted(run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set()))
 
@@ -698,24 +698,31 @@ def _field_stats(
     z = z_one_sided(config.alpha)
     fields = [judged(p, z) for p in all_paths]
     tested = tested_fields(fields, has_noise)
-    beyond = [(f.noise_diffs, f.candidate_diffs) for f in fields if f.status in ("regression", "not_significant")]
+    beyond = [(f.noise_diffs, f.candidate_diffs) for f in fields if _noisy_beyond(f)]
     if tested and outputs is not None and tested_fields([outputs], has_noise):
         tested += (outputs.noise_diffs, outputs.candidate_diffs) not in beyond
-    if tested > 1:  # Bonferroni: the chance that any of them regresses by noise alone stays within alpha
+    if tested > 1:  # Bonferroni: the chance that noise alone makes any of them regress stays within alpha
         z = z_one_sided(config.alpha / tested)
-        fields = [judged(f.path, z) if f.status in ("regression", "not_significant") else f for f in fields]
+        fields = [judged(f.path, z) if _noisy_beyond(f) else f for f in fields]
     fields.sort(key=lambda f: (_STATUS_RANK[f.status], -max(f.delta, 0.0), -f.candidate_rate, f.path))
     return fields, z
 
 
 def tested_fields(fields: list[FieldStat], has_noise: bool) -> int:
-    """How many fields the significance test decides: those whose candidate rate is beyond the noise rule's
-    thresholds (noise-calibrated comparison only; exact rules have no test). Each is tested at
-    ``alpha / tested`` so that with a noisy agent — where several fields differ between any two runs — an
-    A/A comparison still FAILs with chance at most ``alpha``, not ``alpha`` per field."""
+    """How many fields the significance test decides among noise: those whose candidate rate is beyond the
+    noise rule's thresholds *and* in which the two baselines differed (noise-calibrated comparison only).
+    Each of them is tested at ``alpha / tested`` so that with a noisy agent — where several fields differ
+    between any two runs — an A/A comparison still FAILs with chance at most ``alpha``, not ``alpha`` per
+    noisy field. A field the baselines never disagreed on has no measured noise to be fooled by, and one real
+    change drives several such fields together (a label, the summary that names it, the tool it calls): they
+    keep ``alpha``."""
     if not has_noise:
         return 0
-    return sum(1 for f in fields if f.status in ("regression", "not_significant"))
+    return sum(1 for f in fields if _noisy_beyond(f))
+
+
+def _noisy_beyond(f: FieldStat) -> bool:
+    return f.status in ("regression", "not_significant") and bool(f.noise_diffs)
 
 
 def _with_band(stat: FieldStat, band: NumericBand | None) -> FieldStat:
@@ -811,8 +818,8 @@ def describe_method(config: CompareConfig, has_noise: bool) -> str:
             f"when the candidate rate exceeds the noise rate by more than {config.abs_threshold:.1%} (absolute) "
             f"and by more than {config.rel_threshold:.0%} of the noise rate (relative), and the one-sided "
             f"{1 - config.alpha:.0%} lower bound of (candidate rate - noise rate) by Newcombe's hybrid "
-            "Wilson-score interval is above zero; when k tests are beyond the thresholds (fields, and the "
-            "outputs-level rate unless it equals a field's), each is tested at "
+            "Wilson-score interval is above zero; when k tests are beyond the thresholds where the baselines "
+            "differed too (fields, and the outputs-level rate unless it equals a field's), each is tested at "
             f"{config.alpha:g}/k (Bonferroni), so that the noise of several fields together makes a false FAIL "
             f"no likelier than {config.alpha:g}. Fields noisier than "
             f"{config.max_noise_rate:.0%} cannot decide (INCONCLUSIVE)."

@@ -185,3 +185,17 @@ def test_several_fields_beyond_the_thresholds_are_tested_together(tmp_path: Path
     assert {f.path: f.status for f in two.fields} == {"$.label": "not_significant", "$.mood": "not_significant",
                                                       "$.id": "ok"}
     assert two.verdict == "INCONCLUSIVE" and "Bonferroni" in two.method
+
+
+def test_fields_the_baselines_never_disagreed_on_keep_alpha(tmp_path: Path) -> None:
+    """One real change drives several fields of a deterministic agent at once (the label, the severity that
+    follows it): with no noise to be fooled by, each is judged at alpha — 6 of 30 against 0 regresses."""
+    changed = set(random.Random(2).sample(range(30), 6))
+
+    def run(path: str, keys: set[int]) -> Path:
+        return write_jsonl(tmp_path / path, [{"id": f"r-{i}", "label": "neg" if i in keys else "neutral",
+                                              "severity": "high" if i in keys else "normal"} for i in range(30)])
+
+    result = compare_runs(run("a.jsonl", set()), run("b.jsonl", changed), run("a2.jsonl", set()), key="$.id")
+    assert {f.path: f.status for f in result.fields if f.path != "$.id"} == {"$.label": "regression",
+                                                                             "$.severity": "regression"}
