@@ -141,7 +141,7 @@ class CompareConfig(BaseModel):
     numeric_noise_band: bool = Field(
         default=True,
         description="numbers: learn from baseline vs baseline-2 how far each field moves (absolute and relative "
-        "band); a candidate difference within both bands is noise and not counted",
+        "band); a candidate difference within either band is noise and not counted",
     )
     numeric_noise_quantile: float = Field(
         default=0.99,

@@ -4,9 +4,10 @@ Numbers are judged by size, not by count (Diffy's idea applied to magnitudes): b
 compared, :class:`NumericBand` learns how far each numeric field moves between baseline and baseline-2.
 The band of a field is a quantile (``numeric_noise_quantile``, 0.99 by default) of ``|a - a'|`` over all
 aligned outputs, outputs where the number did not move counting as 0, and the same quantile of the relative
-difference ``|a - a'| / max(|a|, |a'|)``. A difference within both bands is noise: it counts neither for
-the noise rate nor for the candidate rate. A field that never moves between the baselines has no band, so
-its differences count as before.
+difference ``|a - a'| / max(|a|, |a'|)``. A difference within either band is noise (additive jitter is
+judged by its size, multiplicative by its ratio; a score jittering near 0 moves far relative to its
+value): it counts neither for the noise rate nor for the candidate rate. A field that never moves between
+the baselines has no band, so its differences count as before.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ class NumericBand:
         return 0.0 if k < 0 else sorted(nonzero)[k]
 
     def within(self, path: str, a: float, b: float) -> bool:
-        """True if ``a`` and ``b`` differ by no more than the noise does (both bands)."""
+        """True if ``a`` and ``b`` differ by no more than the noise does (within either band)."""
         band = self.bands.get(path)
-        return band is not None and abs(a - b) <= band[0] and _rel(a, b) <= band[1]
+        return band is not None and (abs(a - b) <= band[0] or _rel(a, b) <= band[1])
 
 
 class Differ:

@@ -145,6 +145,24 @@ def test_scores_shifted_beyond_the_noise_band_fail(tmp_path: Path) -> None:
     assert conf.candidate_rate == 1.0 and conf.noise_rate is not None and conf.noise_rate < 0.05
 
 
+def test_jitter_near_zero_is_noise_by_its_size_though_large_relative_to_the_value(tmp_path: Path) -> None:
+    """Scores clipped at 0 in both baselines come out at 0.01-0.03 in the candidate, the jitter every score
+    has: relative to the value that is 100 %, far beyond the relative band the other scores set. Within the
+    absolute band it is noise (a pair counts only when it is outside both bands) — counted, it made a noisy
+    A/A/A run FAIL on $.score."""
+    def clipped(seed: int, lifted: bool) -> list[dict[str, Any]]:
+        rng = random.Random(seed)
+        rows = scored(N, seed, 0.02)
+        for row in rows[: N // 10]:  # a tenth sit at the clip, 0
+            row["confidence"] = round(rng.uniform(0.01, 0.03), 6) if lifted else 0.0
+        return rows
+
+    a, a2, b = write3(tmp_path, clipped(1, False), clipped(2, False), clipped(3, True))
+    result = compare_runs(a, b, a2, key="$.id")
+    conf = next(f for f in result.fields if f.path == "$.confidence")
+    assert conf.status == "ok" and result.verdict == "PASS", (conf, result.reasons)
+
+
 def test_numeric_band_off_keeps_counting_every_difference(tmp_path: Path) -> None:
     a, a2, b = write3(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(numeric_noise_band=False))
