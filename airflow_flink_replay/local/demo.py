@@ -72,8 +72,8 @@ class DemoSetup(BaseModel):
 
 
 #: The demo with the stand-in chat model sampling like an LLM: its own production, the gate blocking changes of
-#: at least 10 points of outputs (the two baselines differ by chance in a few) at a 1 % false-alarm level
-#: (docs/comparison.md; benchmarks/noisy_gate.py measures it).
+#: at least 10 points of outputs (the two baselines differ by chance in a few) with a false-alarm level of at
+#: most 1 % (docs/comparison.md; benchmarks/noisy_gate.py measures it).
 NOISY_DEMO = DemoSetup(
     prefix="noisy-demo",
     job_name="review-triage-noisy",
