@@ -6,7 +6,8 @@ Production is the review agent v1 whose stand-in chat model samples like an LLM 
 labels flip now and then, scores jitter, summaries are paraphrased; ``flink-replay demo --noisy``). Each run
 is the release-gate DAG (``airflow dags test``) with the spec of the noisy demo (window ``--window`` records,
 the gate blocking changes of at least 10 points of outputs): ``--runs`` times with v1 itself as the candidate
-— a FAIL there is a false FAIL — then ``--v2-runs`` times with v2, which must FAIL. Every run samples afresh
+— a FAIL there is a false FAIL — then ``--v2-runs`` times with v2, which must FAIL, then
+``--nightly-runs`` times the nightly DAG with production's own agent as its candidate (the nightly A/A). Every run samples afresh
 (the chat model's draws are seeded by its seed, the run's memory namespace and the review). Prints per run
 the verdict, the A/A noise of the noisiest fields, the fidelity figure and the decisive reasons, then the
 false FAIL count. Needs the local stack up; ~2-3 min per run.
@@ -48,23 +49,27 @@ def real_runs(args: argparse.Namespace) -> int:
     deploy_demo(stack, setup)
     airflow = AirflowRunner(airflow_env(stack, work / "airflow", spec), work / "logs" / "bench.log")
     airflow.migrate()
-    plan = [("v1", setup.v1)] * args.runs + [("v2", setup.v2)] * args.v2_runs
-    verdicts: dict[str, Counter[str]] = {"v1": Counter(), "v2": Counter()}
-    for i, (label, candidate) in enumerate(plan):
+    plan = ([("v1", "gate", setup.v1)] * args.runs + [("v2", "gate", setup.v2)] * args.v2_runs
+            + [("nightly A/A", "nightly", "")] * args.nightly_runs)
+    verdicts: dict[str, Counter[str]] = {"v1": Counter(), "v2": Counter(), "nightly A/A": Counter()}
+    for i, (label, dag, candidate) in enumerate(plan):
         started = time.monotonic()
-        with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=100_000 * (i + 1),
-                          rate=setup.feed_rate):
-            result = airflow.dags_test(DAG_IDS["gate"], {"candidate": candidate}, runs_dir)
+        first = 100_000 * (i + 1) + args.feed_offset
+        with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=first, rate=setup.feed_rate):
+            result = airflow.dags_test(DAG_IDS[dag], {"candidate": candidate}, runs_dir)
         record = result.record or {}
         verdicts[label][str(result.verdict)] += 1
         noise = ", ".join(f"{p.removeprefix('$.')} {r:.0%}" for p, r in (record.get("noise") or {}).items())
         fidelity = record.get("fidelity")
-        print(f"run {i + 1:2d} candidate {label}: {result.verdict} in {time.monotonic() - started:.0f}s; "
+        print(f"run {i + 1:2d} {dag} candidate {label}: {result.verdict} in {time.monotonic() - started:.0f}s; "
               f"A/A noise: {noise or 'none'}; fidelity {fidelity if fidelity is None else f'{fidelity:.0%}'} "
               f"(baseline = baseline-2: {record.get('fidelity_self')})", flush=True)
         for reason in record.get("reasons") or []:
             if reason.get("severity") in ("fail", "inconclusive"):
                 print(f"      [{reason.get('code')}] {str(reason.get('message'))[:200]}")
+    if args.nightly_runs:
+        print(f"nightly A/A ({args.nightly_runs} runs, production's own agent as the candidate): "
+              f"{dict(verdicts['nightly A/A'])}")
     return _summary(verdicts, args.runs, args.v2_runs)
 
 
@@ -121,6 +126,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=10, help="gate runs with v1 as its own candidate")
     p.add_argument("--v2-runs", type=int, default=2, help="gate runs with v2 as the candidate")
+    p.add_argument("--nightly-runs", type=int, default=0, help="nightly DAG runs, production's agent as candidate")
+    p.add_argument("--feed-offset", type=int, default=0, help="first review index offset (fresh review ids)")
     p.add_argument("--window", type=int, default=100, help="records per replay window")
     p.add_argument("--simulate", type=int, default=0, metavar="N", help="N windows per candidate without Flink")
     args = p.parse_args()
