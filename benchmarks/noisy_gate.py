@@ -7,7 +7,8 @@ labels flip now and then, scores jitter, summaries are paraphrased; ``flink-repl
 is the release-gate DAG (``airflow dags test``) with the spec of the noisy demo (window ``--window`` records,
 the gate blocking changes of at least 10 points of outputs): ``--runs`` times with v1 itself as the candidate
 — a FAIL there is a false FAIL — then ``--v2-runs`` times with v2, which must FAIL, then
-``--nightly-runs`` times the nightly DAG with production's own agent as its candidate (the nightly A/A). Every run samples afresh
+``--nightly-runs`` times the nightly DAG with production's own agent as its candidate (the nightly A/A).
+Every run samples afresh
 (the chat model's draws are seeded by its seed, the run's memory namespace and the review). Prints per run
 the verdict, the A/A noise of the noisiest fields, the fidelity figure and the decisive reasons, then the
 false FAIL count. Needs the local stack up; ~2-3 min per run.
