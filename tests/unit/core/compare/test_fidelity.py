@@ -136,3 +136,14 @@ def test_equal_means_equal_as_the_comparison_judges_it(tmp_path: Path) -> None:
     far = measure_fidelity(base, run("p2.jsonl", 0.2, "the kettle arrived broken and the box was crushed"),
                            key="$.id", ignore=result.ignore, baseline_2=base_2)
     assert far.rate == 0.0 and far.fields == {"$.score": N}
+
+
+def test_the_report_judges_the_card_by_the_relative_figure(tmp_path: Path) -> None:
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)  # 75 % equal production's
+    noisier = relabelled(base, tmp_path / "a3.jsonl", every=3)  # itself: 65 %
+    result = compare_runs(base, base, noisier, key="$.id")
+    stat = measure_fidelity(base, outputs(tmp_path / "p.jsonl", replay=False), key="$.id", ignore=result.ignore,
+                            baseline_2=noisier)
+    html = render_html(with_fidelity(result, stat))
+    card = html[html.index('id="fidelity"') - 40: html.index('id="fidelity"') + 400]
+    assert "bad" not in card and "baseline = baseline-2" in card, card
