@@ -26,6 +26,7 @@ import json
 import random
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,11 @@ def real_runs(args: argparse.Namespace) -> int:
     from airflow_flink_replay.local.demo import NOISY_DEMO, AgentRef, ReviewFeeder, deploy_demo, write_spec
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
-    setup = NOISY_DEMO
+    # a production of its own, fed about what each window needs: fed the whole run long, the namespace grew by
+    # ~1,500 memories a run and production fell behind its input (the first version of this benchmark)
+    suffix = uuid.uuid4().hex[:6]
+    setup = NOISY_DEMO.model_copy(update={"prefix": f"bench-noisy-{suffix}", "job_name": f"bench-noisy-{suffix}",
+                                          "job_identifier": f"bench-noisy-{suffix}"})
     stack = LocalStack(StackConfig()).up()
     work = Path(stack.workdir) / "bench-noisy"
     runs_dir = work / "runs"
@@ -56,7 +61,8 @@ def real_runs(args: argparse.Namespace) -> int:
     for i, (label, dag, candidate) in enumerate(plan):
         started = time.monotonic()
         first = 100_000 * (i + 1) + args.feed_offset
-        with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=first, rate=setup.feed_rate):
+        with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=first, rate=setup.feed_rate,
+                          count=args.window * 4):  # ~40 s of reviews: the stop comes ~25 s in
             result = airflow.dags_test(DAG_IDS[dag], {"candidate": candidate}, runs_dir)
         record = result.record or {}
         verdicts[label][str(result.verdict)] += 1
@@ -71,7 +77,18 @@ def real_runs(args: argparse.Namespace) -> int:
     if args.nightly_runs:
         print(f"nightly A/A ({args.nightly_runs} runs, production's own agent as the candidate): "
               f"{dict(verdicts['nightly A/A'])}")
+    _cancel(stack, setup.job_name)
     return _summary(verdicts, args.runs, args.v2_runs)
+
+
+def _cancel(stack: Any, job_name: str) -> None:
+    """Cancel the benchmark's production (its topics and memories stay, named after it)."""
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    for job in hook.list_jobs().jobs:
+        if job.name == job_name and job.state == "RUNNING":
+            hook.cancel_job(job.jid)
 
 
 def simulated_runs(args: argparse.Namespace) -> int:

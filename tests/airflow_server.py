@@ -70,12 +70,21 @@ class AirflowStandalone:
     # ------------------------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 240.0) -> AirflowStandalone:
         """Start it and wait until the scheduler, triggerer and DAG processor report healthy."""
+        self.launch()
+        return self.wait_healthy(timeout)
+
+    def launch(self) -> None:
+        """Start it without waiting (:meth:`wait_healthy` waits)."""
         self.home.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "airflow", "standalone"], env=self.env, cwd=self.home,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
+
+    def wait_healthy(self, timeout: float = 240.0) -> AirflowStandalone:
+        """Wait until the scheduler, triggerer and DAG processor report healthy."""
+        assert self._proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while True:
             health = self._health()

@@ -27,18 +27,33 @@ def register_dag(dag: Any, bundle_name: str = "tests") -> None:
 def deploy_test_production(stack: Any, work_dir: Any, prefix: str, *, window_records: int = 30) -> dict[str, Any]:
     """Deploy the review agent v1 as a production job of its own (unique topics, job name, Mem0 namespace)
     and write its replay spec; returns what the replay tests need. Cancel it with :func:`stop_production`."""
+    return deploy_planned_production(stack, plan_test_production(stack, work_dir, prefix,
+                                                                 window_records=window_records))
+
+
+def plan_test_production(stack: Any, work_dir: Any, prefix: str, *, window_records: int = 30) -> dict[str, Any]:
+    """The names of a test production of its own and its replay spec, written; nothing deployed yet (a test
+    can start Airflow on the spec while :func:`deploy_planned_production` deploys it)."""
     import uuid
 
-    from airflow_flink_replay.local.demo import DemoTopics, deploy_production, write_spec
+    from airflow_flink_replay.local.demo import DemoTopics, write_spec
 
     suffix = uuid.uuid4().hex[:6]
     topics = DemoTopics.named(f"{prefix}-{suffix}")
     job_name = identifier = f"review-triage-{prefix}-{suffix}"
-    job_id = deploy_production(stack, topics, job_name=job_name, job_identifier=identifier, initial_reviews=24)
     spec_path = write_spec(stack, topics, work_dir / "spec.yaml", name=f"{prefix}-{suffix}", job_name=job_name,
                            job_identifier=identifier, window_records=window_records, runs_dir=work_dir / "runs")
-    return {"job_id": job_id, "job_name": job_name, "topics": topics, "spec_path": spec_path,
+    return {"job_id": None, "job_name": job_name, "topics": topics, "spec_path": spec_path,
             "identifier": identifier}
+
+
+def deploy_planned_production(stack: Any, production: dict[str, Any]) -> dict[str, Any]:
+    """Deploy what :func:`plan_test_production` planned; returns it with the production job's id."""
+    from airflow_flink_replay.local.demo import deploy_production
+
+    job_id = deploy_production(stack, production["topics"], job_name=production["job_name"],
+                               job_identifier=production["identifier"], initial_reviews=24)
+    return {**production, "job_id": job_id}
 
 
 def stop_production(stack: Any, production: dict[str, Any]) -> None:

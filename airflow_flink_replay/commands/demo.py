@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +92,12 @@ def run(args: argparse.Namespace) -> int:
                            agent=AgentRef(reference=setup.v1), candidate=setup.v2, compare=setup.compare)
     model = "samples like an LLM" if args.noisy else "is deterministic"
     print(f"deploying the review agent v1 as production (its chat model {model}) and feeding it reviews...")
-    job_id = deploy_demo(stack, setup)
-    print(f"production: Flink job {job_id} ({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
     airflow = AirflowRunner(airflow_env(stack, demo_dir / "airflow", spec_path), log_path)
-    airflow.migrate()
+    with ThreadPoolExecutor(1) as pool:  # Airflow's metadata DB is set up while production is deployed
+        migrated = pool.submit(airflow.migrate)
+        job_id = deploy_demo(stack, setup)
+        migrated.result()
+    print(f"production: Flink job {job_id} ({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
     if args.ui:
         return _serve_ui(stack, airflow, args.port, setup)
     verdicts = {label: _gate_run(stack, airflow, runs, label, candidate, start, DAG_IDS["gate"], setup)

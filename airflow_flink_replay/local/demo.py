@@ -176,16 +176,23 @@ class PacedFeeder:
 
 
 class ReviewFeeder(PacedFeeder):
-    """Produces reviews in the background (``rate`` per second) until stopped."""
+    """Produces reviews in the background (``rate`` per second) until stopped, or after ``count`` reviews."""
 
-    def __init__(self, bootstrap: str, topic: str, *, start_index: int, rate: float = 4.0, seed: int = 11) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, *, start_index: int, rate: float = 4.0, seed: int = 11,
+        count: int | None = None,
+    ) -> None:
         super().__init__(rate, "review-feeder")
         self.bootstrap, self.topic, self.seed = bootstrap, topic, seed
         self.next_index = start_index
+        self.end = None if count is None else start_index + count
 
     def send_one(self) -> bool:
-        """Produce the next generated review."""
+        """Produce the next generated review (False once ``count`` were produced)."""
         from examples.review_agent.common.generator import generate_reviews
+
+        if self.end is not None and self.next_index >= self.end:
+            return False
 
         batch = generate_reviews(1, seed=self.seed + self.next_index, id_prefix=f"f{self.next_index}")
         produce_reviews(self.bootstrap, self.topic, list(batch))

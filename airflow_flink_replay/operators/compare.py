@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from airflow_flink_replay.core.compare import (
     compare_runs,
     write_reports,
 )
+from airflow_flink_replay.core.compare.result import FidelityStat
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.exceptions import CompareInputError
 from airflow_flink_replay.links.report import ReplayReportLink
@@ -65,6 +67,9 @@ class CompareReplayOutputsOperator(BaseOperator):
         offsets the manifest recorded at the savepoint) and compared with the baseline's, the fidelity figure
         (templated).
     :param kafka_conn_id: the Kafka connection to read it with.
+    :param production_output_wait: seconds to wait, at most, for production to output the window's records:
+        it processes them after it resumes, behind whatever backlog it has; outputs it has not written yet
+        would count as unfaithful. Polls while the outputs production wrote for the baseline's keys grow.
     :param gate: fail the task when the verdict is FAIL (True), or only report (False).
     :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
     """
@@ -103,6 +108,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         report_url: str | None = None,
         production_output_topic: str | None = None,
         kafka_conn_id: str = "kafka_default",
+        production_output_wait: float = 60.0,
         gate: bool = True,
         fail_on_inconclusive: bool = False,
         **kwargs: Any,
@@ -123,6 +129,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         self.report_url = report_url
         self.production_output_topic = production_output_topic
         self.kafka_conn_id = kafka_conn_id
+        self.production_output_wait = production_output_wait
         self.gate = gate
         self.fail_on_inconclusive = fail_on_inconclusive
 
@@ -190,7 +197,9 @@ class CompareReplayOutputsOperator(BaseOperator):
                     ignore=list(self.ignore or []),
                 )
                 if self.production_output_topic:
-                    result = self._with_fidelity(result, source(self.baseline), source(self.baseline_2), config)
+                    result = self._with_fidelity(
+                        result, lambda: source(self.baseline), lambda: source(self.baseline_2), config
+                    )
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
         result.reasons.extend(self._provenance())
@@ -213,11 +222,15 @@ class CompareReplayOutputsOperator(BaseOperator):
         return summary
 
     def _with_fidelity(
-        self, result: ComparisonResult, baseline: Any, baseline_2: Any, config: CompareConfig
+        self,
+        result: ComparisonResult,
+        baseline: Callable[[], Any],
+        baseline_2: Callable[[], Any],
+        config: CompareConfig,
     ) -> ComparisonResult:
         """``result`` with the baseline compared against production's own outputs for the window: those after
-        the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` (may be None)
-        tells how often the baseline reproduces itself."""
+        the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` tells how
+        often the baseline reproduces itself (both open their outputs afresh on each call)."""
         from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
         from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
         from airflow_flink_replay.hooks.production_outputs import export_outputs
@@ -228,17 +241,22 @@ class CompareReplayOutputsOperator(BaseOperator):
             return result
         with tempfile.TemporaryDirectory(prefix="afr-production-outputs-") as tmp:
             target = Path(tmp) / "production.outputs.jsonl"
-            hook = KafkaOffsetsHook(self.kafka_conn_id)
+
+            def measure() -> tuple[FidelityStat, int]:
+                hook = KafkaOffsetsHook(self.kafka_conn_id)
+                try:
+                    read = export_outputs(hook, topic, target, start_offsets=starts)
+                finally:
+                    hook.close()
+                measured = measure_fidelity(baseline(), target, key=result.key, ignore=result.ignore,
+                                            config=config, baseline_2=baseline_2())
+                return measured, read
+
             try:
-                read = export_outputs(hook, topic, target, start_offsets=starts)
+                stat, read = wait_for_production(measure, self.production_output_wait, log=self.log)
             except Exception as err:  # the comparison stands; the figure is missing, and says why
                 self.log.warning("cannot read production's outputs from %s for the fidelity figure: %s", topic, err)
                 return result
-            finally:
-                hook.close()
-            stat = measure_fidelity(
-                baseline, target, key=result.key, ignore=result.ignore, config=config, baseline_2=baseline_2
-            )
         stat.production = f"kafka topic {topic} from offsets {starts} ({read} outputs read)"
         self.log.info("fidelity: %s of %s baseline outputs equal production's", stat.equal, stat.baseline_outputs)
         racing = (
@@ -312,3 +330,33 @@ def _uri(path: Any) -> str:
 def _decisive(result: ComparisonResult) -> str:
     reasons = [f"{r.code}: {r.message}" for r in result.reasons if r.severity != "info"]
     return "; ".join(reasons[:3]) or result.verdict
+
+
+#: Seconds between looks at production's outputs while waiting for the window's.
+PRODUCTION_OUTPUT_POLL = 5.0
+
+
+def wait_for_production(
+    measure: Callable[[], tuple[FidelityStat, int]],
+    wait: float,
+    *,
+    log: Any,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[FidelityStat, int]:
+    """Measure the fidelity once production has output the window's records: again every
+    :data:`PRODUCTION_OUTPUT_POLL` seconds while some baseline outputs have no production output yet and that
+    number went down since the last look, for at most ``wait`` seconds. Returns the last measurement."""
+    deadline = clock() + wait
+    stat, read = measure()
+    missing = stat.baseline_outputs - stat.aligned
+    while missing > 0 and clock() + PRODUCTION_OUTPUT_POLL <= deadline:
+        log.info("production has output %s of the window's %s records so far; waiting for the rest (%.0f s left)",
+                 stat.aligned, stat.baseline_outputs, deadline - clock())
+        sleep(PRODUCTION_OUTPUT_POLL)
+        stat, read = measure()
+        now_missing = stat.baseline_outputs - stat.aligned
+        if now_missing >= missing:  # production made no progress on the window: waiting longer will not help
+            break
+        missing = now_missing
+    return stat, read

@@ -26,7 +26,8 @@ from tests.airflow_server import AirflowStandalone
 from tests.dag_testing import (
     assert_no_replay_leftovers,
     assert_production_state_intact,
-    deploy_test_production,
+    deploy_planned_production,
+    plan_test_production,
     running_jobs,
     stop_production,
 )
@@ -41,11 +42,12 @@ PLANTED_SECRET = f"afr-planted-{uuid.uuid4().hex}"
 
 
 @pytest.fixture(scope="module")
-def production(stack, tmp_path_factory) -> Any:
+def planned(stack, tmp_path_factory) -> Any:
+    """This module's production, planned (names, spec with the planted secret reference), not deployed."""
     import yaml
 
     work = tmp_path_factory.mktemp("sched")
-    prod = deploy_test_production(stack, work, "sched")
+    prod = plan_test_production(stack, work, "sched")
     key_file = work / "llm-api-key"
     key_file.write_text(PLANTED_SECRET)
     spec = yaml.safe_load(Path(prod["spec_path"]).read_text())
@@ -53,19 +55,32 @@ def production(stack, tmp_path_factory) -> Any:
         "api_key": f"${{file:{key_file}}}", "openai_base_url": "http://127.0.0.1:9/v1"}}  # never called
     Path(prod["spec_path"]).write_text(yaml.safe_dump(spec, sort_keys=False))
     prod["secret_reference"] = f"${{file:{key_file}}}"
+    return prod
+
+
+@pytest.fixture(scope="module")
+def standalone(stack, planned, tmp_path_factory) -> Any:
+    """``airflow standalone`` on the planned spec, launched (it starts while production is deployed)."""
+    server = AirflowStandalone(tmp_path_factory.mktemp("airflow"), stack.connections_file, planned["spec_path"])
+    try:
+        server.launch()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def production(stack, planned, standalone) -> Any:
+    prod = deploy_planned_production(stack, planned)
     yield prod
     stop_production(stack, prod)
 
 
 @pytest.fixture(scope="module")
-def airflow(stack, production, tmp_path_factory) -> Any:
-    server = AirflowStandalone(tmp_path_factory.mktemp("airflow"), stack.connections_file, production["spec_path"])
-    try:
-        server.start()
-        server.wait_for_dag(GATE)
-        yield server
-    finally:
-        server.stop()
+def airflow(standalone, production) -> Any:
+    standalone.wait_healthy()
+    standalone.wait_for_dag(GATE)
+    return standalone
 
 
 def _run_gate(stack, production, airflow: AirflowStandalone, candidate: str, feed_from: int) -> dict[str, Any]:

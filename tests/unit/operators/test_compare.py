@@ -150,3 +150,43 @@ def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs:
     full = json.loads(Path(summary["summary_uri"].removeprefix("file://")).read_text())
     assert full["config"]["min_aligned"] == 50  # the config came through XCom
     assert "audit-candidate-1.jsonl" in full["inputs"]["candidate_audit"]
+
+
+# ------------------------------------------------------------------ waiting for production's window outputs
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _looks(aligned: list[int], clock: _Clock, wait: float = 60.0) -> tuple[int, int]:
+    """``wait_for_production`` over successive looks at which production had output ``aligned[i]`` of 100."""
+    import logging
+
+    from airflow_flink_replay.core.compare.result import FidelityStat
+    from airflow_flink_replay.operators.compare import wait_for_production
+
+    looks = iter(aligned)
+    calls = []
+
+    def measure() -> tuple[FidelityStat, int]:
+        n = next(looks)
+        calls.append(n)
+        return FidelityStat(production="t", baseline_outputs=100, production_outputs=n, aligned=n, equal=n,
+                            rate=n / 100), n
+
+    stat, _ = wait_for_production(measure, wait, log=logging.getLogger("t"), sleep=clock.sleep,
+                                  clock=lambda: clock.now)
+    return stat.aligned, len(calls)
+
+
+def test_fidelity_waits_while_production_catches_up_on_the_window() -> None:
+    assert _looks([48, 80, 100], _Clock()) == (100, 3)  # production behind a backlog: its outputs arrive
+
+
+def test_fidelity_stops_waiting_when_production_makes_no_progress_or_time_is_up() -> None:
+    assert _looks([48, 48, 100], _Clock()) == (48, 2)  # no output in a poll: it will not come by waiting
+    assert _looks([10, 20, 30, 40, 50], _Clock(), wait=12) == (30, 3)  # two polls fit in 12 s
+    assert _looks([100, 0], _Clock()) == (100, 1)  # everything there at once: no wait
