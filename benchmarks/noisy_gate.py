@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import random
 import sys
 import time
 import uuid
@@ -111,24 +110,13 @@ def simulated_runs(args: argparse.Namespace) -> int:
 
 
 def _simulate(reviews: list[dict[str, Any]], prompt: str, session: str) -> io.StringIO:
-    """One variant's outputs: the agent's steps without Flink (complaint history per customer, the noisy model
-    with the noisy demo's temperature and seed)."""
-    from examples.review_agent.common.decision import classify
+    """One variant's outputs (:func:`~examples.review_agent.common.offline.run_offline` with the noisy demo's
+    temperature and seed) as JSONL."""
     from examples.review_agent.common.job import NOISY_MODEL
+    from examples.review_agent.common.offline import run_offline
 
-    temperature, seed = NOISY_MODEL["StandInReviewModel.temperature"], NOISY_MODEL["StandInReviewModel.seed"]
-    complaints: Counter[str] = Counter()
-    seen: Counter[str] = Counter()
-    rows = []
-    for review in reviews:
-        customer = review["customer"]
-        prior, seen[customer] = complaints[customer], seen[customer] + 1
-        verdict = classify(dict(review, prior_complaints=prior), prompt, temperature=temperature,
-                           rng=random.Random(f"{seed}|{session}|{review['id']}"))
-        complaints[customer] += verdict["label"] == "negative"
-        rows.append({"id": review["id"], "customer": customer, **verdict, "count": seen[customer],
-                     "prior_complaints": prior,
-                     "tools": ["notify_support"] if verdict["label"] == "negative" else []})
+    rows = run_offline(reviews, prompt, session, temperature=NOISY_MODEL["StandInReviewModel.temperature"],
+                       seed=NOISY_MODEL["StandInReviewModel.seed"])
     return io.StringIO("".join(json.dumps(r) + "\n" for r in rows))
 
 
