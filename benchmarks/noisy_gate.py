@@ -55,7 +55,7 @@ def real_runs(args: argparse.Namespace) -> int:
     airflow = AirflowRunner(airflow_env(stack, work / "airflow", spec), work / "logs" / "bench.log")
     airflow.migrate()
     plan = ([("v1", "gate", setup.v1)] * args.runs + [("v2", "gate", setup.v2)] * args.v2_runs
-            + [("nightly A/A", "nightly", "")] * args.nightly_runs)
+            + [("nightly A/A", "nightly", setup.v1)] * args.nightly_runs)
     verdicts: dict[str, Counter[str]] = {"v1": Counter(), "v2": Counter(), "nightly A/A": Counter()}
     for i, (label, dag, candidate) in enumerate(plan):
         started = time.monotonic()
