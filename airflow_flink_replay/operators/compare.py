@@ -230,8 +230,9 @@ class CompareReplayOutputsOperator(BaseOperator):
     ) -> ComparisonResult:
         """``result`` with the baseline compared against production's own outputs for the window: those after
         the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` tells how
-        often the baseline reproduces itself (both open their outputs afresh on each call)."""
-        from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
+        often the baseline reproduces itself (both open their outputs when called: read only if there are
+        offsets to read production's outputs from)."""
+        from airflow_flink_replay.core.compare.fidelity import FidelityReference, with_fidelity
         from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
         from airflow_flink_replay.hooks.production_outputs import export_outputs
 
@@ -242,17 +243,17 @@ class CompareReplayOutputsOperator(BaseOperator):
         with tempfile.TemporaryDirectory(prefix="afr-production-outputs-") as tmp:
             target = Path(tmp) / "production.outputs.jsonl"
 
-            def measure() -> tuple[FidelityStat, int]:
+            def measure() -> tuple[FidelityStat, int]:  # only production's outputs are read again
                 hook = KafkaOffsetsHook(self.kafka_conn_id)
                 try:
                     read = export_outputs(hook, topic, target, start_offsets=starts)
                 finally:
                     hook.close()
-                measured = measure_fidelity(baseline(), target, key=result.key, ignore=result.ignore,
-                                            config=config, baseline_2=baseline_2())
-                return measured, read
+                return reference.measure(target), read
 
             try:
+                reference = FidelityReference(baseline(), key=result.key, ignore=result.ignore, config=config,
+                                              baseline_2=baseline_2())
                 stat, read = wait_for_production(measure, self.production_output_wait, log=self.log)
             except Exception as err:  # the comparison stands; the figure is missing, and says why
                 self.log.warning("cannot read production's outputs from %s for the fidelity figure: %s", topic, err)

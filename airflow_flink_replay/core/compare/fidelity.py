@@ -26,7 +26,7 @@ from airflow_flink_replay.core.compare.loading import Source, source_name
 from airflow_flink_replay.core.compare.paths import Flattener, compile_key
 from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
-__all__ = ["measure_fidelity", "with_fidelity"]
+__all__ = ["FidelityReference", "measure_fidelity", "with_fidelity"]
 
 #: Fields listed as differing most.
 TOP_FIELDS = 5
@@ -51,33 +51,58 @@ def measure_fidelity(
         same way, is what production can be expected to match at best when the agent is noisy (an LLM that
         samples): the floor applies to the fidelity relative to it.
     """
-    config = config or CompareConfig()
-    getter, flattener = compile_key(key), Flattener(ignore, config.list_mode)
-    base = load_run("baseline", baseline, getter, flattener).by_key  # read, flattened, grouped as the comparison
-    prod = load_run("production", production, getter, flattener).by_key
-    base_2 = load_run("baseline_2", baseline_2, getter, flattener).by_key if baseline_2 is not None else None
-    band = None
-    if base_2 is not None and config.numeric_noise_band:  # numbers move within what baseline-2 showed: equal
-        band = NumericBand(config.numeric_noise_quantile)
-        band.finish(band.learn_runs(base, base_2))
-    differ = Differ(ComparatorResolver(config), band)
-    aligned, equal, differing, examples = _agreement(base, prod, differ)
-    baseline_outputs = sum(len(v) for v in base.values())
-    self_rate = None
-    if base_2 is not None and baseline_outputs:
-        self_rate = _agreement(base, base_2, differ)[1] / baseline_outputs
-    return FidelityStat(
-        production=source_name(production),
-        baseline_outputs=baseline_outputs,
-        production_outputs=sum(len(v) for v in prod.values()),
-        aligned=aligned,
-        equal=equal,
-        rate=(equal / baseline_outputs) if baseline_outputs else None,
-        self_rate=self_rate,
-        fields={path: n for path, n in differing.most_common(TOP_FIELDS)},
-        example_keys=examples,
-        floor=config.fidelity_floor,
-    )
+    reference = FidelityReference(baseline, key=key, ignore=ignore, config=config, baseline_2=baseline_2)
+    return reference.measure(production)
+
+
+class FidelityReference:
+    """The baseline side of :func:`measure_fidelity`, read once: the baseline's outputs, the differ (with the
+    numeric band baseline-2 showed) and the baseline's agreement with baseline-2. :meth:`measure` compares
+    production's outputs with it, as often as they are read again (the compare step waits for production)."""
+
+    def __init__(
+        self,
+        baseline: Source,
+        *,
+        key: str,
+        ignore: list[str],
+        config: CompareConfig | None = None,
+        baseline_2: Source | None = None,
+    ) -> None:
+        self.config = config or CompareConfig()
+        self._getter, self._flattener = compile_key(key), Flattener(ignore, self.config.list_mode)
+        # read, flattened, grouped as the comparison
+        self._base = load_run("baseline", baseline, self._getter, self._flattener).by_key
+        base_2 = (
+            load_run("baseline_2", baseline_2, self._getter, self._flattener).by_key if baseline_2 is not None else None
+        )
+        band = None
+        if base_2 is not None and self.config.numeric_noise_band:  # numbers within what baseline-2 showed: equal
+            band = NumericBand(self.config.numeric_noise_quantile)
+            band.finish(band.learn_runs(self._base, base_2))
+        self._differ = Differ(ComparatorResolver(self.config), band)
+        self.baseline_outputs = sum(len(v) for v in self._base.values())
+        self.self_rate = None
+        if base_2 is not None and self.baseline_outputs:
+            self.self_rate = _agreement(self._base, base_2, self._differ)[1] / self.baseline_outputs
+
+    def measure(self, production: Source) -> FidelityStat:
+        """The baseline's outputs against ``production``'s (JSONL)."""
+        prod = load_run("production", production, self._getter, self._flattener).by_key
+        aligned, equal, differing, examples = _agreement(self._base, prod, self._differ)
+        n = self.baseline_outputs
+        return FidelityStat(
+            production=source_name(production),
+            baseline_outputs=n,
+            production_outputs=sum(len(v) for v in prod.values()),
+            aligned=aligned,
+            equal=equal,
+            rate=(equal / n) if n else None,
+            self_rate=self.self_rate,
+            fields={path: count for path, count in differing.most_common(TOP_FIELDS)},
+            example_keys=examples,
+            floor=self.config.fidelity_floor,
+        )
 
 
 def _agreement(base: dict, other: dict, differ: Differ) -> tuple[int, int, Counter[str], list[str]]:
