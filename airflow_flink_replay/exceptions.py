@@ -30,6 +30,7 @@ __all__ = [
     "FlinkUnreachableError",
     "ForkConflictError",
     "IdentityMismatchError",
+    "IdentityRefusedError",
     "KafkaTopicError",
     "ManifestError",
     "ManifestTamperedError",
@@ -82,6 +83,11 @@ class IdentityMismatchError(FlinkReplayError, ValueError):
     def __init__(self, report: IdentityReport) -> None:
         self.report = report
         super().__init__(report.render())
+
+
+class IdentityRefusedError(FlinkReplayError, ValueError):
+    """A replay program refused to submit: a variant's job graph does not map onto production's savepoint (the
+    message holds every variant's identity report)."""
 
 
 # ------------------------------------------------------------------------------------------ compare

@@ -7,8 +7,8 @@ then for each window of N records runs the manual replay DAG under ``dag.test()`
 production's agent) and feeds production the N reviews at once as soon as it runs again — the window it then
 captures. Prints, per window:
 
-- the gate's fixed submission cost: ``plan_replays`` (every variant's job graph, one job-side run) and
-  ``submit_replays`` (every variant submitted, one job-side run);
+- the gate's fixed submission cost: ``submit_replays`` (every variant's job graph checked against
+  production's and every variant submitted, one job-side run);
 - each variant's Flink job time (start → FINISHED, from the replay cluster) and its task time (submission
   start → files collected);
 - production's time for N reviews fed at once with nothing else running (first → last of its outputs, read
@@ -172,7 +172,6 @@ def run_window(stack: Any, production: dict[str, Any], n: int, start_index: int)
     variants = {v["variant"]: v for v in run["record"]["variants"]}
     return {
         "n": n,
-        "plan_s": tasks.get("plan_replays", 0.0),
         "submit_s": tasks.get("submit_replays", 0.0),
         "job_s": {v: _job_seconds(stack, variants[v]["job_id"]) for v in VARIANTS},
         "task_s": {v: float(variants[v]["duration_s"] or 0.0) for v in VARIANTS},
@@ -205,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             row["production_alone_s"] = alone
             rows.append(row)
             jobs = " ".join(f"{v} {row['job_s'][v]:.1f}" for v in VARIANTS)
-            print(f"window {n:5d}: plan {row['plan_s']:.1f} s, submit {row['submit_s']:.1f} s | replay jobs (s): {jobs}"
+            print(f"window {n:5d}: check + submit {row['submit_s']:.1f} s | replay jobs (s): {jobs}"
                   f" | production alone {alone:.1f} s for {n}, during the replays {row['production_s']:.1f} s"
                   f" for the same {n} ({row['production_outputs']} outputs)"
                   f" | replay outputs {row['outputs']}",
@@ -215,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(rows) < 2:
         return 0
     xs = [float(r["n"]) for r in rows]
-    fixed_submit = sum(r["plan_s"] + r["submit_s"] for r in rows) / len(rows)
-    print(f"\nplanning + submitting all three variants (mean): {fixed_submit:.1f} s")
+    fixed_submit = sum(r["submit_s"] for r in rows) / len(rows)
+    print(f"\nchecking + submitting all three variants (mean): {fixed_submit:.1f} s")
     prod_a, prod_b = _line(xs, [r["production_alone_s"] for r in rows])
     print(f"production alone: {prod_b * 1000:.1f} ms a record (line over the windows; intercept {prod_a:.1f} s)")
     during_a, during_b = _line(xs, [r["production_s"] for r in rows])

@@ -10,6 +10,7 @@ production's plan, the carried payload, and the check of one variant's plan. Pur
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -19,7 +20,16 @@ from airflow_flink_replay.core.carrier import carried, encode_carried
 from airflow_flink_replay.core.identity import IdentityPlan, IdentityReport, ReplayPins, check_identity
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 
-__all__ = ["PLANS_MARKER", "VariantPlan", "decode_plans", "encode_plans", "identity_report", "pin_to_production"]
+__all__ = [
+    "IDENTITY_REFUSED",
+    "PLANS_MARKER",
+    "IdentityCheck",
+    "VariantPlan",
+    "decode_plans",
+    "encode_plans",
+    "identity_report",
+    "pin_to_production",
+]
 
 #: What precedes the encoded plans in the name of the program's only operator.
 PLANS_MARKER = "afr-replay-plans:"
@@ -73,3 +83,48 @@ def identity_report(
         ),
         production_agent_uid=production_agent_uid,
     )
+
+
+#: How a replay program's refusal starts (its exception message): nothing was submitted.
+IDENTITY_REFUSED = "identity preflight refused: nothing was submitted"
+_PLAN_FLAG = "--production-plan-json"
+_UID_FLAG = "--production-agent-uid"
+
+
+class IdentityCheck(BaseModel):
+    """What the replay program needs to check every variant's job graph against production's before it submits
+    any (``SubmitReplayJobsOperator`` without a separate planning task): production's plan and its agent's uid.
+    Travels as program arguments next to the specs."""
+
+    production: IdentityPlan
+    production_agent_uid: str | None = None
+
+    def to_argv(self) -> list[str]:
+        """Program arguments: ``--production-plan-json <json>`` [``--production-agent-uid <uid>``]."""
+        argv = [_PLAN_FLAG, self.production.model_dump_json()]
+        return [*argv, _UID_FLAG, self.production_agent_uid] if self.production_agent_uid else argv
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> IdentityCheck | None:
+        """The check given in ``argv``, or None (a program submitted without one)."""
+        values = dict(itertools.pairwise(argv))
+        if _PLAN_FLAG not in values:
+            return None
+        return cls(production=IdentityPlan.model_validate_json(values[_PLAN_FLAG]),
+                   production_agent_uid=values.get(_UID_FLAG))  # fmt: skip
+
+    def reports(self, planned: list[tuple[ReplayJobSpec, dict[str, Any]]]) -> dict[str, IdentityReport]:
+        """Each variant's report, from its spec and its job graph (``{"jid", "name", "nodes"}``)."""
+        return {spec.variant: identity_report(self.production, spec, plan, self.production_agent_uid)
+                for spec, plan in planned}  # fmt: skip
+
+    @staticmethod
+    def refusal(reports: dict[str, IdentityReport]) -> str | None:
+        """The message refusing the whole submission when any variant's plan does not map (every variant's
+        report, the refused ones first), or None when all map."""
+        refused = [v for v, r in reports.items() if not r.maps]
+        if not refused:
+            return None
+        ordered = refused + [v for v in reports if v not in refused]
+        body = "\n\n".join(f"replay {v}: {reports[v].render()}" for v in ordered)
+        return f"{IDENTITY_REFUSED} (refused: {', '.join(refused)})\n\n{body}"

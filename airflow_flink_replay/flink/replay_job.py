@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, ReplayTiming, ReplayWindow
-from airflow_flink_replay.exceptions import FlinkReplayError
+from airflow_flink_replay.core.replay_plans import IdentityCheck
+from airflow_flink_replay.exceptions import FlinkReplayError, IdentityRefusedError
 
 REPLAY_SOURCE_UID = "afr-replay-source"
 REPLAY_WATERMARK_UID = "afr-replay-watermarks"
@@ -220,23 +221,46 @@ def main(argv: list[str] | None = None) -> None:
     One spec: ``execute`` (blocks until the bounded job finishes when the client is attached). Several specs
     (``--spec-json`` repeated, one per variant): every job is built first — a variant that cannot be built
     stops the program before any is submitted — then each is submitted as its own Flink job
-    (``execute_async``, a fresh environment each), so one Python start on the JobManager submits them all."""
+    (``execute_async``, a fresh environment each), so one Python start on the JobManager submits them all.
+
+    Given production's plan (:class:`~airflow_flink_replay.core.replay_plans.IdentityCheck` arguments), every
+    variant's job graph is checked against it first and one that does not map stops the program with every
+    variant's report, before any job is submitted: the identity preflight and the submission in one run."""
     from airflow_flink_replay.flink.environment import job_environment
 
-    specs = ReplayJobSpec.all_from_argv(list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    specs = ReplayJobSpec.all_from_argv(args)
+    check = IdentityCheck.from_argv(args)
     built = []
     for spec in specs:
         env = job_environment()
         build_replay(env, spec)
         built.append((env, spec.job_name or f"afr-replay-{spec.variant}"))
-    if len(built) == 1:
+    if check is not None:
+        submit_checked(built, specs, check)
+    elif len(built) == 1:
         env, name = built[0]
         env.execute(name)
         return
-    for env, name in built:
-        client = env.execute_async(name)
-        logging.info("replay job %s submitted as %s", name, client.get_job_id())
+    else:
+        for env, name in built:
+            client = env.execute_async(name)
+            logging.info("replay job %s submitted as %s", name, client.get_job_id())
     exit_after_submitting()
+
+
+def submit_checked(built: list[tuple[Any, str]], specs: list[ReplayJobSpec], check: IdentityCheck) -> None:
+    """Check every built job's graph against production's plan, then submit each (nothing when one refuses)."""
+    from airflow_flink_replay.flink.replay_plans import stream_graph_plan
+
+    graphs = [env._generate_stream_graph(clear_transformations=True, job_name=name) for env, name in built]
+    reports = check.reports([(spec, stream_graph_plan(graph)) for spec, graph in zip(specs, graphs, strict=True)])
+    refusal = IdentityCheck.refusal(reports)
+    if refusal:
+        raise IdentityRefusedError(refusal)
+    for (env, name), graph in zip(built, graphs, strict=True):
+        client = env._j_stream_execution_environment.executeAsync(graph)
+        logging.info("replay job %s (identity preflight: maps) submitted as %s", name, client.getJobID().toString())
 
 
 def exit_after_submitting() -> None:

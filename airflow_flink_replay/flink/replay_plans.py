@@ -31,9 +31,14 @@ MODULE = "airflow_flink_replay.flink.replay_plans"
 
 def job_graph_json(env: Any, job_name: str) -> dict[str, Any]:
     """The job graph of what ``env`` holds, as Flink's REST API shows a plan; clears ``env``'s transformations."""
+    return stream_graph_plan(env._generate_stream_graph(clear_transformations=True, job_name=job_name))
+
+
+def stream_graph_plan(stream_graph: Any) -> dict[str, Any]:
+    """The job graph of a (Java) stream graph, as Flink's REST API shows a plan; the stream graph can still be
+    submitted afterwards (``executeAsync``), and gives that very graph."""
     from pyflink.java_gateway import get_gateway
 
-    stream_graph = env._generate_stream_graph(clear_transformations=True, job_name=job_name)
     jvm = get_gateway().jvm
     plan = jvm.org.apache.flink.runtime.jobgraph.jsonplan.JsonPlanGenerator.generatePlan(stream_graph.getJobGraph())
     text = jvm.org.apache.flink.runtime.rest.util.RestMapperUtils.getStrictObjectMapper().writeValueAsString(plan)

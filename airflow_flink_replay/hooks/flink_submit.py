@@ -200,7 +200,7 @@ def python_traceback_from_log(log: str, program: FlinkPythonProgram) -> str:
     last_tb = max((i for i, ln in enumerate(output) if ln.startswith("Traceback")), default=None)
     picked = output[last_tb:] if last_tb is not None else output[-30:]
     picked = [ln for ln in picked if not _JAVA_FRAME.match(ln)]  # py4j errors carry Java stack frames
-    return "\n".join(picked[-60:])
+    return "\n".join(picked[-150:])  # a refusal carries every variant's identity report
 
 
 def program_failure_cause(text: str) -> str:

@@ -13,6 +13,7 @@ name, which failed with ``FileNotFoundError: 'airflow'`` whenever the venv was n
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -146,18 +147,26 @@ class AirflowRunner:
         return home / f".migrated-{importlib.metadata.version('apache-airflow')}"
 
     def dags_test(self, dag_id: str, conf: dict[str, Any], runs_dir: Path) -> DagRunResult:
-        """Run ``dag_id`` once with ``airflow dags test`` and return its run, tasks and run record."""
-        self._run("dags", "test", dag_id, "-c", json.dumps(conf))
-        return self.last_run(dag_id, runs_dir)
+        """Run ``dag_id`` once with ``airflow dags test`` and return its run, tasks and run record.
+
+        One Airflow child does both (the command, then the read of its run): Airflow's start-up, paid once."""
+        return self._child(dag_id, runs_dir, "dags-test", json.dumps(conf))
 
     def last_run(self, dag_id: str, runs_dir: Path) -> DagRunResult:
         """The newest run of ``dag_id`` in this Airflow home: its task instances, run record and console view.
 
         Read in an Airflow child (this home's metadata DB; importing Airflow here would set it up in ``~``)."""
+        return self._child(dag_id, runs_dir, "last-run")
+
+    def _child(self, dag_id: str, runs_dir: Path, action: str, *args: str) -> DagRunResult:
+        """Run this module's ``action`` in an Airflow child; it writes the newest run of ``dag_id`` to a file."""
         out = self.log_path.with_suffix(".last-run.json")
         out.unlink(missing_ok=True)
         with self.log_path.open("a") as log:  # the answer goes to a file: nothing Airflow prints can garble it
-            subprocess.run([sys.executable, "-m", __name__, "last-run", dag_id, str(runs_dir), str(out)],
+            if action == "dags-test":
+                log.write(f"\n$ airflow dags test {dag_id} -c {args[0]}\n")
+                log.flush()
+            subprocess.run([sys.executable, "-m", __name__, action, dag_id, str(runs_dir), str(out), *args],
                            env=self.env, check=False, stdout=log, stderr=log)
         found = json.loads(out.read_text()) if out.exists() else {}
         out.unlink(missing_ok=True)
@@ -211,6 +220,24 @@ def _last_run_json(dag_id: str, runs_dir: Path) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
-if __name__ == "__main__":  # run by AirflowRunner.last_run in the Airflow child's environment
-    if sys.argv[1:2] == ["last-run"]:
-        Path(sys.argv[4]).write_text(json.dumps(_last_run_json(sys.argv[2], Path(sys.argv[3]))))
+def _dags_test(dag_id: str, conf: str) -> None:
+    """Inside the Airflow child: ``airflow dags test <dag_id> -c <conf>``, as the ``airflow`` command runs it."""
+    from airflow.cli import cli_parser
+    from airflow.configuration import write_default_airflow_configuration_if_needed
+
+    write_default_airflow_configuration_if_needed()
+    args = cli_parser.get_parser().parse_args(["dags", "test", dag_id, "-c", conf])
+    with contextlib.suppress(SystemExit):  # the run's outcome is read from the metadata DB afterwards
+        args.func(args)
+
+
+def _child_main(argv: list[str]) -> None:
+    """``dags-test`` or ``last-run`` (:meth:`AirflowRunner.dags_test`, :meth:`AirflowRunner.last_run`)."""
+    action, dag_id, runs_dir, out, *rest = argv
+    if action == "dags-test":
+        _dags_test(dag_id, rest[0])
+    Path(out).write_text(json.dumps(_last_run_json(dag_id, Path(runs_dir))))
+
+
+if __name__ == "__main__":  # run by AirflowRunner in the Airflow child's environment
+    _child_main(sys.argv[1:])

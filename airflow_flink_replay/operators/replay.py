@@ -1,11 +1,11 @@
 """Replay variants, from production's savepoint, until FINISHED.
 
 ``SubmitReplayJobOperator`` preflights and submits one variant's Flink job and, by default, waits for it
-(``wait_for_completion``, like the Databricks provider's ``wait_for_termination``). The replay DAG plans every
-variant in one job-side run (``PlanReplayJobsOperator``), submits them all in one more
-(``SubmitReplayJobsOperator``) and waits for each in ``AwaitReplayJobOperator``: every variant is submitted
-before any is waited for, so the three jobs run at the same time on the replay cluster even when tasks run
-one at a time.
+(``wait_for_completion``, like the Databricks provider's ``wait_for_termination``). The replay DAG checks and
+submits every variant in one job-side run (``SubmitReplayJobsOperator``) and waits for each in
+``AwaitReplayJobOperator``: every variant is submitted before any is waited for, so the three jobs run at the
+same time on the replay cluster even when tasks run one at a time. ``PlanReplayJobsOperator`` plans and checks
+the variants in a task of their own, for a DAG that wants the check apart from the submission.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from airflow_flink_replay.core.audit import read_audit
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
-from airflow_flink_replay.core.replay_plans import identity_report, pin_to_production
+from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, identity_report, pin_to_production
 from airflow_flink_replay.core.run_record import file_digest
-from airflow_flink_replay.exceptions import FlinkRestError
+from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
@@ -442,13 +442,18 @@ class PlanReplayJobsOperator(BaseOperator):
 
 
 class SubmitReplayJobsOperator(BaseOperator):
-    """Submit every replay variant in one job-side run, after :class:`PlanReplayJobsOperator` checked them.
+    """Check every replay variant against production's plan and submit them all, in one job-side run.
 
     One PythonDriver program (the replay program with ``--spec-json`` once per variant) builds every variant's
-    job, then submits each as its own Flink job restoring production's savepoint (``allowNonRestoredState``):
-    one Python start on the JobManager instead of one per variant — the JobManager runs one at a time, so
-    three submissions cost three times one. A variant that cannot be built stops the program before any job
-    is submitted.
+    job, checks each job graph against production's plan (the identity preflight of
+    :mod:`~airflow_flink_replay.core.identity`: the agent maps to production's operator id, max parallelism
+    matches, only the old source's state is dropped), then submits each as its own Flink job restoring
+    production's savepoint (``allowNonRestoredState``): one Python start on the JobManager instead of one per
+    variant and one more for planning — the JobManager runs one at a time. A variant that cannot be built or
+    does not map stops the program before any job is submitted; a refusal fails the task at once with every
+    variant's report. Each variant's report is then rendered again from the plan of the job that runs
+    (``GET /jobs/{id}/plan``); should one not map (a replay program that does not check), every job of this
+    submission is cancelled and the task fails.
 
     Retries reattach: a variant that already has a job of this run (active or FINISHED, looked up by its job
     name) is not submitted again, only the missing ones are. Returns, by variant, what
@@ -459,7 +464,8 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param production_plan: production's job details JSON or the quiesce result's plan (templated): the pins.
     :param production_agent_uid: the uid production's agent carries, if any.
     :param identity_preflight: :class:`PlanReplayJobsOperator`'s result, the identity report by variant
-        (templated). Required when a production plan is given: a variant without a report is not submitted.
+        (templated), when the variants were planned and checked by a task of their own; a variant without a
+        report is then not submitted. Without it (default) the check runs in the submission program.
     :param flink_conn_id: the cluster that runs replays.
     :param submitter: ``rest`` (default) or ``cli``.
     :param replay_program: the replay program: a module run with ``-pym`` (default) or a ``.py`` path on the
@@ -501,13 +507,51 @@ class SubmitReplayJobsOperator(BaseOperator):
         """The Flink REST hook of the replay cluster."""
         return FlinkRestHook(self.flink_conn_id)
 
-    def _report(self, variant: str, production: IdentityPlan | None) -> str:
-        """The variant's identity report from the plan task; refuses a variant that was not checked."""
+    def _report(self, variant: str, production: IdentityPlan | None) -> str | None:
+        """The variant's identity report from a plan task (refuses a variant it did not check), or None when
+        the submission program checks it."""
         if production is None:
             self.log.warning("no production plan given: the identity preflight is skipped for %s", variant)
             return "skipped: no production plan"
+        if self.identity_preflight is None:
+            return None
         reports = self.identity_preflight if isinstance(self.identity_preflight, dict) else {}
         return _planned_report(reports, variant)
+
+    def _program(self, specs: list[ReplayJobSpec], production: IdentityPlan | None) -> FlinkPythonProgram:
+        """The submission program for ``specs``; with the identity check when no plan task checked them."""
+        program = _replay_program(self.replay_program, specs)
+        if production is None or self.identity_preflight is not None:
+            return program
+        check = IdentityCheck(production=production, production_agent_uid=self.production_agent_uid)
+        return program.model_copy(update={"program_args": [*program.program_args, *check.to_argv()]})
+
+    def _submit(self, hook: FlinkRestHook, specs: list[ReplayJobSpec], production: IdentityPlan | None) -> None:
+        """Run the submission program; a refusal of the identity preflight fails the task at once."""
+        for spec in specs:
+            for folder in (spec.output_dir, spec.audit_dir):
+                Path(folder).mkdir(parents=True, exist_ok=True)
+        try:
+            get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
+                self._program(specs, production),
+                savepoint_path=self.savepoint_path,
+                allow_non_restored_state=bool(self.savepoint_path),
+                timeout=self.submit_timeout,
+            )
+        except FlinkSubmissionError as err:
+            text = f"{err}\n{err.output}"
+            if IDENTITY_REFUSED not in text:
+                raise
+            refusal = text[text.index(IDENTITY_REFUSED):]
+            raise AirflowFailException(f"{refusal}\n(the replay program's output, JobManager log)") from err
+
+    def _running_report(
+        self, hook: FlinkRestHook, spec: ReplayJobSpec, job_id: str, production: IdentityPlan
+    ) -> tuple[str, bool]:
+        """The identity report of the job that runs (its plan from Flink), rendered, and whether it maps."""
+        plan = hook.get_plan(job_id).model_dump(mode="json", by_alias=True)
+        report = identity_report(production, spec, plan, self.production_agent_uid)
+        return report.render(), report.maps
 
     def execute(self, context: Any) -> dict[str, dict[str, Any]]:
         """Reattach the variants that have a job, submit the others in one program, return the jobs by variant."""
@@ -526,18 +570,24 @@ class SubmitReplayJobsOperator(BaseOperator):
             else:
                 missing.append(spec)
         if missing:
+            self._submit(hook, missing, production)
+            appeared = self._appeared(hook, missing)
+            refused: list[str] = []
             for spec in missing:
-                for folder in (spec.output_dir, spec.audit_dir):
-                    Path(folder).mkdir(parents=True, exist_ok=True)
-            get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
-                _replay_program(self.replay_program, missing),
-                savepoint_path=self.savepoint_path,
-                allow_non_restored_state=bool(self.savepoint_path),
-                timeout=self.submit_timeout,
-            )
-            for variant, job_id in self._appeared(hook, missing).items():
-                self.log.info("submitted %s replay as Flink job %s", variant, job_id)
-                submitted[variant] = {"job_id": job_id, "preflight": reports[variant]}
+                job_id, report = appeared[spec.variant], reports[spec.variant]
+                if report is None and production is not None:
+                    report, maps = self._running_report(hook, spec, job_id, production)
+                    if not maps:
+                        refused.append(f"replay {spec.variant}: {report}")
+                self.log.info("submitted %s replay as Flink job %s\n%s", spec.variant, job_id, report)
+                submitted[spec.variant] = {"job_id": job_id, "preflight": report}
+            if refused:
+                for job_id in appeared.values():
+                    hook.cancel_job(job_id)
+                raise AirflowFailException(
+                    "the running replay jobs do not map onto production's savepoint (the replay program did not "
+                    "check them); every job of this submission was cancelled:\n\n" + "\n\n".join(refused)
+                )
         jobs = {
             spec.variant: {"variant": spec.variant, "job_name": spec.job_name, "started": started,
                            **submitted[spec.variant]}

@@ -34,8 +34,8 @@ TASK_MANIFEST = "manifest"
 # --- stage: replay
 TASK_ISOLATE_ACTION_STATE = "isolate_action_state"
 TASK_REPLAY_FROM = "replay_from"
-TASK_PLAN_REPLAYS = "plan_replays"
-#: Stage replay: one task submits every variant's replay job (one job-side run), after plan_replays.
+#: Stage replay: one task checks every variant against production's plan and submits its replay job (one
+#: job-side run).
 TASK_SUBMIT_REPLAYS = "submit_replays"
 # --- stage: compare
 TASK_COMPARE = "compare"

@@ -34,11 +34,7 @@ from airflow_flink_replay.operators.mem0 import (
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
-from airflow_flink_replay.operators.replay import (
-    AwaitReplayJobOperator,
-    PlanReplayJobsOperator,
-    SubmitReplayJobsOperator,
-)
+from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, SubmitReplayJobsOperator
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
 from airflow_flink_replay.operators.stop_window import StopWindowOperator
@@ -87,7 +83,6 @@ RETRIES: dict[str, dict[str, Any]] = {
     **{ids.fork_task(v): retry(1) for v in VARIANTS if v != "baseline"},
     ids.TASK_ISOLATE_ACTION_STATE: retry(2),  # reuses the empty topics an earlier try created
     ids.TASK_REPLAY_FROM: retry(2),  # reads XComs only
-    ids.TASK_PLAN_REPLAYS: retry(1),  # builds plans only, nothing runs; a refusal fails at once
     # production still runs: a retry runs one more delta round (or removes its own leftovers first)
     ids.TASK_PRECOPY_MEMORY: retry(1),
     # a retried submission would submit again into the outputs and action-state topic of a failed or lost
@@ -294,23 +289,23 @@ def memory(spec: ReplaySpec, run: Any, cap: Capture) -> Memory:
 
 @dataclass(frozen=True)
 class Replay:
-    """The isolated action-state topics, the replays' origin (savepoint + plan), the variants' plans checked
-    together, their submission together, and one wait per variant (in :data:`VARIANTS` order)."""
+    """The isolated action-state topics, the replays' origin (savepoint + plan), the variants checked and
+    submitted together, and one wait per variant (in :data:`VARIANTS` order)."""
 
     isolate: Task
     origin: Task
-    plan: Task
     submit: Task
     replays: list[Task]
 
 
 def replay(spec: ReplaySpec, run: Any) -> Replay:
-    """Stage replay: isolate action state, pick the origin, plan and check every variant in one job-side run
-    (the identity preflight), submit every variant in one more, then wait for each.
+    """Stage replay: isolate action state, pick the origin, check every variant against production's plan
+    (the identity preflight) and submit them all in one job-side run, then wait for each.
 
     All three jobs are submitted before any is waited for, so they run at the same time on the replay cluster
-    whether the tasks run in parallel (a real executor) or one after another (``dag.test``); one submission
-    program for all of them costs one Python start on the JobManager, which runs one at a time."""
+    whether the tasks run in parallel (a real executor) or one after another (``dag.test``); one program for the
+    check and the submissions of all of them costs one Python start on the JobManager, which runs one at a
+    time."""
     prod = spec.production
     isolate: Any = IsolateActionStateOperator(
         task_id=ids.TASK_ISOLATE_ACTION_STATE,
@@ -324,20 +319,12 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
     )
     origin: Any = replay_from()
     replay_conn = spec.replay_flink_conn_id or spec.flink_conn_id
-    plan: Any = PlanReplayJobsOperator(
-        task_id=ids.TASK_PLAN_REPLAYS,
-        specs=[run[ids.job_spec_key(variant)] for variant in VARIANTS],
-        production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
-        production_agent_uid=prod.agent_uid,
-        flink_conn_id=replay_conn,
-    )
     submit: Any = SubmitReplayJobsOperator(
         task_id=ids.TASK_SUBMIT_REPLAYS,
         specs=[run[ids.job_spec_key(variant)] for variant in VARIANTS],
         savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
         production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
         production_agent_uid=prod.agent_uid,
-        identity_preflight=plan.output,
         flink_conn_id=replay_conn,
     )
     replays = [
@@ -350,8 +337,8 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         )
         for variant in VARIANTS
     ]
-    isolate >> origin >> plan >> submit
-    return Replay(isolate, origin, plan, submit, replays)
+    isolate >> origin >> submit
+    return Replay(isolate, origin, submit, replays)
 
 
 @dataclass(frozen=True)

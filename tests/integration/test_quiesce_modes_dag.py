@@ -153,7 +153,7 @@ def test_existing_mode_with_a_tampered_manifest_fails_before_anything_is_created
 def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(stack, production, savepoint_run,
                                                                                tmp_path, capfd) -> None:
     """Production's recorded plan has a stateful operator the replay job does not have: every replay is
-    refused by the identity preflight (on the job graphs the JobManager planned for the replay variants)
+    refused by the identity preflight (on the job graphs the submission program built for the replay variants)
     before any is submitted, the refusal names the vertex and the fix, and the cleanup still runs."""
     import requests
 
@@ -176,13 +176,13 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     states = run["states"]
     assert str(dagrun.state) == "failed"
     assert states["reuse_manifest"] == "success"
-    # the refusal is the planning task's (every variant planned and checked in one job-side run): nothing is
-    # submitted, nothing to wait for
-    assert states["plan_replays"] == "failed", states
-    assert states["submit_replays"] == "upstream_failed", states
+    # the refusal is the submission program's (every variant checked before any is submitted, in one job-side
+    # run): nothing is submitted, nothing to wait for
+    assert states["submit_replays"] == "failed", states
     assert {states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate")} == {"upstream_failed"}, states
     log = "".join(capfd.readouterr())
     assert "STATE_DROPPED" in log and "dedupe-reviews" in log and "allowed_dropped" in log, log[-4000:]
+    assert "identity preflight refused: nothing was submitted (refused: baseline, baseline_2, candidate)" in log
     for url in {stack.flink_rest_url, stack.replay_flink_rest_url or stack.flink_rest_url}:
         jobs = requests.get(f"{url}/jobs/overview", timeout=10).json()["jobs"]
         assert not [j["name"] for j in jobs if dagrun.run_id in j["name"]]  # refused before any submission

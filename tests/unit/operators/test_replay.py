@@ -11,8 +11,11 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 from pydantic import ValidationError
 
+from airflow_flink_replay.core.flink_models import JobPlan
+from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
-from airflow_flink_replay.core.replay_plans import VariantPlan
+from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, VariantPlan
+from airflow_flink_replay.exceptions import FlinkSubmissionError
 from airflow_flink_replay.operators import replay as replay_ops
 from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
 from airflow_flink_replay.operators.replay_cleanup import replay_job_name_prefix
@@ -258,9 +261,8 @@ class _JobsSubmitter(StubSubmitter):
 
     def submit(self, program: Any, **kwargs: Any) -> Any:
         done = super().submit(program, **kwargs)
-        for n, text in enumerate(a for a in program.program_args if a.startswith("{")):
-            name = ReplayJobSpec.model_validate_json(text).job_name
-            self.hook.jobs[f"{n}" * 32] = job(f"{n}" * 32, name, "RUNNING")
+        for n, spec in enumerate(ReplayJobSpec.all_from_argv(program.program_args)):
+            self.hook.jobs[f"{n}" * 32] = job(f"{n}" * 32, spec.job_name or "", "RUNNING")
         return done
 
 
@@ -285,7 +287,7 @@ def test_every_variant_is_submitted_in_one_program_and_each_job_found_by_its_nam
     monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
     jobs = _submitter_op(tmp_path, hook, _REPORTS).execute(context("submit_replays"))
     (call,) = submitter.submitted
-    specs = [ReplayJobSpec.model_validate_json(a) for a in call["program"].program_args if a.startswith("{")]
+    specs = ReplayJobSpec.all_from_argv(call["program"].program_args)
     assert [s.variant for s in specs] == ["baseline", "baseline_2", "candidate"]
     assert call["program"].module == replay_ops.REPLAY_JOB_MODULE and call["program"].job_name is None
     assert (call["savepoint_path"], call["allow_non_restored_state"]) == ("file:///sp/1", True)
@@ -339,3 +341,65 @@ def test_a_job_that_never_appears_fails_the_submission_naming_it(
     op.submit_timeout = 0.5
     with pytest.raises(AirflowException, match="replay baseline: the replay program ran but no Flink job named"):
         op.execute(context("submit_replays"))
+
+
+# ------------------------------------------------------------
+# Without a plan task the submission program checks every variant itself (the DAG's way): the check travels
+# as program arguments, a refusal fails at once with the program's reports, and each report is rendered again
+# from the plan of the job that runs.
+
+
+class _CheckedJobsSubmitter(_JobsSubmitter):
+    """Like :class:`_JobsSubmitter`, and the plan of each started job is the given job graph."""
+
+    def __init__(self, hook: StubFlinkHook, plan: dict[str, Any]) -> None:
+        super().__init__(hook)
+        hook.get_plan = lambda job_id: JobPlan.model_validate(plan)  # type: ignore[method-assign]
+
+
+def test_the_submission_program_checks_the_variants_and_each_report_is_the_running_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = StubFlinkHook()
+    submitter = _CheckedJobsSubmitter(hook, _plan("jar_plan_replay-pinned.json"))
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    jobs = _submitter_op(tmp_path, hook, None).execute(context("submit_replays"))
+    (call,) = submitter.submitted
+    check = IdentityCheck.from_argv(call["program"].program_args)
+    production = json.loads((_PLANS / "prod_job_details.json").read_text())
+    assert check is not None and check.production == IdentityPlan.from_rest(production)
+    assert {v: j["preflight"].splitlines()[0] for v, j in jobs.items()} == {
+        v: "identity preflight: MAPS" for v in ("baseline", "baseline_2", "candidate")}
+
+
+def test_a_refusal_of_the_submission_program_fails_the_task_with_its_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reports = {"candidate": IdentityCheck(production=IdentityPlan.from_rest(
+        json.loads((_PLANS / "prod_job_details.json").read_text()))).reports(
+        [(ReplayJobSpec.model_validate(_spec(tmp_path)), _plan("jar_plan_replay-dedupe-renamed.json"))])["candidate"]}
+    refusal = IdentityCheck.refusal(reports)
+    assert refusal and refusal.startswith(IDENTITY_REFUSED) and "(refused: candidate)" in refusal
+
+    class Refusing(StubSubmitter):
+        def submit(self, program: Any, **kwargs: Any) -> Any:
+            raise FlinkSubmissionError("Submitting ... failed: IdentityRefusedError: ...",
+                                       output=f"Traceback (most recent call last):\nIdentityRefusedError: {refusal}")
+
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: Refusing("f" * 32))
+    with pytest.raises(AirflowFailException) as failed:
+        _submitter_op(tmp_path, StubFlinkHook(), None).execute(context("submit_replays"))
+    message = str(failed.value)
+    assert message.startswith(IDENTITY_REFUSED) and "STATE_DROPPED" in message
+
+
+def test_running_jobs_that_do_not_map_are_cancelled_and_fail_the_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay program that does not check (a custom one) submitted jobs that do not map: all are cancelled."""
+    hook = StubFlinkHook()
+    submitter = _CheckedJobsSubmitter(hook, _plan("jar_plan_replay-dedupe-renamed.json"))
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    with pytest.raises(AirflowFailException, match="do not map onto production's savepoint"):
+        _submitter_op(tmp_path, hook, None).execute(context("submit_replays"))
+    assert sorted(c[1] for c in hook.calls if c[0] == "cancel_job") == sorted(hook.jobs)

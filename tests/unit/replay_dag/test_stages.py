@@ -35,10 +35,9 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "manifest": (["capture_window", "quiesce", "resolve", "start_offsets"], "all_success"),
     "isolate_action_state": ([*FORKS, "manifest", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
     "replay_from": (["isolate_action_state"], "all_success"),
-    # the variants are planned and checked together (one job-side run), before any is submitted
-    "plan_replays": (["replay_from", "resolve"], "all_success"),
-    # every variant is submitted (one job-side run) before any is waited for
-    "submit_replays": (["plan_replays", "replay_from", "resolve"], "all_success"),
+    # every variant is checked against production's plan and submitted (one job-side run) before any is
+    # waited for
+    "submit_replays": (["replay_from", "resolve"], "all_success"),
     **{r: (["resolve", "submit_replays"], "all_success") for r in REPLAYS},
     "compare": ([*REPLAYS, "resolve"], "all_success"),
     "approve": (["compare"], "all_success"),
@@ -70,7 +69,6 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "manifest": (2, 10, 0),
     "isolate_action_state": (2, 10, 0),
     "replay_from": (2, 10, 0),
-    "plan_replays": (1, 10, 0),
     "submit_replays": (0, 10, 0),
     **{r: (1, 5, 0) for r in REPLAYS},
     "compare": (0, 10, 0),
