@@ -41,7 +41,7 @@ def chain_steps() -> list[tuple[str, list[str]]]:
                      *(ids.replay_task(v) for v in VARIANTS)]),
         ("compare", [ids.TASK_COMPARE, ids.TASK_APPROVE]),
         ("cleanup", [ids.TASK_VERIFY_PRODUCTION_MEMORY, ids.TASK_CANCEL_LEFTOVER_REPLAYS, ids.TASK_DELETE_REPLAY_TOPICS,
-                     *(ids.drop_fork_task(v) for v in VARIANTS), ids.TASK_ASSERT_PRODUCTION, ids.TASK_RUN_RECORD]),
+                     ids.TASK_DROP_FORKS, ids.TASK_ASSERT_PRODUCTION, ids.TASK_RUN_RECORD]),
     ]
 
 

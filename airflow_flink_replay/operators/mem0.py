@@ -7,6 +7,7 @@ a pydantic result (``model_dump(mode="json")``) to XCom:
 * :class:`PrecopyMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory.ForkResult` (``kind="precopy"``)
 * :class:`VerifyMem0UntouchedOperator` → :class:`~airflow_flink_replay.core.memory.UntouchedReport`
 * :class:`DropMem0ForkOperator` → :class:`~airflow_flink_replay.core.memory.DropResult`
+* :class:`DropMem0ForksOperator` → a :class:`~airflow_flink_replay.core.memory.DropResult` by fork label
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace, check_fork_pair
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
@@ -270,3 +271,44 @@ class DropMem0ForkOperator(BaseOperator):
             raise AirflowFailException(str(exc)) from exc
         self.log.info("drop %s: %s", result.namespace, result.model_dump(mode="json"))
         return result.model_dump(mode="json")
+
+
+class DropMem0ForksOperator(DropMem0ForkOperator):
+    """Drop several memory forks in one task (the replay DAG's ``drop_forks``: one Mem0 client for every
+    variant's fork instead of one task, process and client each).
+
+    Every fork is tried even when one fails; the task then fails naming each failure (a retry drops what is
+    left: dropping a dropped fork is a no-op). A production namespace is refused as in
+    :class:`DropMem0ForkOperator`.
+
+    :param namespaces: the forks by label (e.g. variant), each as ``namespace`` there (templated).
+    :param keep: keep the forks for debugging (templated).
+    """
+
+    template_fields: Sequence[str] = ("namespaces", "keep", "mem0_conn_id")
+
+    def __init__(self, *, namespaces: Mapping[str, NamespaceArg] | Any, **kwargs: Any) -> None:
+        super().__init__(namespace="", **kwargs)
+        self.namespaces = namespaces
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        """Drop (or keep) every fork; return the :class:`DropResult` by label."""
+        if not isinstance(self.namespaces, Mapping):
+            raise AirflowFailException(f"namespaces: expected a mapping of label to namespace, got {self.namespaces!r}")
+        hook, keep = self.hook, _flag(self.keep, "keep")
+        results: dict[str, Any] = {}
+        failed: list[str] = []
+        for label, namespace in self.namespaces.items():
+            try:
+                result = hook.drop(_namespace(namespace, f"namespaces[{label!r}]"), keep=keep)
+            except Exception as exc:  # every fork is tried; the task fails below, naming each failure
+                self.log.error("drop %s (%s) failed: %s", label, namespace, exc)
+                failed.append(f"{label}: {type(exc).__name__}: {exc}")
+                continue
+            self.log.info("drop %s %s: %s", label, result.namespace, result.model_dump(mode="json"))
+            results[label] = result.model_dump(mode="json")
+        if failed:
+            context["ti"].xcom_push(key="dropped", value=results)
+            raise AirflowException("could not drop every memory fork (a retry drops what is left):\n"
+                                   + "\n".join(failed))
+        return results

@@ -102,7 +102,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         task_states=states,
         cleanup={
             "cancelled_jobs": pull(ids.TASK_CANCEL_LEFTOVER_REPLAYS),
-            "forks_dropped": {v: pull(ids.drop_fork_task(v)) for v in ids.VARIANTS},
+            "forks_dropped": _forks_dropped(pull(ids.TASK_DROP_FORKS), pull(ids.TASK_DROP_FORKS, "dropped")),
         },
     )
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -159,3 +159,9 @@ def failed_tasks(record_states: dict[str, str | None], own_task_id: str) -> list
         for t, st in record_states.items()
         if t != own_task_id and (st in ("failed", "upstream_failed") or str(st).startswith("failed: "))
     )
+
+
+def _forks_dropped(result: Any, partial: Any) -> dict[str, Any]:
+    """The drop result by variant: the task's return value, or what it dropped before it failed."""
+    found = result if isinstance(result, dict) else partial if isinstance(partial, dict) else {}
+    return {variant: found.get(variant) for variant in ids.VARIANTS}

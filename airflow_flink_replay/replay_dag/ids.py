@@ -43,6 +43,8 @@ TASK_APPROVE = "approve"
 # --- stage: cleanup
 TASK_VERIFY_PRODUCTION_MEMORY = "verify_production_memory"
 TASK_CANCEL_LEFTOVER_REPLAYS = "cancel_leftover_replays"
+#: Stage cleanup: one task drops every variant's memory fork.
+TASK_DROP_FORKS = "drop_forks"
 TASK_DELETE_REPLAY_TOPICS = "delete_replay_topics"
 TASK_ASSERT_PRODUCTION = "assert_production"
 TASK_RUN_RECORD = "run_record"
@@ -62,9 +64,6 @@ def replay_task(variant: str) -> str:
     return f"replay_{variant}"
 
 
-def drop_fork_task(variant: str) -> str:
-    """Stage cleanup: the task that drops ``variant``'s memory fork."""
-    return f"drop_fork_{variant}"
 
 
 # --- XCom keys of the resolve task (``multiple_outputs``: one key per value of the resolved run)

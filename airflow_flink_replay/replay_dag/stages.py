@@ -27,7 +27,7 @@ from airflow_flink_replay.operators.manifest import (
     ReuseManifestOperator,
 )
 from airflow_flink_replay.operators.mem0 import (
-    DropMem0ForkOperator,
+    DropMem0ForksOperator,
     ForkMem0NamespaceOperator,
     PrecopyMem0NamespaceOperator,
     VerifyMem0UntouchedOperator,
@@ -100,7 +100,7 @@ RETRIES: dict[str, dict[str, Any]] = {
     # partial fork's tagged copies behind (later runs use other namespaces; `DropMem0ForkOperator` on
     # that namespace removes them). Longer backoff was tried: with the store down for the whole run (the
     # fork drill) the three drops held the run ~14 minutes.
-    **{ids.drop_fork_task(v): retry(2) for v in VARIANTS},
+    ids.TASK_DROP_FORKS: retry(2),
     ids.TASK_ASSERT_PRODUCTION: retry(2, delay_s=5),  # read-only; a real finding fails at once
     ids.TASK_RUN_RECORD: NO_RETRY,  # it fails on purpose when a step failed: a retry fails the same way
 }
@@ -386,7 +386,7 @@ class Cleanup:
     verify: Task
     cancel: Task
     delete_topics: Task
-    drops: list[Task]
+    drops: Task
     assert_production: Task
     record: Task
 
@@ -413,15 +413,12 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanu
         production_topic=spec.production.action_state_topic,
         kafka_config_id=spec.kafka_conn_id,
     )
-    drops = [
-        DropMem0ForkOperator(
-            task_id=ids.drop_fork_task(variant),
-            namespace=run[ids.fork_key(variant)],
-            keep=run[ids.XCOM_KEEP_FORK_KEY],
-            mem0_conn_id=spec.mem0_conn_id,
-        )
-        for variant in VARIANTS
-    ]
+    drops = DropMem0ForksOperator(
+        task_id=ids.TASK_DROP_FORKS,
+        namespaces={variant: run[ids.fork_key(variant)] for variant in VARIANTS},
+        keep=run[ids.XCOM_KEEP_FORK_KEY],
+        mem0_conn_id=spec.mem0_conn_id,
+    )
     assert_production = AssertProductionOperator(
         task_id=ids.TASK_ASSERT_PRODUCTION,
         job_name=spec.production.job_name,

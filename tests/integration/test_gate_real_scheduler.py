@@ -166,8 +166,7 @@ def test_gate_over_the_rest_api_fails_v2_then_passes_v1(stack, production, airfl
     window = record["savepoint"]["window"]
     assert window["resumed"]["downtime_seconds"] == record["downtime_s"] and window["error"] is None, window
     assert record["production_resumed"]["job_id"] == window["resumed"]["job_id"] == v2["production_after"][0]
-    for task in ("cancel_leftover_replays", "delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2",
-                 "drop_fork_candidate", "verify_production_memory"):
+    for task in ("cancel_leftover_replays", "delete_replay_topics", "drop_forks", "verify_production_memory"):
         assert v2["states"][task] == "success", (task, v2["states"])
     assert v2["states"]["run_record"] == "failed"  # written, then fails the run: compare failed
     # every variant replayed exactly the manifest's window

@@ -371,7 +371,7 @@ def test_replay_cluster_jobmanager_restarts_during_a_replay(stack: Any, airflow_
         replays = {states["submit_replays"], *(states[f"replay_{v}"] for v in ("baseline", "baseline_2", "candidate"))}
         assert "failed" in replays, states
         for task in ("resume_production", "assert_production", "cancel_leftover_replays", "delete_replay_topics",
-                     "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):  # fmt: skip
+                     "drop_forks"):  # fmt: skip
             assert states[task] == "success", (task, states)
         assert len(running_jobs(stack, prod["job_name"])) == 1, "exactly one production job, RUNNING"
         replay = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.replay_flink_rest_url))

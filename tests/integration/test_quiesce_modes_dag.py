@@ -117,7 +117,7 @@ def test_existing_mode_replays_the_earlier_savepoint_again(stack, production, sa
     assert "REUSED_SAVEPOINT" in _report_codes(record)
     # the same window, replayed from the same savepoint: the baseline reproduces the earlier baseline
     assert record["variants"][0]["output_records"] == earlier["variants"][0]["output_records"]
-    for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):
+    for task in ("delete_replay_topics", "drop_forks"):
         assert states[task] == "success", (task, states)
 
 
@@ -186,7 +186,7 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
     for url in {stack.flink_rest_url, stack.replay_flink_rest_url or stack.flink_rest_url}:
         jobs = requests.get(f"{url}/jobs/overview", timeout=10).json()["jobs"]
         assert not [j["name"] for j in jobs if dagrun.run_id in j["name"]]  # refused before any submission
-    for task in ("delete_replay_topics", "drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"):
+    for task in ("delete_replay_topics", "drop_forks"):
         assert states[task] == "success", (task, states)
 
 

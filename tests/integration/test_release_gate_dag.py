@@ -60,8 +60,7 @@ def test_drill_candidate_crashes_in_flink(stack, production, capfd, fresh_replay
     assert states["replay_candidate"] == "failed"
     assert states["replay_baseline"] == "success" and states["replay_baseline_2"] == "success"
     assert states["compare"] == "upstream_failed"
-    for task in ("resume_production", "cancel_leftover_replays", "delete_replay_topics", "drop_fork_baseline",
-                 "drop_fork_baseline_2", "drop_fork_candidate"):
+    for task in ("resume_production", "cancel_leftover_replays", "delete_replay_topics", "drop_forks"):
         assert states[task] == "success", (task, states)
     # The task fails with Flink's own cause: the exception the agent raised inside the TaskManager.
     out = capfd.readouterr()

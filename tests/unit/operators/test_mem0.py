@@ -62,3 +62,47 @@ def test_precopy_with_the_store_down_leaves_the_copy_to_the_fork(
     op = PrecopyMem0NamespaceOperator(task_id="precopy", source="prod", target="replay-1", mem0_conn_id="mem0_ops")
     assert isinstance(op.hook, Mem0Hook)
     assert op.execute({}) is None
+
+
+def test_one_task_drops_every_fork_and_names_what_it_could_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``DropMem0ForksOperator`` on a real embedded Qdrant: both forks are dropped although production's
+    namespace, given by mistake between them, is refused; the task fails naming it and pushes what it dropped."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_flink_replay.operators.mem0 import DropMem0ForksOperator
+
+    collection = f"afr_unit_{uuid.uuid4().hex[:8]}"
+    _connection(
+        monkeypatch,
+        {"provider": "qdrant", "config": {"path": str(tmp_path / "q"), "collection_name": collection}},
+        tmp_path,
+    )
+    forks = [ForkMem0NamespaceOperator(task_id=f"fork_{n}", source="prod", target=f"replay-{n}", fork_id=f"run-{n}",
+                                       mem0_conn_id="mem0_ops") for n in (1, 2)]  # fmt: skip
+    hook = forks[0].hook
+    for fork in forks[1:]:
+        fork.hook = hook  # one embedded Qdrant client per path
+    for i in range(4):
+        hook.get_memory().add(f"customer {i} likes tea", user_id="prod", agent_id="k", run_id="ltm", infer=False)
+    for fork in forks:
+        fork.execute({})
+    drop = DropMem0ForksOperator(task_id="drop_forks", mem0_conn_id="mem0_ops",
+                                 namespaces={"baseline": "replay-1", "oops": "prod", "candidate": "replay-2"})
+    drop.hook = hook  # type: ignore[misc]
+    pushed: dict[str, Any] = {}
+
+    class TI:
+        def xcom_push(self, key: str, value: Any) -> None:
+            pushed[key] = value
+
+    with pytest.raises(AirflowException, match="oops: NotAForkError"):
+        drop.execute({"ti": TI()})
+    assert set(pushed["dropped"]) == {"baseline", "candidate"}
+    assert hook.count({"user_id": "replay-1"}) == hook.count({"user_id": "replay-2"}) == 0
+    assert hook.count({"user_id": "prod"}) == 4  # production untouched
+
+    # the retry drops what is left (nothing) and succeeds
+    drop.namespaces = {"baseline": "replay-1", "candidate": "replay-2"}
+    assert set(drop.execute({"ti": TI()})) == {"baseline", "candidate"}

@@ -14,7 +14,6 @@ from tests.unit.core.test_replay_spec import _spec
 
 REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
 FORKS = ["fork_memory_baseline", "fork_memory_baseline_2", "fork_memory_candidate"]
-DROPS = ["drop_fork_baseline", "drop_fork_baseline_2", "drop_fork_candidate"]
 #: task id -> (direct upstream task ids, trigger rule) of the gate DAG (the others lack ``approve``)
 GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "resolve": ([], "all_success"),
@@ -44,9 +43,10 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "verify_production_memory": ([*REPLAYS, "resolve"], "all_done"),
     "cancel_leftover_replays": (["compare", *REPLAYS, "verify_production_memory"], "all_done"),
     "delete_replay_topics": (["cancel_leftover_replays", "isolate_action_state", "resolve"], "all_done"),
-    **{d: (["delete_replay_topics", "resolve"], "all_done") for d in DROPS},
+    # one task drops every variant's fork (their namespaces: XComArgs of resolve)
+    "drop_forks": (["delete_replay_topics", "resolve"], "all_done"),
     # the production check: after every cleanup task, before the record (quiesce + preflight: XComArgs)
-    "assert_production": ([*DROPS, "preflight", "quiesce", "resolve"], "all_done"),
+    "assert_production": (["drop_forks", "preflight", "quiesce", "resolve"], "all_done"),
     "run_record": (["assert_production"], "all_done"),
 }
 #: task id -> (retries, retry delay in seconds, exponential backoff multiplier): retried only where a retry
@@ -76,7 +76,7 @@ RETRIES: dict[str, tuple[int, float, float]] = {
     "verify_production_memory": (2, 10, 0),
     "cancel_leftover_replays": (3, 10, 2.0),
     "delete_replay_topics": (2, 10, 0),
-    **{d: (2, 10, 0) for d in DROPS},
+    "drop_forks": (2, 10, 0),
     "assert_production": (2, 5, 0),
     "run_record": (0, 10, 0),
 }
@@ -104,6 +104,6 @@ def test_a_dag_wide_retry_default_never_reaches_a_task_that_could_duplicate(tmp_
 
 def test_constants_name_the_dags_tasks() -> None:
     named = {v for k, v in vars(ids).items() if k.startswith("TASK_")}
-    per_variant = (ids.fork_task, ids.replay_task, ids.drop_fork_task)
+    per_variant = (ids.fork_task, ids.replay_task)
     named |= {f(v) for f in per_variant for v in ids.VARIANTS}
     assert named == set(GATE_GRAPH)
