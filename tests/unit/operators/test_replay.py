@@ -15,7 +15,7 @@ from airflow_flink_replay.core.flink_models import JobPlan
 from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, VariantPlan
-from airflow_flink_replay.exceptions import FlinkSubmissionError
+from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.operators import replay as replay_ops
 from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
 from airflow_flink_replay.operators.replay_cleanup import replay_job_name_prefix
@@ -403,3 +403,25 @@ def test_running_jobs_that_do_not_map_are_cancelled_and_fail_the_task(
     with pytest.raises(AirflowFailException, match="do not map onto production's savepoint"):
         _submitter_op(tmp_path, hook, None).execute(context("submit_replays"))
     assert sorted(c[1] for c in hook.calls if c[0] == "cancel_job") == sorted(hook.jobs)
+
+
+def test_an_unreadable_running_plan_counts_as_checked_only_for_this_packages_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = StubFlinkHook()
+    submitter = _JobsSubmitter(hook)
+
+    def no_plan(job_id: str) -> Any:
+        raise FlinkRestError("503 Service Unavailable", operation="get job plan", job_id=job_id, status_code=503)
+
+    hook.get_plan = no_plan  # type: ignore[method-assign]
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    jobs = _submitter_op(tmp_path, hook, None).execute(context("submit_replays"))
+    assert all(j["preflight"].startswith("identity preflight: MAPS (checked by the submission program)")
+               for j in jobs.values())
+    # another replay program may not have checked: its jobs are cancelled
+    hook.jobs.clear()
+    op = _submitter_op(tmp_path, hook, None)
+    op.replay_program = "/opt/my_replay.py"
+    with pytest.raises(AirflowFailException, match="do not map"):
+        op.execute(context("submit_replays"))
