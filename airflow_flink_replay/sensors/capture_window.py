@@ -108,8 +108,8 @@ class CaptureWindowSensor(BaseSensorOperator):
         """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
         return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
 
-    def poke(self, context: Any) -> Any:
-        """One look at the topic (non-deferrable mode)."""
+    def _look(self) -> dict[str, Any] | None:
+        """One look at the topic: the window (XCom form) when it is complete, else None."""
         spec = self._spec()
         hook = self.hook
         try:
@@ -118,16 +118,32 @@ class CaptureWindowSensor(BaseSensorOperator):
             hook.close()
         if result is None:
             self.log.info("capture window on %s not complete yet (start %s)", spec.topic, spec.start_offsets)
+            return None
+        return result.model_dump(mode="json")
+
+    def poke(self, context: Any) -> Any:
+        """One look at the topic (non-deferrable mode)."""
+        window = self._look()
+        if window is None:
             return False
         from airflow.sdk import PokeReturnValue
 
-        return PokeReturnValue(is_done=True, xcom_value=result.model_dump(mode="json"))
+        return PokeReturnValue(is_done=True, xcom_value=window)
 
     def execute(self, context: Any) -> Any:
-        """Defer to :class:`CaptureWindowTrigger`, or poke in the worker when not deferrable."""
+        """Poke in the worker when not deferrable; else look once and defer to :class:`CaptureWindowTrigger`
+        only when the window is not complete yet.
+
+        The one look first: a window already complete (the usual case once production ran again after a short
+        stop) makes the trigger fire at once, and a trigger firing while Airflow is still recording the deferral
+        makes the resumed task fail to report its state ("Failed to report terminal task state to supervisor")
+        and be retried — seen under a real scheduler (apache/airflow#72716)."""
         if not self.deferrable:
             return super().execute(context)
         spec = self._spec()
+        window = self._look()
+        if window is not None:
+            return self.execute_complete(context, {"status": "success", "window": window})
         self.defer(
             trigger=CaptureWindowTrigger(
                 topic=spec.topic,

@@ -251,6 +251,19 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
         assert check_capture_window(hook, spec).end_offsets == {0: 2, 1: 3}
         spec = CaptureWindowSpec(topic=capture_topic, start_offsets=start, end_offsets={0: 4, 1: 3})
         assert check_capture_window(hook, spec) is None
+        # the deferrable sensor looks once before deferring: a window already complete is returned at once
+        # (a trigger firing while the deferral is being recorded makes a real scheduler retry the task)
+        from airflow.sdk.exceptions import TaskDeferred
+
+        from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
+
+        def sensor(ends: dict[int, int]) -> CaptureWindowSensor:
+            return CaptureWindowSensor(task_id="w", topic=capture_topic, start_offsets=start, end_offsets=ends,
+                                       kafka_config_id="kafka_it", deferrable=True)
+
+        assert sensor({0: 2, 1: 3}).execute({})["end_offsets"] == {"0": 2, "1": 3}
+        with pytest.raises(TaskDeferred):
+            sensor({0: 4, 1: 3}).execute({})
         # duration: T not elapsed -> not complete; elapsed -> the end offsets at that time
         spec = CaptureWindowSpec(
             topic=capture_topic, start_offsets=start, duration_seconds=60, started_at=datetime.now(UTC)
