@@ -319,8 +319,10 @@ class FlinkRestHook(BaseHook):
         self.log.debug("Flink REST %s %s (%s)", method, url, operation)
         subject = f" for job {job_id}" if job_id else ""
         try:
+            # verify given per call: requests lets $REQUESTS_CA_BUNDLE / $CURL_CA_BUNDLE override a session's CA
+            # (common in containers), and the connection's own CA must win
             response = self.get_conn(idempotent).request(
-                method, url, timeout=timeout or self.settings.timeout, **kwargs
+                method, url, timeout=timeout or self.settings.timeout, verify=self.settings.verify, **kwargs
             )
         except requests.RequestException as err:
             if idempotent or _never_sent(err):
