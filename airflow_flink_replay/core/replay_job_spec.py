@@ -8,6 +8,9 @@ submits ``airflow_flink_replay/flink/replay_job.py`` with them. The job parses t
 The replay window is either a sealed :class:`~airflow_flink_replay.core.manifest.ReplayManifest` (a path or
 URI, loaded through :func:`~airflow_flink_replay.core.manifest_io.load_manifest`, digest verified: a manifest
 edited after it was written is refused) or an explicit ``capture_topic`` + ``start_offsets`` + ``end_offsets``.
+The submitting task carries the manifest's text in the spec (:meth:`ReplayJobSpec.with_manifest_carried`,
+``manifest_text``): the job verifies that text and reads no file, so the manifest needs no path the Flink cluster
+shares with Airflow.
 With ``manifest_key_ref`` (a ``${env:…}`` / ``${file:…}`` reference, resolved only where the manifest is
 loaded, inside Flink) the manifest's HMAC signature must match too: a digest recomputed after an edit is
 refused. The key itself never enters the spec, so never the program arguments.
@@ -141,8 +144,9 @@ class ReplayInput(BaseModel):
     manifest_digest: str | None = None
 
 
-def load_replay_manifest(location: str, key_ref: str | None = None) -> ReplayManifest:
-    """Load and verify the manifest at ``location`` (plain path, ``file://`` URI, or any fsspec URI).
+def load_replay_manifest(location: str, key_ref: str | None = None, text: str | None = None) -> ReplayManifest:
+    """Load and verify the manifest at ``location`` (plain path, ``file://`` URI, or any fsspec URI); given its
+    ``text`` (the manifest carried in the submission), that text is verified and ``location`` only names it.
 
     With ``key_ref`` (``${env:NAME}`` / ``${file:/path}``) the reference is resolved here — on the job side,
     inside Flink — and the manifest's signature is checked with the key; the key is never logged or kept.
@@ -161,6 +165,11 @@ def load_replay_manifest(location: str, key_ref: str | None = None) -> ReplayMan
         except SecretReferenceError as err:
             raise ManifestError([str(err)], title=f"replay job cannot check the signature of {location}") from None
     try:
+        if text is not None:
+            manifest = ReplayManifest.parse(text, verify=True)
+            if key is not None:
+                manifest.verify_signature(key)
+            return manifest
         return load_manifest(location, signing_key=key)
     except ManifestTamperedError as err:
         what = "signature" if any(p.startswith("signature") for p in err.problems) else "digest"
@@ -260,6 +269,13 @@ class ReplayJobSpec(BaseModel):
         default=None,
         description="Sealed manifest (path, file:// or another fsspec URI): the capture window and production's "
         "event time / watermark strategy. Its digest is verified; a hand-edited manifest is refused.",
+    )
+    manifest_text: str | None = Field(
+        default=None,
+        description="The sealed manifest itself (its JSON), carried in the submission: the job reads it instead "
+        "of the file at `manifest` (which then only names it), so the Flink cluster needs no path shared with "
+        "Airflow. Verified like a file: digest, and signature with manifest_key_ref. Set by the submitting "
+        "task (with_manifest_carried).",
     )
     manifest_key_ref: str | None = Field(
         default=None,
@@ -423,7 +439,11 @@ class ReplayJobSpec(BaseModel):
 
     def replay_input(self) -> ReplayInput:
         """Window and timing in one go (the manifest, if any, is loaded and verified once)."""
-        manifest = load_replay_manifest(self.manifest, self.manifest_key_ref) if self.manifest is not None else None
+        manifest = (
+            load_replay_manifest(self.manifest, self.manifest_key_ref, self.manifest_text)
+            if self.manifest is not None
+            else None
+        )
         if self.capture_topic and self.start_offsets is not None and self.end_offsets is not None:
             window = ReplayWindow(
                 topic=self.capture_topic, start_offsets=self.start_offsets, end_offsets=self.end_offsets
@@ -437,6 +457,34 @@ class ReplayJobSpec(BaseModel):
             timing=self.override_timing(base),
             manifest_digest=manifest.digest if manifest is not None else None,
         )
+
+    def with_manifest_carried(self) -> ReplayJobSpec:
+        """This spec carrying its manifest's text (read and digest-checked here, on the submitting side), so the
+        job on the Flink cluster reads no file: ``manifest`` may be a location only Airflow can read (a local
+        folder of the worker, ``s3://`` through fsspec). Unchanged without a manifest or when already carried.
+
+        :raises ManifestError: the manifest cannot be read or is not valid; ManifestTamperedError when its
+            digest does not match (checked again, with the signature when keyed, by the job).
+        """
+        if self.manifest is None or self.manifest_text is not None:
+            return self
+        from airflow_flink_replay.core.manifest_io import load_manifest
+
+        try:
+            manifest = load_manifest(self.manifest)
+        except ManifestTamperedError as err:
+            raise ManifestTamperedError(
+                err.problems, title=f"refusing to submit a replay of manifest {self.manifest}: digest check failed"
+            ) from None
+        except ManifestError as err:
+            title = f"cannot read manifest {self.manifest} to submit the replay"
+            raise ManifestError(err.problems, title=title) from None
+        except ImportError as err:  # an fsspec backend (s3fs, gcsfs, ...) missing on the submitting side
+            raise ManifestError(
+                [f"manifest: {err}. Fix: install the fsspec backend for this URI scheme where the replay is submitted"],
+                title=f"cannot read manifest {self.manifest} to submit the replay",
+            ) from None
+        return self.model_copy(update={"manifest_text": manifest.to_json(indent=None)})
 
     def override_timing(self, base: ReplayTiming) -> ReplayTiming:
         """``base`` with the explicit ``event_time`` / ``watermark`` / ``watermark_idleness_ms`` of this spec."""

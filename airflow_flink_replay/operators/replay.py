@@ -273,7 +273,9 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
                 "(production_action_state_topic, production_job_identifier): the guard that refuses a replay "
                 "writing into production's state cannot run. Fix: set both in the spec (the DAG does)"
             )
-        return pin_to_production(spec, _production(self.production_plan), self.production_agent_uid)
+        return pin_to_production(
+            spec, _production(self.production_plan), self.production_agent_uid
+        ).with_manifest_carried()
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
         return _replay_program(self.replay_program, [spec], job_name=spec.job_name)
@@ -666,8 +668,9 @@ def _planned_report(reports: dict[str, str] | str, variant: str) -> str:
 
 def _pinned(specs: Sequence[ReplayJobSpec | dict[str, Any]], ti: Any, production: IdentityPlan | None,
             agent_uid: str | None) -> list[ReplayJobSpec]:
-    """The variants' specs as they are planned and submitted: named for this run, pinned to production."""
-    return [pin_to_production(_named(raw, ti), production, agent_uid) for raw in specs]
+    """The variants' specs as they are planned and submitted: named for this run, pinned to production, each
+    carrying its manifest (the job side reads no file of Airflow's)."""
+    return [pin_to_production(_named(raw, ti), production, agent_uid).with_manifest_carried() for raw in specs]
 
 
 def _named(spec: ReplayJobSpec | dict[str, Any], ti: Any) -> ReplayJobSpec:

@@ -315,6 +315,12 @@ def world(stack, tmp_path_factory) -> Any:
                 "blocked", V1, f"blk-{run}", f"fs-as-blk-{run}", ReplayPolicy(by_name={"notify_support": "block"}), end
             ),
         }
+        # the candidate's manifest lives where only this process can read it (fsspec's in-memory filesystem):
+        # its submission carries the manifest, so the job reads no file of the submitting side
+        private = f"memory://fs-{run}/manifest.json"
+        save_manifest(ReplayManifest.parse(Path(manifest.removeprefix("file://")).read_text()), private)
+        specs["candidate"] = specs["candidate"].model_copy(update={"manifest": private}).with_manifest_carried()
+        w["candidate_manifest"] = private
         t1 = time.time()
 
         def submit(name: str) -> Any:
@@ -474,6 +480,9 @@ def test_baseline_then_candidate_on_one_taskmanager_with_one_package_name(world)
 
 
 def test_candidate_v2_with_fresh_action_state_topic_gives_v2_answers(world) -> None:
+    """The candidate's manifest was only in the test process's memory (``memory://``): the job read the window
+    and production's timing from the manifest its submission carried."""
+    assert world["candidate_manifest"].startswith("memory://")
     subset = [e for e in world["batch_b"] if v2_changes_label(e)]
     assert subset, "batch B must contain late-delivery reviews"
     cand, base = _by_id(world["outputs"]["candidate"]), _by_id(world["outputs"]["baseline"])

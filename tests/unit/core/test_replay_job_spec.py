@@ -222,6 +222,41 @@ def test_the_job_side_loader_refuses_an_unsealed_or_invalid_manifest(tmp_path: P
     assert "production: missing" in str(err.value) and "capture: missing" in str(err.value)
 
 
+def test_the_submitting_side_carries_the_manifest_and_the_job_reads_no_file(tmp_path: Path) -> None:
+    """The submission carries the sealed manifest's text: the job verifies it and never opens the location,
+    which may be a folder only Airflow sees (it only names the manifest in messages)."""
+    path = _saved(tmp_path)
+    sealed = json.loads(path.read_text())["digest"]
+    carried = ReplayJobSpec(**BASE, manifest=f"file://{path}").with_manifest_carried()
+    assert carried.manifest_text and ReplayManifest.parse(carried.manifest_text).digest == sealed
+    assert carried.with_manifest_carried() is carried  # already carried: unchanged
+    path.unlink()  # the Flink side cannot see the file
+    job_side = ReplayJobSpec.from_argv(carried.to_argv())
+    assert job_side.replay_input().window.record_count == 3
+    assert job_side.replay_input().manifest_digest == sealed
+    # a carried text edited on the way (window widened) is refused like an edited file, naming the location
+    doc = json.loads(carried.manifest_text)
+    doc["capture"]["partitions"][0]["end_offset"] = 9
+    edited = carried.model_copy(update={"manifest_text": json.dumps(doc)})
+    with pytest.raises(ManifestTamperedError, match=rf"refuses manifest file://{path}: digest check failed"):
+        edited.replay_input()
+    # a spec without a manifest has nothing to carry; a location that cannot be read is named with its fix
+    explicit = ReplayJobSpec(**BASE, capture_topic="c", start_offsets={0: 0}, end_offsets={0: 1})
+    assert explicit.with_manifest_carried() is explicit
+    with pytest.raises(ManifestError, match=rf"cannot read manifest file://{path} to submit the replay") as err:
+        ReplayJobSpec(**BASE, manifest=f"file://{path}").with_manifest_carried()
+    assert "not found" in str(err.value)
+
+
+def test_a_manifest_edited_before_submission_is_refused_on_the_submitting_side(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["capture"]["partitions"][0]["end_offset"] = 9
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ManifestTamperedError, match="refusing to submit a replay of manifest"):
+        ReplayJobSpec(**BASE, manifest=str(path)).with_manifest_carried()
+
+
 # ------------------------------------------------------------------------------------- signed manifest
 KEY = "job-side-hmac-key-42"
 
@@ -266,6 +301,15 @@ def test_the_job_refuses_a_tampered_manifest_whose_digest_was_recomputed(
         signed_spec.replay_input()
     assert "signature check failed (tampered)" in str(err.value) and "signature: mismatch" in str(err.value)
     assert KEY not in str(err.value)
+    # carried in the submission, the signature is checked on the job side all the same
+    carried = ReplayJobSpec(**BASE, manifest=str(path)).with_manifest_carried()
+    keyed = carried.model_copy(update={"manifest_key_ref": "${env:AFR_TEST_MANIFEST_KEY}"})
+    with pytest.raises(ManifestTamperedError, match="signature: mismatch"):
+        keyed.replay_input()
+    genuine = ReplayJobSpec(**BASE, manifest=str(_signed(tmp_path)),
+                            manifest_key_ref="${env:AFR_TEST_MANIFEST_KEY}").with_manifest_carried()
+    assert genuine.manifest_text and KEY not in genuine.manifest_text
+    assert genuine.replay_input().window.record_count == 3
 
 
 def test_with_a_key_the_job_refuses_an_unsigned_manifest_and_says_when_the_key_is_missing(

@@ -23,6 +23,15 @@ from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
 from tests.unit.operators.stubs import StubFlinkHook, StubSubmitter, context, job
 
 
+@pytest.fixture(autouse=True)
+def _sealed_manifest(tmp_path: Path) -> Path:
+    """The run's sealed manifest at ``<tmp_path>/manifest.json``: the submitting task reads it and carries it in
+    the submission (the job side reads no file)."""
+    from tests.unit.core.test_replay_job_spec import _saved
+
+    return _saved(tmp_path)
+
+
 def _replay(tmp_path: Path, hook: StubFlinkHook) -> SubmitReplayJobOperator:
     spec = ReplayJobSpec(
         variant="candidate", agent_factory="pkg.agent:build", job_identifier="replay-t-candidate",
@@ -52,6 +61,10 @@ def test_replay_submits_once_then_defers_with_cancel_on_kill(tmp_path: Path, mon
     assert trigger.carry["job_id"] == "d" * 32
     assert [s["savepoint_path"] for s in submitter.submitted] == ["file:///sp/savepoint-1"]
     assert submitter.submitted[0]["program"].job_name == _job_name(ctx)  # what cancel_leftover_replays matches
+    # the submission carries the sealed manifest: the job side needs no path shared with this worker
+    submitted_spec = ReplayJobSpec.from_argv(submitter.submitted[0]["program"].program_args)
+    assert submitted_spec.manifest_text and json.loads(submitted_spec.manifest_text)["digest"] == json.loads(
+        (tmp_path / "manifest.json").read_text())["digest"]
     assert ctx["ti"].pushed["flink_job_id"] == "d" * 32
 
 
