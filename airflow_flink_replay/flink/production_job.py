@@ -10,9 +10,10 @@ points at it), unless your own ``main()`` calls
       → key by → agent (--agent-uid pinned, or no uid at all with --agent-uid '') → output (uid afr-agent-output)
       → Kafka sink (uid afr-sink)
 
-Run it with the Flink CLI (or the REST PythonDriver with the same program arguments)::
+Run it with the Flink CLI (or the REST PythonDriver with the same program arguments), as a module of the
+job side's Python (``-pym``: nothing to share with the Airflow worker; ``-py <this file>`` works too)::
 
-    flink run -d -py airflow_flink_replay/flink/production_job.py -- \\
+    flink run -d -pym airflow_flink_replay.flink.production_job -- \\
         --agent-job my_pkg.jobs:review_job --bootstrap kafka:9092 \\
         --source-topic reviews --sink-topic reviews-out --capture-topic reviews-capture \\
         --action-state-topic reviews-action-state --job-identifier reviews-prod --agent-uid afr-agent \\

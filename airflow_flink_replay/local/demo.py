@@ -31,6 +31,9 @@ V1_NOISY = "examples.review_agent.v1.job:noisy_job"
 V2_NOISY = "examples.review_agent.v2.job:noisy_job"
 AGENT_UID = "afr-agent"
 PRODUCTION_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "production_job.py")
+#: The production entry as a module of the job side (PythonDriver ``-pym``): the JobManager imports it from its
+#: own Python, so (re)submitting production shares no file path with the Airflow worker.
+PRODUCTION_JOB_MODULE = "airflow_flink_replay.flink.production_job"
 
 
 class DemoTopics(BaseModel):
@@ -106,7 +109,7 @@ def production_program(
     """The FlinkPythonProgram (as a dict) that (re)submits production (the demo's v1 unless ``agent``)."""
     agent = agent or AgentRef()
     return {
-        "entry_point": PRODUCTION_JOB_SCRIPT,
+        "module": PRODUCTION_JOB_MODULE,
         "program_args": [
             agent.option, agent.reference,
             "--bootstrap", stack.kafka_bootstrap,

@@ -21,6 +21,8 @@ def test_the_demo_program_runs_the_v1_job_definition_on_its_topics(tmp_path: Pat
     assert _arg(args, "--agent-job") == V1 and "--agent-factory" not in args and "--key-field" not in args
     assert (_arg(args, "--source-topic"), _arg(args, "--capture-topic")) == ("demo-reviews", "demo-capture")
     assert program["job_name"] == "job" and _arg(args, "--job-identifier") == "ident"
+    # a module of the job side's Python, not a file path the JobManager would have to share with Airflow
+    assert program["module"] == "airflow_flink_replay.flink.production_job" and "entry_point" not in program
 
 
 def test_a_job_definition_is_passed_as_agent_job(tmp_path: Path) -> None:
