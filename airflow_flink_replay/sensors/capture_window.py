@@ -108,9 +108,8 @@ class CaptureWindowSensor(BaseSensorOperator):
         """The Kafka offsets/admin hook (closing it only drops its reading consumer)."""
         return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
 
-    def _look(self) -> dict[str, Any] | None:
+    def _look(self, spec: CaptureWindowSpec) -> dict[str, Any] | None:
         """One look at the topic: the window (XCom form) when it is complete, else None."""
-        spec = self._spec()
         hook = self.hook
         try:
             result = check_capture_window(hook, spec)
@@ -123,7 +122,7 @@ class CaptureWindowSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> Any:
         """One look at the topic (non-deferrable mode)."""
-        window = self._look()
+        window = self._look(self._spec())
         if window is None:
             return False
         from airflow.sdk import PokeReturnValue
@@ -141,7 +140,7 @@ class CaptureWindowSensor(BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         spec = self._spec()
-        window = self._look()
+        window = self._look(spec)
         if window is not None:
             return self.execute_complete(context, {"status": "success", "window": window})
         self.defer(
