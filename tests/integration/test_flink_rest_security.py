@@ -16,17 +16,14 @@ import asyncio
 import base64
 import datetime as dt
 import json
-import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from tests.jobs import harness
+from tests.rest_front import RestFront
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -72,7 +69,7 @@ def _certificates(folder: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
-class SecuredFront:
+class SecuredFront(RestFront):
     """HTTPS in front of the JobManager: 401 without the credentials, else the request is forwarded."""
 
     ACCEPTED = (f"Bearer {TOKEN}", "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
@@ -80,39 +77,12 @@ class SecuredFront:
     def __init__(self, upstream: str, folder: Path) -> None:
         self.ca, cert, key = _certificates(folder)
         self.seen: list[tuple[str, str, bool]] = []  # (method, path, authorized)
-        front = self
+        super().__init__(upstream, self._authorize, tls=(cert, key))
 
-        class Handler(BaseHTTPRequestHandler):
-            def _forward(self) -> None:
-                authorized = self.headers.get("Authorization") in SecuredFront.ACCEPTED
-                front.seen.append((self.command, self.path, authorized))
-                if not authorized:
-                    self._answer(401, b'{"errors": ["missing or wrong credentials"]}', "application/json")
-                    return
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
-                answer = requests.request(self.command, upstream + self.path, data=body or None, headers=headers,
-                                          timeout=120)  # fmt: skip
-                self._answer(answer.status_code, answer.content, answer.headers.get("Content-Type", "application/json"))
-
-            def _answer(self, status: int, body: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PATCH = do_DELETE = _forward
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _authorize(self, request: Any) -> tuple[int, bytes] | None:
+        authorized = request.headers.get("Authorization") in SecuredFront.ACCEPTED
+        self.seen.append((request.command, request.path, authorized))
+        return None if authorized else (401, b'{"errors": ["missing or wrong credentials"]}')
 
     def connection(self, monkeypatch: pytest.MonkeyPatch, conn_id: str, stack: Any, **fields: Any) -> str:
         """Register ``conn_id`` (a ``flink_rest`` connection to this front) in the environment; returns it."""
@@ -126,7 +96,7 @@ class SecuredFront:
 def front(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredFront]:
     secured = SecuredFront(stack.flink_rest_url, tmp_path_factory.mktemp("tls"))
     yield secured
-    secured.server.shutdown()
+    secured.close()
 
 
 def test_a_job_is_submitted_watched_and_cancelled_over_tls_with_a_token(

@@ -27,18 +27,17 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
 from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator, operation_trigger_id
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
 from tests.jobs import harness
+from tests.rest_front import RestFront
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -248,43 +247,19 @@ def test_stop_longer_than_the_quiesce_timeout_production_comes_back(
     _assert_production_back(stack, flink, prod, dag_id)
 
 
-class Flaky503Proxy:
+class Flaky503Proxy(RestFront):
     """Forwards to Flink's REST port, but answers 503 to the first ``failures`` requests."""
 
     def __init__(self, target: str, failures: int) -> None:
-        self.target, self.failures, self.answered_503, self.forwarded = target, failures, 0, 0
-        proxy = self
+        self.failures, self.answered_503, self.forwarded = failures, 0, 0
+        super().__init__(target, self._fault)
 
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if proxy.answered_503 < proxy.failures:
-                    proxy.answered_503 += 1
-                    status, payload, kind = 503, b'{"errors": ["Service Unavailable (fault injection)"]}', "json"
-                else:
-                    proxy.forwarded += 1
-                    headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
-                    answer = requests.request(self.command, proxy.target + self.path, data=body, headers=headers,
-                                              timeout=300)  # fmt: skip
-                    status, payload, kind = answer.status_code, answer.content, answer.headers.get("Content-Type", "")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json" if kind == "json" else kind)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = do_PATCH = do_DELETE = _serve
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _fault(self, request: Any) -> tuple[int, bytes] | None:
+        if self.answered_503 < self.failures:
+            self.answered_503 += 1
+            return 503, b'{"errors": ["Service Unavailable (fault injection)"]}'
+        self.forwarded += 1
+        return None
 
 
 def test_rest_503_during_resume_is_retried_and_production_comes_back_once(
