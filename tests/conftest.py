@@ -12,11 +12,13 @@ unit tests instead of following them.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -117,13 +119,36 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _start_stack_in_background()
 
 
+#: What the session spent between integration modules on the stack (restarts, recycles) and in each module:
+#: printed at the end of the run (the README's Development section), so the suite's time reads by part.
+_TIMELINE: list[tuple[str, str, float]] = []
+
+
+def _timed(module: str, what: str, action: Callable[[], object]) -> object:
+    started, result = time.monotonic(), None
+    try:
+        result = action()
+        return result
+    finally:
+        _TIMELINE.append((module, f"{what}{': recycled' if result is True else ''}", time.monotonic() - started))
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> None:
+def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every Flink Agents job leaves ~25 MB in the TaskManager's metaspace: before an integration module,
     replace a TaskManager (production's or the replay cluster's) that is more than half full, so a long
     session never hits Metaspace OOM — or that died (PyFlink's embedded Python can crash one natively)."""
+    module = Path(str(request.node.path)).name
     if "integration" not in Path(str(request.node.path)).parts:
+        yield
         return
+    started = time.monotonic()
+    _keep_the_stack_fresh(module)
+    yield
+    _TIMELINE.append((module, "module", time.monotonic() - started))
+
+
+def _keep_the_stack_fresh(module: str) -> None:
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
     local = LocalStack(StackConfig())
@@ -133,14 +158,48 @@ def _fresh_taskmanager_when_metaspace_fills(request: pytest.FixtureRequest) -> N
         return  # more than a TaskManager is gone: the session's stack fixture starts the stack again
     from airflow_flink_replay.local.stack import flink_taskmanagers
 
-    if flink_taskmanagers(info.flink_rest_url) < 1 or local.taskmanager_metaspace_used() > 0.5:
-        local.restart_taskmanager()
-    if info.replay_flink_rest_url and (
-        flink_taskmanagers(info.replay_flink_rest_url) < 1 or local.taskmanager_metaspace_used("replay") > 0.5
-    ):
-        local.restart_taskmanager("replay")
-    if info.replay_flink_rest_url:
-        local.recycle_if_worn("replay")  # the JobManager's metaspace: see docs/local-stack.md
+    used = {"production": local.taskmanager_metaspace_used(),
+            "replay": local.taskmanager_metaspace_used("replay") if info.replay_flink_rest_url else 0.0}
+    with (Path(info.workdir) / "logs" / "suite-timeline.jsonl").open("a") as log:  # the readings, for tuning
+        log.write(json.dumps({"module": module, "taskmanager_metaspace_used": used,
+                              "jobmanager_metaspace_used_mb": _jobmanager_metaspace_mb(info)}) + "\n")
+    if flink_taskmanagers(info.flink_rest_url) < 1 or used["production"] > 0.5:
+        _timed(module, "production TaskManager restart", local.restart_taskmanager)
+    if info.replay_flink_rest_url and (flink_taskmanagers(info.replay_flink_rest_url) < 1 or used["replay"] > 0.5):
+        _timed(module, "replay TaskManager restart", lambda: local.restart_taskmanager("replay"))
+    if info.replay_flink_rest_url:  # the JobManager's metaspace: see docs/local-stack.md
+        _timed(module, "replay cluster recycle check", lambda: local.recycle_if_worn("replay"))
     # Production's cluster too: the Flink-side and control-plane tests submit dozens of Python jobs there,
     # and the submitters' guard refuses a run below 96 MB free. Between modules nothing of a test needs it.
-    local.recycle_if_worn("production", min_free_mb=300.0, when_busy=True)
+    _timed(module, "production cluster recycle check",
+           lambda: local.recycle_if_worn("production", min_free_mb=300.0, when_busy=True))
+
+
+def _jobmanager_metaspace_mb(info: object) -> dict[str, float]:
+    import requests
+
+    used = {}
+    for cluster in ("production", "replay"):
+        try:
+            metrics = requests.get(f"{info.rest_url(cluster)}/jobmanager/metrics",  # type: ignore[attr-defined]
+                                   params={"get": "Status.JVM.Memory.Metaspace.Used"}, timeout=5).json()
+            used[cluster] = round(float(metrics[0]["value"]) / 2**20, 1)
+        except (requests.RequestException, KeyError, IndexError, ValueError):
+            continue  # a reading for tuning only
+    return used
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The integration session's timeline: each module's wall time and what keeping the stack fresh cost."""
+    if not _TIMELINE:
+        return
+    tr = terminalreporter
+    tr.section("suite timeline")
+    modules = sorted(((s, m) for m, w, s in _TIMELINE if w == "module"), reverse=True)
+    for seconds, module in modules[:25]:
+        tr.write_line(f"{seconds:8.1f}s  {module}")
+    upkeep = [(m, w, s) for m, w, s in _TIMELINE if w != "module" and s >= 1.0]
+    for module, what, seconds in upkeep:
+        tr.write_line(f"{seconds:8.1f}s  before {module}: {what}")
+    tr.write_line(f"modules {sum(s for s, _ in modules):.0f}s, stack upkeep between them "
+                  f"{sum(s for _, _, s in upkeep):.0f}s")

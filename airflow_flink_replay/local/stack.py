@@ -40,6 +40,9 @@ ENV_FILE = "stack.env"
 _HELD: dict[str, int] = {}
 #: The Airflow connection of the stack's replay cluster.
 REPLAY_CONN_ID = "flink_replay"
+#: A JobManager's cached metaspace reading may be behind by every submission since the last read: one this
+#: far above the recycling line needs no fresh read (a test module makes fewer than ~20 submissions, ~14 MB each).
+_STALE_READING_MARGIN_MB = 300.0
 #: The collection Flink Agents' Mem0 long-term memory uses by default.
 MEM0_COLLECTION = "flink_agents_mem0_ltm"
 
@@ -85,9 +88,10 @@ class StackConfig(BaseModel):
     task_slots: int = 4
     #: Every PythonDriver run (submission or plan of a Python job) loads the job's classes into the
     #: JobManager's metaspace; Flink's default 256m died after ~47 runs here (benchmarks/jobmanager_soak.py).
-    #: The metaspace comes out of the process size: 1600m keeps ~700m of heap next to 512m of metaspace.
-    jobmanager_memory: str = "1600m"
-    jobmanager_metaspace: str = "512m"
+    #: The metaspace comes out of the process size: 2112m keeps ~700m of heap next to 1024m of metaspace
+    #: (~55 submissions between recycles; 512m meant a recycle, and a cold first job, every ~18).
+    jobmanager_memory: str = "2112m"
+    jobmanager_metaspace: str = "1024m"
     taskmanager_memory: str = "2400m"
     #: Extra JVM options of the stack's JobManagers and TaskManagers, after Flink's own
     #: (``FLINK_REPLAY_JVM_OPTIONS``; none by default). Measured here: the client-level JIT only
@@ -699,8 +703,10 @@ class LocalStack:
                 if attempt:  # the second answer is fresh (metrics.fetcher.update-interval is 1 s here)
                     time.sleep(1.1)
                 metrics = requests.get(f"{url}/jobmanager/metrics", params={"get": names}, timeout=5).json()
-            values = {m["id"]: float(m["value"]) for m in metrics}
-            free = (values["Status.JVM.Memory.Metaspace.Max"] - values["Status.JVM.Memory.Metaspace.Used"]) / 2**20
+                values = {m["id"]: float(m["value"]) for m in metrics}
+                free = (values["Status.JVM.Memory.Metaspace.Max"] - values["Status.JVM.Memory.Metaspace.Used"]) / 2**20
+                if free >= min_free_mb + _STALE_READING_MARGIN_MB:
+                    break  # even a stale copy leaves room for more submissions than a test module makes
             running = requests.get(f"{url}/jobs/overview", timeout=5).json()["jobs"]
         except (requests.RequestException, KeyError, ValueError):
             return False
