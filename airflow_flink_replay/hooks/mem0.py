@@ -177,11 +177,12 @@ class Mem0Hook(BaseHook):
         return self._oss().memory
 
     def connect(self) -> None:
-        """Build the backend and its client now (mem0's import, the offline ``Memory``, the vector-store or
-        platform client), so a later call in a time-critical step does not pay for it."""
+        """Build the backend and its client now (the vector-store client — with mem0's import and the offline
+        ``Memory`` unless the store is a Chroma server — or the platform client), so a later call in a
+        time-critical step does not pay for it."""
         backend = self.get_backend()
         if isinstance(backend, OssMem0Backend):
-            backend.store  # noqa: B018  (builds the Memory and the store adapter)
+            backend.store  # noqa: B018  (builds the store adapter)
         else:
             self.get_hosted().client()
 

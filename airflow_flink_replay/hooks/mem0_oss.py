@@ -53,7 +53,13 @@ from airflow_flink_replay.core.memory import (
 )
 from airflow_flink_replay.exceptions import ForkConflictError
 from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
-from airflow_flink_replay.hooks.mem0_stores import DEFAULT_BATCH, StoreAdapter, StoredMemory, adapter_for
+from airflow_flink_replay.hooks.mem0_stores import (
+    DEFAULT_BATCH,
+    StoreAdapter,
+    StoredMemory,
+    adapter_for,
+    chroma_server_view,
+)
 from airflow_flink_replay.memory.offline import EmbedderChoice
 
 log = logging.getLogger(__name__)
@@ -112,9 +118,21 @@ class OssMem0Backend:
         """The vector-store adapter for the Memory's collection."""
         if self._store is None:
             self._store = adapter_for(
-                self.memory, batch_size=self.batch_size, adapter=self.store_adapter, reembed=self.reembed
+                self._store_source(), batch_size=self.batch_size, adapter=self.store_adapter, reembed=self.reembed
             )
         return self._store
+
+    def _store_source(self) -> Any:
+        """The Memory — or, for a Chroma server when nothing needs mem0's embedder (no re-embedding, not the
+        generic adapter), only the client and collection mem0 would build (:func:`.chroma_server_view`)."""
+        if self._memory is None and not self.reembed and self.store_adapter in ("auto", "chroma"):
+            from airflow_flink_replay.memory.offline import offline_memory_config
+
+            cfg, dims = offline_memory_config(self.config, embedder=self.embedder, store_dims=False)
+            view = chroma_server_view(cfg, dims)
+            if view is not None:
+                return view
+        return self.memory
 
     def check(self) -> str:
         """Build the Memory and count the collection's fork markers (reachability)."""
@@ -179,7 +197,7 @@ class OssMem0Backend:
 
     # ------------------------------------------------------------------------------------- history
     def _history_conn(self) -> sqlite3.Connection | None:
-        path = getattr(self.memory.config, "history_db_path", None)
+        path = getattr(self.store.memory.config, "history_db_path", None)
         if not path:
             return None
         conn = sqlite3.connect(str(path), timeout=30)

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from airflow_flink_replay.exceptions import ForkConflictError as ForkConflictError
@@ -508,3 +509,38 @@ def adapter_for(
     if name != provider:
         raise ValueError(f"store_adapter: {name!r} does not fit the configured vector store {provider!r}")
     return ADAPTERS[name](memory, batch_size)
+
+
+def chroma_server_view(config: Mapping[str, Any], dims: int) -> Any | None:
+    """What the Chroma adapter reads of a ``mem0.Memory`` — the client and collection mem0 builds for a
+    Chroma *server*, the history path, the embedding dimension — built with chromadb alone.
+
+    ``config`` is the offline mem0 config (:func:`~airflow_flink_replay.memory.offline.offline_memory_config`).
+    A fork, pre-copy, drop or fingerprint works on stored vectors and never embeds, so it needs no mem0:
+    importing it and building a Memory cost a fresh task process 2.5-4.5 s (measured under the LocalExecutor,
+    more with two Mem0 tasks at once on 2 cores). The client is configured as mem0's own ``ChromaDB`` does
+    it (server settings, ``get_or_create_collection`` without an embedding function). ``None`` for
+    anything else (an embedded Chroma path, Chroma Cloud, another store): build the Memory then.
+    """
+    vs = config.get("vector_store") or {}
+    conf = dict(vs.get("config") or {})
+    if vs.get("provider") != "chroma" or not (conf.get("host") and conf.get("port")):
+        return None
+    if conf.get("client") or conf.get("api_key") or conf.get("tenant") or conf.get("path"):
+        return None
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False)
+    settings.chroma_server_host = conf["host"]
+    settings.chroma_server_http_port = conf["port"]
+    settings.chroma_api_impl = "chromadb.api.fastapi.FastAPI"
+    client = chromadb.Client(settings)
+    name = str(conf.get("collection_name") or "mem0")  # mem0's default collection name
+    collection = client.get_or_create_collection(name=name, embedding_function=None)
+    return SimpleNamespace(
+        config=SimpleNamespace(vector_store=SimpleNamespace(provider="chroma", config=conf),
+                               history_db_path=config.get("history_db_path")),
+        vector_store=SimpleNamespace(client=client, collection=collection, collection_name=name),
+        embedding_model=SimpleNamespace(config=SimpleNamespace(embedding_dims=dims)),
+    )

@@ -238,12 +238,14 @@ def offline_memory_config(
     dims: int | None = None,
     minilm_path: str | os.PathLike[str] | None = None,
     mem0_dir: str | os.PathLike[str] | None = None,
+    store_dims: bool = True,
 ) -> tuple[dict[str, Any], int]:
     """Return ``(mem0 config dict, embedding dims)`` with the offline settings filled in.
 
     See the module docstring for ``embedder``. ``dims`` defaults to the config's
     ``embedder.config.embedding_dims`` or ``vector_store.config.embedding_model_dims``, else 64 (hashing)
-    or 384 (MiniLM).
+    or 384 (MiniLM). ``store_dims=False`` leaves the vector store's own dims field alone — filling it needs
+    mem0's config classes, hence mem0's import: for a caller that builds no mem0 store.
     """
     home = ensure_offline_env(mem0_dir)
     # Secrets arrive as references (``${env:NAME}``, ``${file:/path}``) and become values only here, in the
@@ -284,7 +286,7 @@ def offline_memory_config(
         raise ValueError(f"embedder: expected 'hashing', 'minilm' or 'config', got {embedder!r}")
     cfg["embedder"] = emb
 
-    if _vector_store_has_dims_field(provider):
+    if store_dims and _vector_store_has_dims_field(provider):
         existing = vs_conf.get("embedding_model_dims")
         if existing is not None and int(existing) != int(dims):
             raise ValueError(

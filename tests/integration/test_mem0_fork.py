@@ -44,6 +44,7 @@ from tests.integration.mem0_fixtures import (
     embedder_forbidden,
     seed,
     store_config,
+    text_for,
 )
 
 PROD = {"user_id": "prod-job-7"}
@@ -432,3 +433,44 @@ def test_generic_fallback_through_mem0_interface(tmp_path: Path, stack: Any) -> 
         hook.drop(PROD)
     assert hook.drop("replay-generic").dropped == 200
     assert hook.count("replay-generic") == 0 and hook.count(PROD) == 200
+
+
+_FORK_IN_A_FRESH_PROCESS = """
+import json, sys
+from airflow_flink_replay.hooks.mem0 import Mem0Hook
+hook = Mem0Hook(config=json.loads(sys.argv[1]))
+result = hook.fork({"user_id": sys.argv[2]}, {"user_id": sys.argv[3]}, fork_id="light-1")
+fingerprint = hook.fingerprint({"user_id": sys.argv[3]})
+print(json.dumps({"mem0_imported": "mem0" in sys.modules, "count": result.count, "history": result.history_rows,
+                  "source": result.source_fingerprint, "fork_count": fingerprint.count}))
+"""
+
+
+def test_a_task_process_forks_on_the_chroma_server_without_importing_mem0(tmp_path: Path, stack: Any) -> None:
+    """A Mem0 task in a process of its own (as under a real executor) forks on chromadb alone — importing
+    mem0 and building a Memory would cost it 3-5 s — and the fork is the one mem0's own client sees."""
+    import json
+    import subprocess
+    import sys
+
+    config = store_config("chroma", tmp_path, stack.chroma_host, stack.chroma_port)
+    seeding = Mem0Hook(config=config)
+    memory = seeding.get_memory()
+    try:
+        seed(memory, PROD["user_id"], 300, via_add=12)
+        before = seeding.fingerprint(PROD)
+        done = subprocess.run([sys.executable, "-c", _FORK_IN_A_FRESH_PROCESS, json.dumps(config), PROD["user_id"],
+                               "replay-light"], capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["mem0_imported"] is False, out
+        assert (out["count"], out["history"], out["source"], out["fork_count"]) == (300, 12, before.digest, 300)
+        # through mem0 (this process's Memory): the same texts in the fork, found by search, source untouched
+        assert {r.payload["data"] for r in seeding.list_memories("replay-light")} == {
+            r.payload["data"] for r in seeding.list_memories(PROD)}
+        hits = memory.search(text_for(3), filters={"user_id": "replay-light"}, top_k=1)["results"]
+        assert hits and hits[0]["memory"] == text_for(3), hits
+        assert seeding.fingerprint(PROD).digest == before.digest
+        assert seeding.drop("replay-light").dropped == 300
+    finally:
+        drop_collection(memory)
