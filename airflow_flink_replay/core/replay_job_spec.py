@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
     EventTime,
@@ -264,6 +265,9 @@ class ReplayJobSpec(BaseModel):
     output_dir: str = Field(description="Directory for the output JSONL part files (local path).")
     audit_dir: str = Field(description="Directory for the audit JSONL files (local path).")
     kafka_bootstrap: str
+    kafka_security: KafkaClientSecurity | None = Field(
+        default=None, description="SASL/TLS of the replay's Kafka source (references resolved inside Flink)."
+    )
 
     manifest: str | None = Field(
         default=None,

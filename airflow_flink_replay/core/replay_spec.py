@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
 from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
 from airflow_flink_replay.core.secrets import is_reference, refuse_literal_secrets
@@ -184,6 +185,11 @@ class ReplaySpec(BaseModel):
     kafka_conn_id: str = "kafka_default"
     mem0_conn_id: str = "mem0_default"
     kafka_bootstrap: str = Field(description="bootstrap servers as seen from the Flink cluster")
+    kafka_security: KafkaClientSecurity | None = Field(
+        default=None,
+        description="how the replay jobs' and the agent check's Kafka clients authenticate (the password as a "
+        "reference resolved inside Flink); none: plaintext. The Airflow side uses the kafka_conn_id connection.",
+    )
     connector_jars: list[str] = Field(default_factory=list, description="Kafka connector jars for the jobs")
     mem0_config: dict[str, Any] | None = Field(default=None, description="mem0 config the agents use")
     runs_uri: str = Field(description="base folder of run folders (manifest, outputs, reports, run record)")

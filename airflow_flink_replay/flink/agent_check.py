@@ -40,7 +40,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,6 +54,7 @@ from airflow_flink_replay.core.agent_check import (
     SampleFacts,
     encode_facts,
 )
+from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
 
 MODULE = "airflow_flink_replay.flink.agent_check"
 #: Traceback lines kept per error (the innermost frames: where the user's code raised).
@@ -106,11 +107,14 @@ def qualified(obj: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------- records
-def read_captured(bootstrap: str, topic: str, count: int, timeout: float = 15.0) -> tuple[list[CapturedRecord], str]:
+def read_captured(
+    bootstrap: str, topic: str, count: int, timeout: float = 15.0, *, client: Mapping[str, str] | None = None
+) -> tuple[list[CapturedRecord], str]:
     """The newest ``count`` records of ``topic`` (at most ``count`` per partition), and an error text or ``""``.
 
     A private consumer (``assign``, no group offsets committed) reads each partition from ``high - count`` to its
     end offset (offsets may have gaps: compacted or transactional topics), for at most ``timeout`` seconds.
+    ``client``: librdkafka settings of a secured broker (:meth:`KafkaClientSecurity.librdkafka_config`).
     """
     from confluent_kafka import Consumer, TopicPartition
 
@@ -119,6 +123,7 @@ def read_captured(bootstrap: str, topic: str, count: int, timeout: float = 15.0)
         "group.id": f"afr-agent-check-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
+        **(client or {}),
     })  # fmt: skip
     try:
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
@@ -286,6 +291,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--mem0-config", default=None, help="JSON: the memory store config the agents are built with")
     p.add_argument("--capture-topic", default=None)
     p.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers as seen from the job side")
+    p.add_argument("--kafka-security", default=None, help="JSON: KafkaClientSecurity (password by reference)")
     p.add_argument("--samples", type=int, default=3, help="captured records to try per definition")
     p.add_argument("--emit", choices=("plan", "stdout"), default="plan")
     return p.parse_args(list(argv))
@@ -302,7 +308,9 @@ def collect(args: argparse.Namespace) -> CheckFacts:
     facts = CheckFacts(flink_agents=agents_version, python=platform.python_version())
     records: list[CapturedRecord] = []
     if args.capture_topic and args.bootstrap and args.samples > 0:
-        records, error = read_captured(args.bootstrap, args.capture_topic, args.samples)
+        security = KafkaClientSecurity.from_arg(args.kafka_security)
+        client = security.librdkafka_config() if security else {}
+        records, error = read_captured(args.bootstrap, args.capture_topic, args.samples, client=client)
         facts.sample = SampleFacts(topic=args.capture_topic, records=len(records), error=error or None)
     mem0 = json.loads(args.mem0_config) if args.mem0_config else None
     roles = [("production", args.production, args.production_form)]

@@ -36,6 +36,9 @@ class CaptureConfig:
     topic: str
     job: str
     source_topic: str = ""
+    #: :meth:`~airflow_flink_replay.core.kafka_security.KafkaClientSecurity.to_arg` of a secured broker
+    #: (references only: this config travels in the job graph; they are resolved when the producer opens)
+    security: str = ""
 
 
 def key_bytes(key: Any) -> bytes:
@@ -61,9 +64,15 @@ class CaptureWriter:
         """Create the producer (in the Flink worker, not where the job is built)."""
         from confluent_kafka import Producer
 
-        self._producer = Producer(
-            {"bootstrap.servers": self.config.bootstrap, "linger.ms": 0, "enable.idempotence": False}
-        )
+        self._producer = Producer(self.producer_config())
+
+    def producer_config(self) -> dict[str, Any]:
+        """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
+        from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
+
+        security = KafkaClientSecurity.from_arg(self.config.security)
+        return {"bootstrap.servers": self.config.bootstrap, "linger.ms": 0, "enable.idempotence": False,
+                **(security.librdkafka_config() if security else {})}
 
     def write(self, raw: bytes, key: Any, timestamp: int | None) -> None:
         """Write ``raw`` keyed by ``key`` and wait until the broker has it."""

@@ -67,15 +67,17 @@ def bounded_source(
     end_offsets: Mapping[int, int],
     group_id: str,
     value: ValueFormat = "text",
+    properties: Mapping[str, str] | None = None,
 ) -> Any:
     """KafkaSource over ``topic`` from ``start_offsets`` to (exclusive) ``end_offsets`` per partition; bounded.
 
     The job FINISHES by itself once every partition reached its end offset. ``value``: see :data:`ValueFormat`
-    (the replay job reads ``bytes``).
+    (the replay job reads ``bytes``). ``properties``: client properties of a secured broker
+    (:meth:`~airflow_flink_replay.core.kafka_security.KafkaClientSecurity.java_properties`).
     """
     from pyflink.datastream.connectors.kafka import KafkaSource
 
-    return (
+    builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(bootstrap)
         .set_topics(topic)
@@ -84,12 +86,24 @@ def bounded_source(
         .set_bounded(offsets_initializer(topic, end_offsets))
         .set_value_only_deserializer(value_schema(value))
         .set_property("partition.discovery.interval.ms", "-1")
-        .build()
     )
+    return with_properties(builder, properties).build()
+
+
+def with_properties(builder: Any, properties: Mapping[str, str] | None) -> Any:
+    """``builder`` (a KafkaSource or KafkaSink builder) with each client property set."""
+    for key, value in (properties or {}).items():
+        builder = builder.set_property(key, value)
+    return builder
 
 
 def unbounded_source(
-    bootstrap: str, topic: str, group_id: str, from_earliest: bool = True, value: ValueFormat = "bytes"
+    bootstrap: str,
+    topic: str,
+    group_id: str,
+    from_earliest: bool = True,
+    value: ValueFormat = "bytes",
+    properties: Mapping[str, str] | None = None,
 ) -> Any:
     """Continuous KafkaSource (production): committed group offsets, else earliest/latest; record values as
     ``bytes`` by default (see :data:`ValueFormat`)."""
@@ -102,24 +116,24 @@ def unbounded_source(
     reset = jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy
     j_init = jvm.org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer
     start = KafkaOffsetsInitializer(j_init.committedOffsets(reset.EARLIEST if from_earliest else reset.LATEST))
-    return (
+    builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(bootstrap)
         .set_topics(topic)
         .set_group_id(group_id)
         .set_starting_offsets(start)
         .set_value_only_deserializer(value_schema(value))
-        .build()
     )
+    return with_properties(builder, properties).build()
 
 
-def string_sink(bootstrap: str, topic: str) -> Any:
-    """At-least-once KafkaSink of strings (production output)."""
+def string_sink(bootstrap: str, topic: str, properties: Mapping[str, str] | None = None) -> Any:
+    """At-least-once KafkaSink of strings (production output); ``properties`` as for :func:`bounded_source`."""
     from pyflink.common.serialization import SimpleStringSchema
     from pyflink.datastream.connectors.base import DeliveryGuarantee
     from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
 
-    return (
+    builder = (
         KafkaSink.builder()
         .set_bootstrap_servers(bootstrap)
         .set_record_serializer(
@@ -129,5 +143,5 @@ def string_sink(bootstrap: str, topic: str) -> Any:
             .build()
         )
         .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-        .build()
     )
+    return with_properties(builder, properties).build()

@@ -26,7 +26,10 @@ Arguments:
 - ``--agent-factory module:attr`` (instead of ``--agent-job``; the older form): a function called as
   ``factory(mem0_config=..., **agent_options)``; the agent then receives the record's JSON text and is keyed by
   the text of ``--key-field``. ``--agent-options`` (a JSON object) gives the factory's extra keyword arguments.
-- ``--bootstrap``: Kafka bootstrap servers as the Flink cluster reaches them.
+- ``--bootstrap``: Kafka bootstrap servers as the Flink cluster reaches them. ``--kafka-security``: a secured
+  broker's settings, the JSON of a :class:`~airflow_flink_replay.core.kafka_security.KafkaClientSecurity`
+  (password as a reference): the source, the sink and the capture tee are built with them; Flink Agents'
+  action-state store is not (it takes the bootstrap servers only).
 - ``--source-topic`` / ``--group-id``: the input topic and the consumer group (default ``afr-<job name>``);
   a fresh group starts at the earliest offset, then the savepoint's offsets rule.
 - ``--sink-topic``: where the agent's outputs go (JSON text, one object per output).
@@ -68,6 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--key-field", default="customer", help="--agent-factory only: JSON field that is the agent key")
     p.add_argument("--agent-options", default="", help="--agent-factory only: JSON object of extra factory kwargs")
     p.add_argument("--bootstrap", required=True)
+    p.add_argument("--kafka-security", default="", help="JSON: KafkaClientSecurity of a secured broker (password "
+                   "by reference, resolved inside Flink)")
     p.add_argument("--source-topic", required=True)
     p.add_argument("--sink-topic", required=True)
     p.add_argument("--capture-topic", default="", help="capture tee topic ('' = no tee)")
@@ -133,12 +138,21 @@ def load_job(args: argparse.Namespace, build_root: Path | None) -> Any:
     )
 
 
+def java_properties(args: argparse.Namespace) -> dict[str, str] | None:
+    """The Kafka connector's client properties of ``--kafka-security`` (references resolved here, inside Flink)."""
+    from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
+
+    security = KafkaClientSecurity.from_arg(args.kafka_security)
+    return security.java_properties() if security else None
+
+
 def source_stream(env: Any, args: argparse.Namespace, timing: Any) -> Any:
     """The Kafka source of raw bytes with production's event time and watermarks."""
     from airflow_flink_replay.flink.event_time import watermark_strategy_for
     from airflow_flink_replay.flink.kafka import unbounded_source
 
-    source = unbounded_source(args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}")
+    source = unbounded_source(args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}",
+                              properties=java_properties(args))
     if timing.event_time.source == "field":  # a Python timestamp assigner cannot run inside the source
         from pyflink.common import WatermarkStrategy
 
@@ -171,6 +185,7 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
             topic=args.capture_topic,
             job=args.job_identifier or args.job_name,
             source_topic=args.source_topic,
+            security=args.kafka_security,  # references only; the tee resolves them when it opens
         )
         if args.capture_topic
         else None
@@ -188,7 +203,7 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
         capture=capture,
         mem0_config=json.loads(args.mem0_config) if args.mem0_config else None,
     )
-    out.sink_to(string_sink(args.bootstrap, args.sink_topic)).uid(SINK_UID).name("sink")
+    out.sink_to(string_sink(args.bootstrap, args.sink_topic, java_properties(args))).uid(SINK_UID).name("sink")
     return out
 
 

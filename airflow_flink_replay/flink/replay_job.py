@@ -68,6 +68,7 @@ def replay_source(env: Any, spec: ReplayJobSpec, window: ReplayWindow, timing: R
         window.end_offsets,
         group_id=f"afr-replay-{spec.job_identifier}-{spec.variant}",
         value="bytes",  # the bytes production received, unchanged: the job's deserializer gets them
+        properties=spec.kafka_security.java_properties() if spec.kafka_security else None,  # resolved here
     )
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "replay-capture-source").uid(REPLAY_SOURCE_UID)
     if needs_operator(timing):

@@ -58,6 +58,8 @@ def check_program(spec: ReplaySpec, *, emit: str, samples: int = 3, module: str 
              "--bootstrap", spec.kafka_bootstrap, "--samples", str(samples), "--emit", emit]  # fmt: skip
     if spec.mem0_config:
         args += ["--mem0-config", json.dumps(spec.mem0_config, sort_keys=True)]  # references only (spec-checked)
+    if spec.kafka_security:
+        args += ["--kafka-security", spec.kafka_security.to_arg()]  # references only (model-checked)
     return FlinkPythonProgram(entry_point=None, module=module, program_args=args, parallelism=None, job_name=None)
 
 

@@ -97,6 +97,7 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
             output_dir=str(output_dir),
             audit_dir=str(run_dir / variant / "audit-parts"),
             kafka_bootstrap=run.kafka_bootstrap,
+            kafka_security=run.kafka_security,
             manifest=str(manifest),
             manifest_key_ref=run.manifest_key_ref,  # a reference, resolved inside Flink; never the key
             production_action_state_topic=prod.action_state_topic,

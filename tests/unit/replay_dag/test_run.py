@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, VARIANTS, ReplaySpec
+from airflow_flink_replay.replay_dag.ids import job_spec_key
 from airflow_flink_replay.replay_dag.run import resolve_run
 from tests.unit.core.test_replay_spec import _spec
 
@@ -85,3 +86,30 @@ def test_resolve_run_gives_each_variant_its_own_fork_topic_and_files(tmp_path: P
     # Without a candidate (nightly), the candidate slot replays production's agent: an A/A/A run.
     nightly = resolve_run(spec.model_copy(update={"candidate_agent_factory": None}), {}, "nightly", "t")
     assert nightly["job_spec_candidate"]["agent_factory"] == spec.production.agent_factory
+
+
+def test_every_job_side_kafka_client_gets_the_security_settings_and_only_references_travel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spec's kafka_security reaches the replay jobs' specs, the agent check's program and the capture tee's
+    producer — as references; the value appears only where the client is built (inside Flink)."""
+    from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
+    from airflow_flink_replay.flink.capture import CaptureConfig, CaptureWriter
+    from airflow_flink_replay.operators.agent_check import check_program
+
+    security = KafkaClientSecurity(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username="r",
+                                   sasl_password="${env:AFR_KAFKA_PASSWORD}", ssl_ca_location="/etc/kafka/ca.pem")
+    spec = ReplaySpec.model_validate({**_spec(runs_uri=f"file://{tmp_path}"),
+                                      "kafka_security": security.model_dump(exclude_none=True)})
+    args = check_program(spec, emit="plan").program_args
+    assert KafkaClientSecurity.from_arg(args[args.index("--kafka-security") + 1]) == security
+    resolved = resolve_run(spec, {}, "gate", "t1")
+    job_specs = [ReplayJobSpec.model_validate(resolved[job_spec_key(v)]) for v in VARIANTS]
+    assert all(j.kafka_security == security for j in job_specs)
+
+    monkeypatch.setenv("AFR_KAFKA_PASSWORD", "s3cr3t-value")
+    assert "s3cr3t-value" not in json.dumps(resolved) + " ".join(args)
+    tee = CaptureWriter(CaptureConfig(bootstrap="kafka:9093", topic="t", job="j", security=security.to_arg()))
+    conf = tee.producer_config()
+    assert (conf["sasl.password"], conf["ssl.ca.location"], conf["security.protocol"]) == (
+        "s3cr3t-value", "/etc/kafka/ca.pem", "SASL_SSL")
