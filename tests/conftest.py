@@ -176,16 +176,17 @@ def _keep_the_stack_fresh(module: str) -> None:
 
 
 def _jobmanager_metaspace_mb(info: object) -> dict[str, float]:
-    import requests
+    """Each cluster's JobManager metaspace in use, in MB (a reading for tuning only: none when unreadable)."""
+    from airflow_flink_replay.exceptions import FlinkRestError
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 
     used = {}
     for cluster in ("production", "replay"):
         try:
-            metrics = requests.get(f"{info.rest_url(cluster)}/jobmanager/metrics",  # type: ignore[attr-defined]
-                                   params={"get": "Status.JVM.Memory.Metaspace.Used"}, timeout=5).json()
-            used[cluster] = round(float(metrics[0]["value"]) / 2**20, 1)
-        except (requests.RequestException, KeyError, IndexError, ValueError):
-            continue  # a reading for tuning only
+            hook = FlinkRestHook(settings=FlinkRestSettings(base_url=info.rest_url(cluster), retries=0))  # type: ignore[attr-defined]
+            used[cluster] = round(hook.jobmanager_memory().metaspace_used / 2**20, 1)
+        except FlinkRestError:
+            continue
     return used
 
 

@@ -146,13 +146,14 @@ def java_properties(args: argparse.Namespace) -> dict[str, str] | None:
     return security.java_properties() if security else None
 
 
-def source_stream(env: Any, args: argparse.Namespace, timing: Any) -> Any:
-    """The Kafka source of raw bytes with production's event time and watermarks."""
+def source_stream(env: Any, args: argparse.Namespace, timing: Any, properties: dict[str, str] | None = None) -> Any:
+    """The Kafka source of raw bytes with production's event time and watermarks (``properties``: a secured
+    broker's client properties, :func:`java_properties`)."""
     from airflow_flink_replay.flink.event_time import watermark_strategy_for
     from airflow_flink_replay.flink.kafka import unbounded_source
 
     source = unbounded_source(args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}",
-                              properties=java_properties(args))
+                              properties=properties)
     if timing.event_time.source == "field":  # a Python timestamp assigner cannot run inside the source
         from pyflink.common import WatermarkStrategy
 
@@ -178,7 +179,8 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
     job = load_job(args, build_root)
     if build_root is not None:
         env.add_python_file(str(build_root))
-    stream = source_stream(env, args, production_timing(args, job))
+    properties = java_properties(args)  # resolved once, for the source and the sink
+    stream = source_stream(env, args, production_timing(args, job), properties)
     capture = (
         CaptureConfig(
             bootstrap=args.bootstrap,
@@ -203,7 +205,7 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
         capture=capture,
         mem0_config=json.loads(args.mem0_config) if args.mem0_config else None,
     )
-    out.sink_to(string_sink(args.bootstrap, args.sink_topic, java_properties(args))).uid(SINK_UID).name("sink")
+    out.sink_to(string_sink(args.bootstrap, args.sink_topic, properties)).uid(SINK_UID).name("sink")
     return out
 
 
