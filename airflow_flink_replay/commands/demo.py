@@ -1,21 +1,25 @@
-"""``flink-replay demo``: the whole story on the embedded stack, end to end.
+"""``flink-replay demo``: the whole story on the embedded stack, end to end, on a real Airflow.
 
 1. brings the stack up (all set-up included);
 2. deploys the review agent v1 as production (Kafka source, capture tee, Kafka action-state store, Mem0
-   memories on the stack's Chroma) and feeds it reviews, which seeds production's memories;
-3. runs the release-gate DAG with ``airflow dags test`` — candidate v2 → FAIL (labels changed for the
-   late-delivery reviews, notify_support called for new customers) — then v1 as its own candidate → PASS,
-   while reviews keep flowing into production;
+   memories on the stack's Chroma) and feeds it reviews, which seeds production's memories; meanwhile
+   ``airflow standalone`` starts (scheduler with the LocalExecutor, triggerer, DAG processor, UI);
+3. triggers the release-gate DAG over Airflow's REST API, as CI does — candidate v2 → FAIL (labels changed
+   for the late-delivery reviews, notify_support called for new customers) — then v1 as its own candidate
+   → PASS, while reviews keep flowing into production; the tasks run in parallel, the waits in the triggerer;
 4. prints one line per chain step of each run (its duration and key figure: savepoint, downtime, records in
    the window, fork size, outputs per variant), the verdict and its reasons, the report's path; everything
    Airflow prints goes to a log file under ``.stack/demo/logs/`` whose path is printed first.
+
+The spec gives Mem0's LLM key by reference (a placeholder key in ``.stack/demo/llm-api-key``, fresh each
+run; Mem0 never calls its LLM here): it is read where Mem0 is built, never written to XCom, logs or reports.
 
 ``--noisy`` deploys its own production of the same agent whose stand-in chat model samples like an LLM
 (``noisy_job``): the two baselines differ, the report shows the measured noise, and with 100 records per
 window and the gate blocking changes of at least 10 points of outputs, v2 still FAILs and v1 PASSes.
 
-``--ui`` instead serves the same DAGs on ``airflow standalone`` (http://127.0.0.1:8080, no login) so a
-person can trigger the gate from the UI and click through the run.
+``--ui`` keeps Airflow serving after the two runs (http://127.0.0.1:8080, no login) so a person can click
+through them and trigger more, while reviews keep flowing; Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``demo``."""
     p = sub.add_parser("demo", help="run the end-to-end demo (release gate: v2 FAILs, v1 PASSes)")
-    p.add_argument("--ui", action="store_true", help="serve the DAGs on `airflow standalone` instead")
-    p.add_argument("--port", type=int, default=8080, help="Airflow UI port for --ui")
+    p.add_argument("--ui", action="store_true",
+                   help="keep Airflow serving after the two gate runs (Ctrl-C stops it)")
+    p.add_argument("--port", type=int, default=None,
+                   help="Airflow's port (default: 8080 with --ui, otherwise any free port)")
     p.add_argument("--window", type=int, default=None, help="records per replay window (default 40; --noisy 100)")
     p.add_argument("--noisy", action="store_true",
                    help="the chat model samples like an LLM (its own production): the A/A noise is not zero, and the "
@@ -51,8 +56,6 @@ def _setup(args: argparse.Namespace) -> Any:
 def _revive_taskmanager(stack: Any, setup: Any) -> None:
     """Bring back a TaskManager that died (PyFlink's Beam shutdown race can kill it when Python jobs end;
     docs/limitations.md) and redeploy production if it did not survive."""
-    import time
-
     from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
     from airflow_flink_replay.local.demo import deploy_demo
     from airflow_flink_replay.local.stack import LocalStack, StackConfig, flink_taskmanagers
@@ -71,15 +74,29 @@ def _revive_taskmanager(stack: Any, setup: Any) -> None:
     deploy_demo(stack, setup)
 
 
+def _port(args: argparse.Namespace) -> int:
+    """The port Airflow serves on; one already taken is refused naming the option."""
+    from airflow_flink_replay.local.airflow_server import free_port
+    from airflow_flink_replay.local.stack import port_free
+
+    if args.port is None and not args.ui:
+        return free_port()
+    port = args.port or 8080
+    if not port_free(port):
+        raise SystemExit(f"port {port} is taken on 127.0.0.1: give Airflow another with --port")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out the demo: a few lines per step on the console, everything Airflow prints in a log file."""
     if str(ROOT) not in sys.path:  # the example agent and its review generator live in the checkout
         sys.path.insert(0, str(ROOT))
-    from airflow_flink_replay.local.airflow_runner import DAG_IDS, AirflowRunner, airflow_env
-    from airflow_flink_replay.local.demo import AgentRef, deploy_demo, write_spec
+    from airflow_flink_replay.local.airflow_runner import DAG_IDS, airflow_env
+    from airflow_flink_replay.local.airflow_server import AirflowServer
+    from airflow_flink_replay.local.demo import AgentRef, deploy_demo, placeholder_key_file, write_spec
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
-    setup = _setup(args)
+    setup, port = _setup(args), _port(args)
     print("bringing the local stack up (the first time installs the Flink side: a few minutes)...")
     stack = LocalStack(StackConfig()).up()
     demo_dir = Path(stack.workdir) / setup.prefix
@@ -89,33 +106,38 @@ def run(args: argparse.Namespace) -> int:
     window = args.window or (100 if args.noisy else 40)
     spec_path = write_spec(stack, setup.topics, demo_dir / "replay_spec.yaml", job_name=setup.job_name,
                            job_identifier=setup.job_identifier, window_records=window, runs_dir=runs,
-                           agent=AgentRef(reference=setup.v1), candidate=setup.v2, compare=setup.compare)
-    model = "samples like an LLM" if args.noisy else "is deterministic"
-    print(f"deploying the review agent v1 as production (its chat model {model}) and feeding it reviews...")
-    airflow = AirflowRunner(airflow_env(stack, demo_dir / "airflow", spec_path), log_path)
-    with ThreadPoolExecutor(1) as pool:  # Airflow's metadata DB is set up while production is deployed
-        migrated = pool.submit(airflow.migrate)
+                           agent=AgentRef(reference=setup.v1), candidate=setup.v2, compare=setup.compare,
+                           mem0_llm_key_file=placeholder_key_file(demo_dir))
+    server = AirflowServer(airflow_env(stack, demo_dir / "airflow", spec_path), port, log_path, run_id_prefix="demo")
+    server.launch()  # Airflow starts while production is deployed
+    try:
+        model = "samples like an LLM" if args.noisy else "is deterministic"
+        print(f"deploying the review agent v1 as production (its chat model {model}) and feeding it reviews...")
         job_id = deploy_demo(stack, setup)
-        migrated.result()
-    print(f"production: Flink job {job_id} ({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
-    if args.ui:
-        return _serve_ui(stack, airflow, args.port, setup)
-    verdicts = {label: _gate_run(stack, airflow, runs, label, candidate, start, DAG_IDS["gate"], setup)
-                for label, candidate, start in _candidates(setup)}
-    ok = verdicts["candidate v2"] == "FAIL" and verdicts["candidate v1"] == "PASS"
-    print("\ndemo", "OK: v2 is stopped at the gate, v1 passes" if ok else "did NOT end as expected",
-          f"(full log: {log_path})")
-    return 0 if ok else 1
+        print(f"production: Flink job {job_id} ({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
+        server.wait_healthy()
+        server.wait_for_dag(DAG_IDS["gate"])
+        print(f"Airflow (scheduler, triggerer, UI): {server.base}")
+        verdicts = {label: _gate_run(stack, server, runs, label, candidate, start, DAG_IDS["gate"], setup)
+                    for label, candidate, start in _candidates(setup)}
+        ok = verdicts["candidate v2"] == "FAIL" and verdicts["candidate v1"] == "PASS"
+        print("\ndemo", "OK: v2 is stopped at the gate, v1 passes" if ok else "did NOT end as expected",
+              f"(full log: {log_path})", flush=True)
+        if args.ui:
+            _serve(stack, server, setup)
+        return 0 if ok else 1
+    finally:
+        server.stop()
 
 
-def _serve_ui(stack: Any, airflow: Any, port: int, setup: Any) -> int:
-    """``--ui``: serve the DAGs on ``airflow standalone`` while reviews keep flowing into production."""
+def _serve(stack: Any, server: Any, setup: Any) -> None:
+    """``--ui``: keep Airflow serving, while reviews keep flowing into production, until Ctrl-C."""
     from airflow_flink_replay.local.demo import ReviewFeeder
 
-    print(f"serving Airflow on http://127.0.0.1:{port} (Ctrl-C to stop); trigger "
-          "flink_agents_release_gate with conf {\"candidate\": \"%s\"}" % setup.v2)
-    with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=10_000, rate=2):
-        return airflow.standalone(port)
+    print(f"serving Airflow on {server.base} (Ctrl-C to stop); trigger flink_agents_release_gate with conf "
+          "{\"candidate\": \"%s\"}" % setup.v2, flush=True)
+    with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=40_000, rate=2):
+        server.wait()
 
 
 def _candidates(setup: Any) -> tuple[tuple[str, str, int], ...]:
@@ -123,23 +145,24 @@ def _candidates(setup: Any) -> tuple[tuple[str, str, int], ...]:
 
 
 def _gate_run(
-    stack: Any, airflow: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str, setup: Any
+    stack: Any, server: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str, setup: Any
 ) -> str | None:
-    """One release-gate run for ``candidate`` while reviews flow into production; prints its view, returns
-    its verdict."""
+    """One release-gate run for ``candidate``, triggered over the REST API while reviews flow into
+    production; prints its view, returns its verdict."""
+    from airflow_flink_replay.local.airflow_runner import run_result
     from airflow_flink_replay.local.demo import ReviewFeeder
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
     _revive_taskmanager(stack, setup)
     if stack.replay_flink_rest_url and LocalStack(StackConfig()).recycle_if_worn("replay"):
         print("recycled the replay cluster (its JobManager's metaspace was filling up: docs/local-stack.md)")
-    print(f"\n{dag_id} with {label} ({candidate}) ...")
+    print(f"\n{dag_id} with {label} ({candidate}) ...", flush=True)
     with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=feed_from, rate=setup.feed_rate):
-        result = airflow.dags_test(dag_id, {"candidate": candidate}, runs)
-    if result.run_id is None:
-        print(f"  the DAG run did not start: see {airflow.log_path}")
+        run_id = server.trigger(dag_id, {"candidate": candidate})
+        state = server.wait_for_run(dag_id, run_id, timeout=1800)
+    result = run_result(dag_id, run_id, state, server.task_instances(dag_id, run_id).values(), runs)
     for line in result.lines:
         print(line)
     if result.verdict is None:
-        print(f"  the failed tasks' errors are in {airflow.log_path}")
+        print(f"  the failed tasks' errors are in {server.home / 'logs'} (run {run_id})")
     return result.verdict

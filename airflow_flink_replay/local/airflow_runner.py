@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -172,13 +173,6 @@ class AirflowRunner:
         out.unlink(missing_ok=True)
         return DagRunResult.model_validate({"dag_id": dag_id, **found})
 
-    def standalone(self, port: int) -> int:
-        """Serve the DAGs on ``airflow standalone`` (the console keeps its output: a person watches it)."""
-        env = {**self.env, "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1",
-               # the workers reach the execution API on this port, not the default 8080
-               "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/"}
-        return subprocess.run([sys.executable, "-m", "airflow", "standalone"], env=env, check=False).returncode
-
 
 def find_run_record(dag_runs_dir: Path, run_id: str) -> tuple[str | None, dict[str, Any] | None]:
     """The run record of ``run_id`` under ``<runs>/<dag_id>`` (path and content), or ``(None, None)``."""
@@ -208,16 +202,28 @@ def _last_run_json(dag_id: str, runs_dir: Path) -> dict[str, Any]:
         tis = session.scalars(
             select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
         ).all()
-        result = DagRunResult(
-            dag_id=dag_id, run_id=run.run_id, state=str(run.state) if run.state else None,
-            tasks=[TaskTiming(task_id=ti.task_id, state=str(ti.state) if ti.state else None, map_index=ti.map_index,
-                              start=ti.start_date, end=ti.end_date) for ti in tis],
-        )
+        tasks = [{"task_id": ti.task_id, "state": str(ti.state) if ti.state else None, "map_index": ti.map_index,
+                  "start_date": ti.start_date, "end_date": ti.end_date} for ti in tis]
+        state = str(run.state) if run.state else None
+        return run_result(dag_id, run.run_id, state, tasks, runs_dir).model_dump(mode="json")
+
+
+def run_result(dag_id: str, run_id: str, state: str | None, task_instances: Iterable[dict[str, Any]],
+               runs_dir: Path) -> DagRunResult:
+    """One run as the console shows it: its task instances (``task_id``, ``state``, ``start_date``,
+    ``end_date``, ``map_index`` — as the REST API or the metadata DB gives them), its run record found under
+    ``runs_dir/<dag_id>``, and the console view of both."""
     from airflow_flink_replay.local.run_view import render_run
 
-    result.record_path, result.record = find_run_record(runs_dir / dag_id, result.run_id or "")
+    result = DagRunResult(
+        dag_id=dag_id, run_id=run_id, state=state,
+        tasks=[TaskTiming(task_id=ti["task_id"], state=str(ti["state"]) if ti.get("state") else None,
+                          map_index=ti.get("map_index", -1), start=ti.get("start_date"), end=ti.get("end_date"))
+               for ti in task_instances],
+    )
+    result.record_path, result.record = find_run_record(runs_dir / dag_id, run_id)
     result.lines = render_run(result.tasks, result.record, result.record_path)
-    return result.model_dump(mode="json")
+    return result
 
 
 def _dags_test(dag_id: str, conf: str) -> None:

@@ -9,6 +9,7 @@ a replay DAG runs, so the capture window fills after production resumes.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -216,10 +217,16 @@ def write_spec(
     agent: AgentRef | None = None,
     candidate: str | None = V2,
     compare: dict[str, Any] | None = None,
+    mem0_llm_key_file: Path | None = None,
 ) -> Path:
     """Write a ReplaySpec YAML (what a team writes once per production job): the demo's, or with ``agent`` and
-    ``candidate`` the one of a production deployed by ``flink-replay deploy``."""
+    ``candidate`` the one of a production deployed by ``flink-replay deploy``. With ``mem0_llm_key_file``
+    Mem0's LLM takes its key from that file by reference (``${file:...}``), as a team's spec would."""
     agent = agent or AgentRef()
+    mem0_config = stack.mem0_config()
+    if mem0_llm_key_file is not None:  # never called: the demo's memories are stored as they are (no inference)
+        mem0_config["llm"] = {"provider": "openai", "config": {
+            "api_key": f"${{file:{mem0_llm_key_file}}}", "openai_base_url": "http://127.0.0.1:9/v1"}}
     spec = {
         "name": name,
         "production": {
@@ -244,12 +251,23 @@ def write_spec(
         # replays run on the stack's replay cluster: a replay can never take production's cluster down
         "replay_flink_conn_id": REPLAY_CONN_ID if stack.replay_flink_rest_url else None,
         "connector_jars": stack.connector_jars,
-        "mem0_config": stack.mem0_config(),
+        "mem0_config": mem0_config,
         "runs_uri": f"file://{runs_dir or Path(stack.workdir) / 'runs'}",
         "savepoint_dir": f"file://{stack.savepoint_dir}",
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def placeholder_key_file(folder: Path) -> Path:
+    """A file holding a fresh random placeholder API key (owner-readable only): the secret the demo's spec
+    references, so a run shows where a secret does and does not travel."""
+    path = folder / "llm-api-key"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(f"afr-demo-{secrets.token_hex(16)}")
     return path
 
 

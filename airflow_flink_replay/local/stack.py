@@ -196,7 +196,8 @@ def offline_env(mem0_dir: Path) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` of the loopback interface."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -416,7 +417,7 @@ class LocalStack:
         for cluster in cfg.clusters():
             ports += [(f"{cluster.prefix}_rest_port", cluster.rest_port),
                       (f"{cluster.prefix}_rpc_port", cluster.rpc_port)]
-        busy = [(n, p) for n, p in ports if not _port_free(p)]
+        busy = [(n, p) for n, p in ports if not port_free(p)]
         if busy:
             names = ", ".join(f"{n}={p}" for n, p in busy)
             raise StackSetupError(

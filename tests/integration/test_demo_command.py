@@ -1,18 +1,29 @@
-"""`flink-replay demo` as a user runs it, and `make demo-ui`'s Airflow in an environment without the venv on PATH.
+"""`make demo-ui` as a user runs it — the release gate on a real Airflow, triggered over its REST API.
 
-The demo runs as a subprocess on the local stack with a small window (the replays' cost hardly depends on
-it): candidate v2 must FAIL and v1 PASS, the exit code says so, the console shows at most ~60 lines (one
-per chain step per run, the verdicts and their reasons) and names the log file that holds Airflow's
-output. The UI test starts the Makefile's ``demo-ui`` command with ``PATH`` free of ``.venv/bin``:
-``airflow standalone`` starts its parts as ``airflow ...`` by name and must find them anyway.
+The Makefile's ``demo-ui`` command (``flink-replay demo --ui``) runs in an environment without the venv on
+``PATH`` (``airflow standalone`` starts its parts as ``airflow ...`` by name and must find them anyway) with
+a small window. It deploys the review agent v1 as production on the local stack, starts ``airflow
+standalone`` (api-server, scheduler with the LocalExecutor, DAG processor, triggerer; operators deferrable)
+and triggers ``flink_agents_release_gate`` twice in a row with ``POST /api/v2/dags/.../dagRuns``, as CI
+does, while reviews keep flowing into production: candidate v2 must FAIL (labels changed for the late-delivery
+subset, notify_support called for new keys), then v1 must PASS; then it keeps serving. The module checks:
 
-Cost (2 cores): the demo 8 min with the machine otherwise idle, 11 min beside two other integration
-modules (deploying production ~1 min, each gate run ~3.5 min); the UI ~2 min. The demo's two gate runs
-assert what ``test_release_gate_dag.py`` asserts under ``dag.test()``, here through the command a user runs.
+- the console: exit-free serving, at most ~60 lines (one per chain step per run, the verdicts and their
+  reasons), the path of the log file that holds Airflow's output;
+- each run on the real scheduler: the three replay jobs, submitted by one job-side run, ran at the same
+  time on the replay cluster, never production's; production RUNNING (one job) after each run; no replay
+  job, replay topic or memory fork left;
+- the Airflow UI of the same standalone shows the failed run and its verdict, and the report renders;
+- the Mem0 LLM key the demo's spec gives by reference is nowhere an operator of Airflow or Flink can read;
+- last, with the demo stopped (no more reviews): production's state and Mem0 namespace are intact.
+
+Cost (2 cores): production deploy (~20 s, Airflow starting meanwhile), two gate runs on the LocalExecutor
+(~95 s each), the checks (~30 s).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -25,12 +36,18 @@ from typing import Any
 import pytest
 import requests
 
-from tests.airflow_server import free_port
-from tests.dag_testing import running_jobs, stop_production
+from tests.dag_testing import (
+    assert_no_replay_leftovers,
+    assert_production_state_intact,
+    running_jobs,
+    stop_production,
+)
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = pytest.mark.timeout(2400)
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+GATE = "flink_agents_release_gate"
+WINDOW = 16
 MAX_CONSOLE_LINES = 60
 STEPS = ("preflight", "agent check", "savepoint", "production resumed", "capture window", "memory forks", "replays",
          "compare", "cleanup")
@@ -42,32 +59,98 @@ def _clean_env() -> dict[str, str]:
     return {**os.environ, "PATH": os.pathsep.join(path)}
 
 
+def _makefile_recipe(target: str) -> str:
+    """The one command of ``target`` in the Makefile."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    return next(line.strip() for line in lines[start + 1:]
+                if line.startswith("\t") and not line.strip().startswith("@#"))
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the demo and its standalone (their own process group)."""
+    for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(wait)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
+
+
 @pytest.fixture(scope="module")
-def demo_production(stack: Any) -> Any:
-    """The demo's production, cancelled (with its topics, memories, savepoints) afterwards when this module
-    started it."""
+def demo(stack, tmp_path_factory) -> Any:
+    """``make demo-ui`` run until it serves after its two gate runs; its console, Airflow and production.
+    Production (with its topics, memories, savepoints) is removed afterwards when this module started it."""
+    from airflow_flink_replay.local.airflow_runner import airflow_env
+    from airflow_flink_replay.local.airflow_server import AirflowServer, free_port
     from airflow_flink_replay.local.demo import JOB_IDENTIFIER, PRODUCTION_JOB_NAME, DemoTopics
 
-    was_running = bool(running_jobs(stack, PRODUCTION_JOB_NAME))
     demo_dir = Path(stack.workdir) / "demo"
-    yield demo_dir
-    if not was_running:
-        stop_production(stack, {"job_name": PRODUCTION_JOB_NAME, "topics": DemoTopics.named("demo"),
-                                "identifier": JOB_IDENTIFIER, "spec_path": demo_dir / "replay_spec.yaml"})
-
-
-def test_demo_v2_fails_v1_passes_in_a_few_lines(demo_production: Path) -> None:
+    production = {"job_name": PRODUCTION_JOB_NAME, "topics": DemoTopics.named("demo"), "identifier": JOB_IDENTIFIER,
+                  "spec_path": demo_dir / "replay_spec.yaml"}
+    was_running = bool(running_jobs(stack, PRODUCTION_JOB_NAME))
+    port = free_port()
+    recipe = _makefile_recipe("demo-ui").replace("$(BIN)", str(BIN))
+    console = tmp_path_factory.mktemp("demo") / "console.txt"
     started = time.monotonic()
-    done = subprocess.run([str(BIN / "flink-replay"), "demo", "--window", "16"], cwd=ROOT, env=_clean_env(),
-                          capture_output=True, text=True, timeout=1700, check=False)
-    took = time.monotonic() - started
-    out = done.stdout + done.stderr
+    with console.open("wb") as out:
+        proc = subprocess.Popen([*recipe.split(), "--port", str(port), "--window", str(WINDOW)], cwd=ROOT,
+                                env=_clean_env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 1800
+        while proc.poll() is None and time.monotonic() < deadline and "serving Airflow on" not in console.read_text():
+            time.sleep(3)
+        text = console.read_text(errors="replace")
+        assert proc.poll() is None and "serving Airflow on" in text, \
+            f"demo --ui did not get to serving (exit {proc.poll()}) after {time.monotonic() - started:.0f}s:\n{text}"
+        log = re.search(r"full Airflow log: (\S+\.log)", text)
+        assert log, text
+        server = AirflowServer(airflow_env(stack, demo_dir / "airflow", production["spec_path"]), port,
+                               Path(log.group(1)))
+        print(f"the demo served after {time.monotonic() - started:.0f}s")
+        yield {"console": text, "server": server, "production": production, "was_running": was_running,
+               "demo_dir": demo_dir, "stop": lambda: _stop(proc)}
+    finally:
+        _stop(proc)
+        if not was_running:
+            stop_production(stack, production)
+
+
+@pytest.fixture(scope="module")
+def gate_runs(stack, demo) -> dict[str, dict[str, Any]]:
+    """The demo's two gate runs (v2, then v1) read back: run record, task instances, the Flink jobs of the run
+    on each cluster (unless the demo recycled the replay cluster in between, which forgets finished jobs)."""
+    blocks = re.split(r"\n(?=flink_agents_release_gate with candidate)", demo["console"])[1:]
+    runs = {}
+    for label, block in zip(("v2", "v1"), blocks, strict=False):
+        path = re.search(r"run record: (\S+)", block)
+        assert path, block
+        record = json.loads(Path(path.group(1)).read_text())
+        run_id = record["run_id"]
+        flink_jobs = {
+            cluster: [j for j in requests.get(f"{url}/jobs/overview", timeout=10).json()["jobs"] if run_id in j["name"]]
+            for cluster, url in (("production", stack.flink_rest_url), ("replay", stack.replay_flink_rest_url))
+        }
+        server = demo["server"]
+        state = server.api("GET", f"/dags/{GATE}/dagRuns/{run_id}")["state"]
+        tis = server.task_instances(GATE, run_id)
+        runs[label] = {"run_id": run_id, "state": state, "tis": tis, "record": record, "flink_jobs": flink_jobs,
+                       "states": {t: str(ti["state"]) for t, ti in tis.items()}, "block": block}
+    assert list(runs) == ["v2", "v1"], demo["console"]
+    return runs
+
+
+def test_demo_v2_fails_v1_passes_in_a_few_lines(demo) -> None:
+    out = demo["console"]
     lines = out.splitlines()
-    assert done.returncode == 0, f"demo exit {done.returncode} after {took:.0f}s:\n{out}"
     assert len(lines) <= MAX_CONSOLE_LINES, f"{len(lines)} console lines:\n{out}"
-    log = re.search(r"full Airflow log: (\S+\.log)", out)
-    assert log and Path(log.group(1)).is_file(), out
-    assert "flink_agents_release_gate" in Path(log.group(1)).read_text(errors="replace")  # Airflow's output went there
+    assert "demo OK: v2 is stopped at the gate, v1 passes" in out, out
+    log = Path(re.search(r"full Airflow log: (\S+\.log)", out).group(1))  # type: ignore[union-attr]
+    assert log.is_file() and GATE in log.read_text(errors="replace")  # Airflow's output went there
+    assert "FileNotFoundError" not in log.read_text(errors="replace")  # standalone found `airflow` by name
     blocks = re.split(r"\n(?=flink_agents_release_gate with candidate)", out)[1:]
     assert [b.split("(", 1)[0].split("with ")[1].strip() for b in blocks] == ["candidate v2", "candidate v1"], out
     verdicts = [re.search(r"^  => (\w+)", b, re.M) for b in blocks]
@@ -79,56 +162,190 @@ def test_demo_v2_fails_v1_passes_in_a_few_lines(demo_production: Path) -> None:
         # the baseline reproduces what production itself output for the window (deterministic chat model)
         assert "baseline = production for 100.0% of its outputs" in block, block
     assert re.search(r"\[\w+\] ", blocks[0]), blocks[0]  # v2's FAIL comes with its reasons
-    print(f"demo took {took:.0f}s, {len(lines)} console lines")
+    health = demo["server"].health()
+    assert health and all(health[p]["status"] == "healthy" for p in ("scheduler", "triggerer", "dag_processor"))
+    assert requests.get(demo["server"].base + "/", timeout=10).ok  # the UI page itself
 
 
-def test_demo_ui_serves_without_the_venv_on_path(demo_production: Path) -> None:
-    recipe = _makefile_recipe("demo-ui").replace("$(BIN)", str(BIN))
-    port = free_port()
-    log = demo_production / "demo-ui-test.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([*recipe.split(), "--port", str(port)], cwd=ROOT, env=_clean_env(), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline, health = time.monotonic() + 600, None
-        while time.monotonic() < deadline and proc.poll() is None:
-            health = _health(port)
-            if health and all((health.get(p) or {}).get("status") == "healthy"
-                              for p in ("metadatabase", "scheduler", "dag_processor")):
-                break
-            time.sleep(3)
-        text = log.read_text(errors="replace")
-        assert proc.poll() is None, f"demo --ui exited {proc.returncode}:\n{text[-4000:]}"
-        assert health and health["scheduler"]["status"] == "healthy", f"{health}\n{text[-4000:]}"
-        assert "FileNotFoundError" not in text
-        assert requests.get(f"http://127.0.0.1:{port}/", timeout=10).ok  # the UI page itself
-    finally:
-        _stop(proc)
+def _assert_replays_ran_in_parallel_on_the_replay_cluster(stack, run: dict[str, Any]) -> None:
+    assert run["states"]["submit_replays"] == "success", run["states"]
+    assert stack.replay_flink_rest_url and stack.replay_flink_rest_url != stack.flink_rest_url
+    # nothing of this run ever reached production's cluster
+    assert not run["flink_jobs"]["production"], run["flink_jobs"]["production"]
+    if "recycled the replay cluster" in run["block"]:
+        return  # the recycle forgot the cluster's finished jobs
+    on_replay_cluster = {j["jid"]: j for j in run["flink_jobs"]["replay"]}
+    for variant in run["record"]["variants"]:
+        job = on_replay_cluster.get(variant["job_id"])
+        assert job and job["state"] == "FINISHED" and job["name"].endswith(variant["variant"]), (variant, job)
+    # one submission task submitted all three (one job-side run) and the three jobs ran at the same time
+    jobs = [on_replay_cluster[v["job_id"]] for v in run["record"]["variants"]]
+    assert len(jobs) == 3 and max(j["start-time"] for j in jobs) < min(j["end-time"] for j in jobs), jobs
+    assert all(j["state"] == "FINISHED" for j in on_replay_cluster.values()), on_replay_cluster
 
 
-def _makefile_recipe(target: str) -> str:
-    """The one command of ``target`` in the Makefile."""
-    lines = (ROOT / "Makefile").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
-    return next(line.strip() for line in lines[start + 1:]
-                if line.startswith("\t") and not line.strip().startswith("@#"))
+def test_gate_over_the_rest_api_fails_v2_then_passes_v1(stack, demo, gate_runs) -> None:
+    from airflow_flink_replay.links.flink import FlinkJobLink
+
+    production, server = demo["production"], demo["server"]
+    # --- candidate v2: FAIL, for the documented reasons; the run fails, nothing is approved
+    v2 = gate_runs["v2"]
+    record = v2["record"]
+    assert v2["state"] == "failed", v2["states"]
+    assert record["verdict"] == "FAIL", record.get("reasons")
+    assert v2["run_id"].startswith("demo__"), v2["run_id"]  # triggered over the REST API, not dag.test()
+    assert v2["states"]["compare"] == "failed" and v2["states"]["approve"] == "upstream_failed", v2["states"]
+    failing = {f for r in record["reasons"] if r["severity"] == "fail" for f in r["fields"]}
+    assert "$.label" in failing, record["reasons"]
+    # the new notify_support calls show in the comparison (the label change drives them) and the audits
+    assert {"$.tools", "tool:notify_support.call"} & failing, record["reasons"]
+
+    def support_calls(variant: dict[str, Any]) -> int:
+        lines = Path(variant["audit"]).read_text().splitlines()
+        return sum(json.loads(line)["resource_name"] == "notify_support" for line in lines if line.strip())
+
+    baseline, _, candidate = record["variants"]
+    assert support_calls(candidate) > support_calls(baseline), record["variants"]
+    # the replay task's Flink link follows its job to the replay cluster web UI's "completed" page
+    link = server.xcom(GATE, v2["run_id"], "replay_baseline", FlinkJobLink().xcom_key)
+    assert link == f"{stack.replay_flink_rest_url}/#/job/completed/{baseline['job_id']}/overview", link
+    _assert_replays_ran_in_parallel_on_the_replay_cluster(stack, v2)
+    # production came back, once, and the downtime was measured inside the one stop-window task
+    assert v2["states"]["resume_production"] == "success"
+    assert 0 < record["downtime_s"] < 120
+    window = record["savepoint"]["window"]
+    assert window["resumed"]["downtime_seconds"] == record["downtime_s"] and window["error"] is None, window
+    assert record["production_resumed"]["job_id"] == window["resumed"]["job_id"]
+    for task in ("cancel_leftover_replays", "delete_replay_topics", "drop_forks", "verify_production_memory"):
+        assert v2["states"][task] == "success", (task, v2["states"])
+    assert v2["states"]["run_record"] == "failed"  # written, then fails the run: compare failed
+    # every variant replayed exactly the manifest's window
+    assert [v["output_records"] for v in record["variants"]] == [WINDOW] * 3
+    assert record["manifest_digest"] and all(v["output_digest"] for v in record["variants"])
+    # action-state evidence in the run record: the replays wrote to their own topics; production's topic
+    # end offsets before and after the replay are recorded, and what happened there meanwhile is said
+    cleanup = record["action_state"]["cleanup"]
+    assert cleanup["production_topic"] == production["topics"].action_state
+    assert cleanup["production_end_offsets_before"] and cleanup["production_end_offsets_after"]
+    assert cleanup["note"].startswith("production's action-state topic advanced by"), cleanup["note"]
+    held = cleanup["replay_topic_end_offsets"]
+    assert set(held) == {v["action_state_topic"] for v in record["variants"]}
+    assert all(sum(offsets.values()) > 0 for offsets in held.values()), held
+
+    # --- candidate v1 (production's own agent), right after on the same scheduler: PASS, the gate approves
+    v1 = gate_runs["v1"]
+    assert v1["record"]["verdict"] == "PASS", v1["record"]["reasons"]
+    assert v1["state"] == "success", v1["states"]
+    assert v1["states"]["approve"] == "success" and v1["states"]["run_record"] == "success"
+    _assert_replays_ran_in_parallel_on_the_replay_cluster(stack, v1)
+    # v1's run stopped the production v2's run had resumed: one production job at a time all along
+    assert v1["record"]["savepoint"]["job_id"] == record["production_resumed"]["job_id"]
+
+    # --- nothing of the replays is left behind
+    for rec in (record, v1["record"]):
+        assert_no_replay_leftovers(stack, rec)
+    assert running_jobs(stack, production["job_name"]) == [v1["record"]["production_resumed"]["job_id"]]
 
 
-def _health(port: int) -> dict[str, Any] | None:
-    try:
-        r = requests.get(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5)
-        return r.json() if r.ok else None
-    except (requests.RequestException, ValueError):
-        return None
+def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs, tmp_path) -> None:
+    """The Airflow UI of the demo's standalone renders the failed gate run's grid and its verdict, and the
+    HTML report renders too — each in headless Chromium, driven over CDP (tests/browser.py): each page is
+    polled in real time until it shows what is expected, then screenshotted."""
+    from tests.browser import CHROMIUM, Browser, Dom
+
+    assert CHROMIUM.exists(), "Debian's chromium is missing: `make system-deps` installs it"
+    v2 = gate_runs["v2"]
+    run_id, report = v2["run_id"], str(Path(v2["record"]["report_dir"]) / "report.html")
+    base = demo["server"].base
+
+    def verdict_row_fails(dom: Dom) -> bool:
+        """The XCom table's ``verdict`` row holds FAIL (key and value in the same row)."""
+        rows = re.findall(r"<tr\b.*?</tr>", dom.html, re.S)
+        return any(">verdict</td>" in row and ">FAIL<" in row for row in rows)
+
+    grid_texts = ("compare", "approve", "resume_production", "Failed", GATE)
+    pages: dict[str, tuple[str, Any, str]] = {
+        "grid": (
+            f"{base}/dags/{GATE}/runs/{run_id}",
+            lambda d: d.contains(*grid_texts) and all(t in d.text for t in grid_texts),
+            f"the run's grid with {list(grid_texts)}",
+        ),
+        "verdict": (
+            f"{base}/dags/{GATE}/runs/{run_id}/tasks/run_record/xcom",
+            lambda d: verdict_row_fails(d) and "verdict" in d.text and "FAIL" in d.text,
+            "run_record's XCom table with the row verdict = FAIL",
+        ),
+        "report": (
+            Path(report).as_uri(),
+            lambda d: d.contains("FAIL", "$.label") and "FAIL" in d.text and "$.label" in d.text,
+            "the report with FAIL and $.label",
+        ),
+    }
+    with Browser(tmp_path / "chromium", width=1600, height=1000) as browser:
+        for name, (url, shows, what) in pages.items():
+            started = time.monotonic()
+            browser.goto(url)
+            browser.wait_for(shows, timeout=90, what=f"{name}: {what}")
+            png = browser.screenshot(tmp_path / f"{name}.png")
+            assert png.stat().st_size > 20_000, (name, png.stat().st_size)
+            print(f"{name}: shown and screenshotted in {time.monotonic() - started:.1f}s")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the demo and its standalone (their own process group, started above)."""
-    for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            continue
+def test_a_secret_given_by_reference_is_nowhere_after_the_gate_runs(stack, demo, gate_runs) -> None:
+    """The demo's spec gives Mem0's LLM key by reference (a file). The replays resolved it inside Flink (their
+    memory was built with it: the runs got verdicts); XCom, the run folders, the task logs, Flink's logs and
+    job configs, the console and standalone's output hold only the reference."""
+    key_file = demo["demo_dir"] / "llm-api-key"
+    secret, reference = key_file.read_text(), f"${{file:{key_file}}}"
+    assert reference in Path(demo["production"]["spec_path"]).read_text()
+    assert {gate_runs["v2"]["record"]["verdict"], gate_runs["v1"]["record"]["verdict"]} == {"FAIL", "PASS"}
+    found: dict[str, list[str]] = {"secret": [], "reference": []}
+    server = demo["server"]
+
+    def look(where: str, text: str) -> None:
+        if secret in text:
+            found["secret"].append(where)
+        if reference in text:
+            found["reference"].append(where)
+
+    for run in gate_runs.values():
+        for task_id in run["tis"]:
+            entries = server.api("GET", f"/dags/{GATE}/dagRuns/{run['run_id']}/taskInstances/{task_id}/xcomEntries")
+            for entry in entries["xcom_entries"]:
+                value = server.xcom(GATE, run["run_id"], task_id, entry["key"])
+                look(f"xcom {task_id}/{entry['key']}", json.dumps(value))
+        run_dir = Path(run["record"]["manifest"].removeprefix("file://")).parent
+        for path in run_dir.rglob("*"):
+            if path.is_file():
+                look(str(path), path.read_text(errors="replace"))
+        for variant in run["record"]["variants"]:
+            for route in ("config", "plan", ""):
+                url = f"{stack.replay_flink_rest_url}/jobs/{variant['job_id']}/{route}".rstrip("/")
+                look(url, requests.get(url, timeout=10).text)
+    workdir = Path(stack.workdir)
+    for folder in (server.home / "logs", workdir / "logs", workdir / "replay-cluster" / "logs"):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                look(str(path), path.read_text(errors="replace"))
+    look("standalone output", server.tail(10**9))
+    look("console", demo["console"])
+    assert not found["secret"], found["secret"]
+    assert any(w.startswith("xcom") for w in found["reference"]), found["reference"]  # we looked where it travels
+
+
+def test_production_kept_its_state_and_its_memory_through_both_runs(stack, demo, gate_runs) -> None:
+    """Last (it stops the demo, and with it the reviews flowing into production): production runs, its keyed
+    state is intact (per-customer counters continue, never reset) and its memory holds one memory per review
+    it processed — the replays wrote nothing into it."""
+    from airflow_flink_replay.hooks.mem0 import Mem0Hook
+
+    demo["stop"]()
+    production = demo["production"]
+    assert running_jobs(stack, production["job_name"]) == [gate_runs["v1"]["record"]["production_resumed"]["job_id"]]
+    if demo["was_running"]:
+        pytest.skip("a production of an earlier demo: its outputs and memories predate this module")
+    outputs = assert_production_state_intact(stack, production)
+    rows = Mem0Hook(config=stack.mem0_config()).list_memories({"user_id": production["identifier"]})
+    review_ids = [r.payload.get("review_id") or (r.payload.get("metadata") or {}).get("review_id") for r in rows]
+    assert len(review_ids) == len(set(review_ids)) >= 24
+    assert set(review_ids) == {o["id"] for o in outputs}

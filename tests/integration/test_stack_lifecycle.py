@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from airflow_flink_replay.local.stack import _pid_alive, _port_free
+from airflow_flink_replay.local.airflow_server import free_port
+from airflow_flink_replay.local.stack import _pid_alive, port_free
 
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -30,8 +26,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_up_status_down_leaves_no_process_and_frees_ports(stack, tmp_path: Path) -> None:
     cache = Path(stack.workdir)  # reuse the session stack's venv and downloads
-    ports = {"--flink-rest-port": _free_port(), "--flink-rpc-port": _free_port(),
-             "--kafka-port": _free_port(), "--chroma-port": _free_port()}
+    ports = {"--flink-rest-port": free_port(), "--flink-rpc-port": free_port(),
+             "--kafka-port": free_port(), "--chroma-port": free_port()}
     common = ["--workdir", str(tmp_path / "stack2"), "--cache-dir", str(cache)]
     # the second stack runs production's cluster only: the session's stack holds the replay cluster's ports
     port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))] + ["--no-replay-cluster"]
@@ -76,7 +72,7 @@ def test_up_status_down_leaves_no_process_and_frees_ports(stack, tmp_path: Path)
     assert set(json.loads(down.stdout)["stopped"]) == {"tansu", "chroma", "flink-jobmanager", "flink-taskmanager"}
     assert not any(_pid_alive(pid) for pid in pids)
     assert not any(_pid_alive(w) for w in workers)
-    assert all(_port_free(p) for p in ports.values())
+    assert all(port_free(p) for p in ports.values())
     after = _cli("stack", "status", *common)
     assert after.returncode == 1 and "down" in after.stdout
     # Flink's temp files (job blobs: ~115 MB per agent job) do not outlive the stack
@@ -117,8 +113,8 @@ def test_a_process_that_dies_at_start_is_named_with_its_log_and_nothing_is_left(
     work = tmp_path / "broken"
     work.mkdir()
     (work / "chroma").write_text("not a folder")  # Chroma's --path
-    ports = {"--flink-rest-port": _free_port(), "--flink-rpc-port": _free_port(),
-             "--kafka-port": _free_port(), "--chroma-port": _free_port()}
+    ports = {"--flink-rest-port": free_port(), "--flink-rpc-port": free_port(),
+             "--kafka-port": free_port(), "--chroma-port": free_port()}
     # the second stack runs production's cluster only: the session's stack holds the replay cluster's ports
     port_args = [x for kv in ports.items() for x in (kv[0], str(kv[1]))] + ["--no-replay-cluster"]
     assert _pids_mentioning(work) == set()
@@ -129,7 +125,7 @@ def test_a_process_that_dies_at_start_is_named_with_its_log_and_nothing_is_left(
     assert str(work / "logs" / "chroma.log") in err and "File exists" in err, err  # the log's tail
     assert not (work / "stack.json").exists()
     assert _pids_mentioning(work) == set()  # Flink was stopped again
-    assert all(_port_free(p) for p in ports.values()), ports  # and tansu (its command names no folder)
+    assert all(port_free(p) for p in ports.values()), ports  # and tansu (its command names no folder)
 
 
 def _cmdline(pid: int) -> bytes:

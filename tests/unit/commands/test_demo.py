@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import socket
 from pathlib import Path
 
+import pytest
 import yaml
 
 from airflow_flink_replay.commands import demo
@@ -39,3 +41,30 @@ def test_the_noisy_spec_carries_its_comparison_settings(tmp_path: Path) -> None:
     spec = yaml.safe_load(path.read_text())
     assert spec["compare"] == {"min_aligned": 20, "abs_threshold": 0.1, "alpha": 0.01}
     assert spec["candidate_agent_job"] == NOISY_DEMO.v2 and spec["window"]["records"] == 100
+
+
+def test_airflow_gets_a_free_port_and_a_taken_one_is_refused_naming_the_option() -> None:
+    assert demo._port(_args()) > 0  # any free port when nobody watches the UI
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit, match=rf"port {port} is taken .* --port"):
+            demo._port(_args("--ui", "--port", str(port)))
+
+
+def test_the_demo_spec_references_mem0s_llm_key_and_never_holds_it(tmp_path: Path) -> None:
+    from airflow_flink_replay.local.demo import placeholder_key_file
+
+    stack = StackInfo(
+        workdir=str(tmp_path), flink_home="/f", flink_conf_dir="/c", flink_python="/p", flink_rest_url="http://f",
+        kafka_bootstrap="x:9092", chroma_host="127.0.0.1", chroma_port=8000, mem0_dir="/m", connector_jars=[],
+        savepoint_dir="/s", checkpoint_dir="/k", java_home="/j", processes=[], env={}, connections_file="/x",
+    )
+    key = placeholder_key_file(tmp_path / "demo")
+    first = key.read_text()
+    assert key.stat().st_mode & 0o777 == 0o600 and placeholder_key_file(tmp_path / "demo").read_text() != first
+    path = write_spec(stack, DemoSetup().topics, tmp_path / "spec.yaml", mem0_llm_key_file=key)
+    text = path.read_text()
+    assert yaml.safe_load(text)["mem0_config"]["llm"]["config"]["api_key"] == f"${{file:{key}}}"
+    assert key.read_text() not in text

@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_flink_replay.local.airflow_server import free_port
 from airflow_flink_replay.local.components import StackSetupError
 from airflow_flink_replay.local.stack import LocalStack, StackConfig
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_taken_port_is_named_with_the_fix(tmp_path: Path) -> None:
@@ -22,8 +17,8 @@ def test_a_taken_port_is_named_with_the_fix(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        stack = LocalStack(StackConfig(workdir=tmp_path / "s", kafka_port=port, flink_rest_port=_free_port(),
-                                       flink_rpc_port=_free_port(), chroma_port=_free_port()))
+        stack = LocalStack(StackConfig(workdir=tmp_path / "s", kafka_port=port, flink_rest_port=free_port(),
+                                       flink_rpc_port=free_port(), chroma_port=free_port()))
         with pytest.raises(StackSetupError, match=rf"kafka_port={port}.*--kafka-port"):
             stack.up()
     assert not (tmp_path / "s" / "stack.json").exists()

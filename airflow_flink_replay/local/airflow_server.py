@@ -1,10 +1,17 @@
-"""A real Airflow for the tests: ``airflow standalone`` (api-server, scheduler with the LocalExecutor,
-DAG processor, triggerer) in its own AIRFLOW_HOME, driven over the public REST API the way CI drives the
-release gate — not ``dag.test()``, which runs one task at a time in the test process."""
+"""``airflow standalone`` on the local stack, driven over Airflow's public REST API.
+
+What the demo runs its release gates on, and what the tests drive: the api-server, the scheduler with the
+LocalExecutor (tasks in parallel, each in a process of its own), the DAG processor and the triggerer
+(operators deferrable), in an Airflow home of their own. A gate run is triggered the way CI triggers it,
+``POST /api/v2/dags/{dag_id}/dagRuns``, never ``dag.test()`` (one task at a time in one process).
+
+The environment comes from :func:`airflow_flink_replay.local.airflow_runner.airflow_env` (the stack's
+connections, the spec, the venv's ``bin`` first on ``PATH``: standalone starts its parts as ``airflow ...``
+found by name).
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
@@ -17,85 +24,91 @@ from typing import Any
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
 TERMINAL_RUN_STATES = ("success", "failed")
+_HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
 
 def free_port() -> int:
+    """A free TCP port on the loopback interface."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-class AirflowStandalone:
-    """``airflow standalone`` on a free loopback port, with the stack's connections and a replay spec.
+def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> dict[str, str]:
+    """``env`` (an :func:`airflow_env`) with what a standalone on ``port`` needs: the LocalExecutor, the
+    execution API on that port, deferrable operators, and DAG files parsed at start rather than every 30 s
+    (each parse imports the provider: CPU the replays need on a small machine)."""
+    server = {
+        **env,
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "8",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API_AUTH__JWT_SECRET": env.get("AIRFLOW__API_AUTH__JWT_SECRET") or secrets.token_hex(16),
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable),
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+    }
+    server.pop("AIRFLOW__CORE__SQL_ALCHEMY_CONN", None)
+    return server
 
-    :param home: the AIRFLOW_HOME (a fresh folder: its own sqlite metadata DB).
-    :param connections_file: the stack's ``connections.json`` (exported as ``AIRFLOW_CONN_*``).
-    :param spec_path: the ReplaySpec the DAG files load (``FLINK_REPLAY_SPEC``).
-    :param deferrable: ``[operators] default_deferrable`` — waits happen in the triggerer.
+
+class AirflowServer:
+    """``airflow standalone`` in ``env``'s Airflow home on ``port``; its output goes to ``log_path``.
+
+    :param env: the Airflow environment (:func:`airflow_env`); :func:`server_env` is applied to it.
+    :param port: the api-server's port (the UI and the REST API).
+    :param log_path: where standalone's own output goes.
+    :param run_id_prefix: the prefix of the run ids :meth:`trigger` gives (``demo``, ``ci``, ...).
     """
 
-    def __init__(self, home: Path, connections_file: str, spec_path: Path, *, deferrable: bool = True) -> None:
-        self.home = home
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = home / "standalone.log"
+    def __init__(self, env: dict[str, str], port: int, log_path: Path, *, deferrable: bool = True,
+                 run_id_prefix: str = "api") -> None:
+        self.env = server_env(env, port, deferrable=deferrable)
+        self.home = Path(self.env["AIRFLOW_HOME"])
+        self.port, self.base, self.log = port, f"http://127.0.0.1:{port}", log_path
+        self.run_id_prefix = run_id_prefix
         self._token: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        venv_bin = str(Path(sys.executable).parent)
-        self.env = {
-            **os.environ,
-            "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # standalone starts its parts as `airflow ...`
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "8",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
-            "AIRFLOW__API__PORT": str(self.port),
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
-            "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable),
-            # the DAG files do not change while a test runs: parse them at start, not every 30 s (each parse
-            # imports the provider; on 2 cores that is CPU the replays need)
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
-            "FLINK_REPLAY_SPEC": str(spec_path),
-        }
-        self.env.pop("AIRFLOW__CORE__SQL_ALCHEMY_CONN", None)
-        for conn_id, conn in json.loads(Path(connections_file).read_text()).items():
-            self.env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
 
     # ------------------------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 240.0) -> AirflowStandalone:
-        """Start it and wait until the scheduler, triggerer and DAG processor report healthy."""
-        self.launch()
-        return self.wait_healthy(timeout)
-
     def launch(self) -> None:
-        """Start it without waiting (:meth:`wait_healthy` waits)."""
+        """Start it in its own process group without waiting (:meth:`wait_healthy` waits)."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "airflow", "standalone"], env=self.env, cwd=self.home,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
 
-    def wait_healthy(self, timeout: float = 240.0) -> AirflowStandalone:
-        """Wait until the scheduler, triggerer and DAG processor report healthy."""
+    def wait_healthy(self, timeout: float = 240.0) -> AirflowServer:
+        """Wait until the scheduler, triggerer and DAG processor report healthy; a standalone that exits or
+        stays unhealthy fails with the tail of its output."""
         assert self._proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while True:
-            health = self._health()
-            parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-            if health and all((health.get(p) or {}).get("status") == "healthy" for p in parts):
+            health = self.health()
+            if health and all((health.get(p) or {}).get("status") == "healthy" for p in _HEALTHY_PARTS):
                 return self
             if self._proc.poll() is not None:
-                raise RuntimeError(f"airflow standalone exited with {self._proc.returncode}:\n{self.tail()}")
+                raise RuntimeError(f"airflow standalone exited with {self._proc.returncode} (log: {self.log}):\n"
+                                   f"{self.tail()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"airflow standalone not healthy within {timeout:.0f}s ({health}):\n{self.tail()}")
+                raise RuntimeError(f"airflow standalone not healthy within {timeout:.0f}s ({health}); log: "
+                                   f"{self.log}\n{self.tail()}")
             time.sleep(2)
+
+    def wait(self) -> int:
+        """Wait until it exits (a person stops it with Ctrl-C); returns its exit code."""
+        assert self._proc is not None, "launch() first"
+        try:
+            return self._proc.wait()
+        except KeyboardInterrupt:
+            self.stop()
+            return 0
 
     def stop(self) -> None:
         """Stop every process of the standalone (its process group)."""
@@ -113,9 +126,11 @@ class AirflowStandalone:
                 continue
 
     def tail(self, chars: int = 4000) -> str:
+        """The end of standalone's output."""
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
-    def _health(self) -> dict[str, Any] | None:
+    def health(self) -> dict[str, Any] | None:
+        """``/api/v2/monitor/health``, None while it does not answer."""
         try:
             r = requests.get(f"{self.base}/api/v2/monitor/health", timeout=3)
             return r.json() if r.ok else None
@@ -127,8 +142,8 @@ class AirflowStandalone:
         """One call to the public REST API (``/api/v2``) with a bearer token from ``/auth/token``.
 
         The api-server shares a sqlite DB with the scheduler: on a loaded machine an answer can take long.
-        Every call here is safe to send again (reads, the unpause, a trigger with its own run id), so a
-        timeout is retried; statuses in ``ok`` count as success (409: the retried trigger had created it).
+        Every call made here is safe to send again (reads, the unpause, a trigger with its own run id), so a
+        timeout is retried; statuses in ``ok`` count as success (409: a resent trigger had created the run).
         """
         if self._token is None:
             self._token = self._send("GET", f"{self.base}/auth/token").json()["access_token"]
@@ -166,7 +181,7 @@ class AirflowStandalone:
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
         """``POST /dags/{dag_id}/dagRuns`` — what CI does — with a run id of our own (a resent trigger
         cannot start a second run); returns the run id."""
-        run_id = f"ci__{time.strftime('%Y%m%dT%H%M%S')}_{secrets.token_hex(4)}"
+        run_id = f"{self.run_id_prefix}__{time.strftime('%Y%m%dT%H%M%S')}_{secrets.token_hex(4)}"
         body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
         self.api("POST", f"/dags/{dag_id}/dagRuns", json=body, ok=(409,))
         return run_id
@@ -189,6 +204,7 @@ class AirflowStandalone:
         return {ti["task_id"]: ti for ti in tis["task_instances"]}
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        """The run's task states by task id."""
         return {task: str(ti["state"]) for task, ti in self.task_instances(dag_id, run_id).items()}
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
