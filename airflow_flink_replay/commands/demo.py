@@ -25,6 +25,7 @@ through them and trigger more, while reviews keep flowing; Ctrl-C stops it.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -109,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
                            agent=AgentRef(reference=setup.v1), candidate=setup.v2, compare=setup.compare,
                            mem0_llm_key_file=placeholder_key_file(demo_dir))
     server = AirflowServer(airflow_env(stack, demo_dir / "airflow", spec_path), port, log_path, run_id_prefix="demo")
+    # a SIGTERM (a CI job cancelled, `kill`) ends the demo like Ctrl-C: Airflow is stopped with it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     server.launch()  # Airflow starts while production is deployed
     try:
         model = "samples like an LLM" if args.noisy else "is deterministic"

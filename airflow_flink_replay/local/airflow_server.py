@@ -12,6 +12,7 @@ found by name).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -33,6 +34,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the process group ``pgid`` is still there."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> dict[str, str]:
@@ -111,19 +121,22 @@ class AirflowServer:
             return 0
 
     def stop(self) -> None:
-        """Stop every process of the standalone (its process group)."""
-        if self._proc is None or self._proc.poll() is not None:
+        """Stop every process of the standalone: its process group gets SIGTERM, and SIGKILL for whatever is
+        left once standalone itself has exited or 30 s have passed (its scheduler and LocalExecutor workers
+        can outlive it)."""
+        if self._proc is None:
             return
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self._proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self._proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _group_alive(self._proc.pid):
+            time.sleep(0.5)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(10)
 
     def tail(self, chars: int = 4000) -> str:
         """The end of standalone's output."""

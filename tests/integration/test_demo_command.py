@@ -338,8 +338,11 @@ def test_production_kept_its_state_and_its_memory_through_both_runs(stack, demo,
     state is intact (per-customer counters continue, never reset) and its memory holds one memory per review
     it processed — the replays wrote nothing into it."""
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
+    from airflow_flink_replay.local.stack import port_free
 
     demo["stop"]()
+    # stopping the demo stopped its Airflow: nothing answers on its port any more
+    assert demo["server"].health() is None and port_free(demo["server"].port)
     production = demo["production"]
     assert running_jobs(stack, production["job_name"]) == [gate_runs["v1"]["record"]["production_resumed"]["job_id"]]
     if demo["was_running"]:
