@@ -13,6 +13,7 @@ found by name).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import signal
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 TERMINAL_RUN_STATES = ("success", "failed")
 _HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
@@ -166,16 +169,19 @@ class AirflowServer:
             raise RuntimeError(f"{method} /api/v2{path} -> HTTP {r.status_code}: {r.text[:1000]}")
         return r.json() if r.content and r.ok else None
 
-    @staticmethod
-    def _send(method: str, url: str, **kwargs: Any) -> requests.Response:
-        for attempt in range(5):
-            try:
-                return requests.request(method, url, timeout=60, **kwargs)
-            except (requests.ConnectionError, requests.Timeout):
-                if attempt == 4:
-                    raise
-                time.sleep(5)
-        raise AssertionError("unreachable")
+    def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        return self._session.request(method, url, timeout=60, **kwargs)
+
+    @functools.cached_property
+    def _session(self) -> requests.Session:
+        """A session that resends a request after a connection error or a read timeout, four times, waiting
+        0, 5, 10 and 20 s (the api-server shares a sqlite DB with the scheduler: on a loaded machine it can
+        be slow to answer)."""
+        retry = Retry(total=4, connect=4, read=4, status=0, other=0, backoff_factor=2.5, allowed_methods=None,
+                      raise_on_status=False)
+        session = requests.Session()
+        session.mount("http://", HTTPAdapter(max_retries=retry))
+        return session
 
     def wait_for_dag(self, dag_id: str, timeout: float = 180.0) -> None:
         """Wait until the DAG processor has parsed ``dag_id``; then unpause it."""
