@@ -1,11 +1,11 @@
-# One-line entry points. `make test` on a fresh machine: venv + deps + system packages + the real
-# local stack (brought up by the test session) + the whole suite.
+# One-line entry points. `make test` on a fresh machine: venv + deps + system packages + the real local
+# stack's parts (installed by stack-prepare, started by the test session) + the whole suite.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: test unit lint demo demo-ui stack-up stack-down system-deps clean
+.PHONY: test unit lint demo demo-ui stack-prepare stack-up stack-down system-deps clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,15 +23,16 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; fi; \
 	  command -v java >/dev/null 2>&1 || { echo "java missing and not installed (run as root, or: sudo apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }; }
 
-test: $(BIN)/.installed system-deps
-	@# pytest exits 5 when it collected nothing: that is a failure here, not a pass. Lint runs too
-	@# (after the tests, so one run shows both) and a lint error fails the target.
-	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; rc=1; fi; \
+test: $(BIN)/.installed system-deps stack-prepare
+	@# tests/suite.py: the integration tests on the real stack, the unit tests alongside at low priority; a run
+	@# that collected no test at all fails. Lint runs too (after the tests, so one run shows both) and a lint
+	@# error fails the target.
+	$(BIN)/python -m tests.suite $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory lint || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
 
 unit: $(BIN)/.installed
-	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+	@# on every core (pytest-xdist)
+	$(BIN)/python -m pytest -m unit -n 2 $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	@# ruff over the whole tree; mypy over the package (tests and benchmarks are not type-checked)
@@ -43,6 +44,11 @@ demo: $(BIN)/.installed system-deps
 
 demo-ui: $(BIN)/.installed
 	$(BIN)/flink-replay demo --ui
+
+stack-prepare: $(BIN)/.installed
+	@# The stack's parts (the Flink-side venv, tansu, the Kafka connector): minutes on a fresh machine, installed
+	@# here with the rest rather than by the first `stack up` inside the test session.
+	$(BIN)/flink-replay stack prepare
 
 stack-up: $(BIN)/.installed
 	$(BIN)/flink-replay stack up

@@ -4,9 +4,9 @@ AIRFLOW_HOME is set before anything imports Airflow. The ``stack`` fixture bring
 once per session with the same code as ``flink-replay stack up``; a stack that is already up (for
 example from an earlier ``stack up``) is reused and left running.
 
-Unit tests run first. When integration tests are selected, the stack starts in a process of its own as soon
-as collection ends, so its start (minutes on a fresh machine: the Flink side is installed then) overlaps the
-unit tests instead of following them.
+In one session unit tests run first. When integration tests are selected, the stack starts in a process of
+its own as soon as collection ends, so its start overlaps the unit tests instead of following them. (``make
+test`` runs two sessions at once: tests/suite.py.)
 """
 
 from __future__ import annotations

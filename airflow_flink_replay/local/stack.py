@@ -425,19 +425,27 @@ class LocalStack:
                 "(e.g. `flink-replay stack up --flink-rest-port 18081 --kafka-port 19092`)."
             )
 
+    def install(self) -> tuple[Path, Path, list[Path], Path]:
+        """Fetch (or reuse) the parts — the Flink-side venv, tansu, the connector jars — without starting
+        anything (``flink-replay stack prepare``: what a fresh machine spends minutes on, done ahead of the
+        first ``up``). Returns the Flink side's python, tansu, the jars and Flink's home."""
+        with self._changing():
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            setup_log = self._p("logs", "setup.log")
+            downloads = self.cache_dir / "downloads"
+            flink_venv = self.cache_dir / "flink-venv"
+            flink_python = ensure_flink_venv(flink_venv, setup_log)
+            tansu = ensure_tansu(self.cache_dir / "bin", downloads, setup_log)
+            jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
+            flink_home = venv_site_packages(flink_venv) / "pyflink"
+            _kafka_clients_in_lib(flink_home, jars)
+        return flink_python, tansu, jars, flink_home
+
     def _prepare(self) -> _Prepared:
         """Fetch (or reuse) the parts, clear what a crashed stack left behind, write each cluster's config."""
         cfg = self.config
         java_home = find_java_home()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        setup_log = self._p("logs", "setup.log")
-        downloads = self.cache_dir / "downloads"
-        flink_venv = self.cache_dir / "flink-venv"
-        flink_python = ensure_flink_venv(flink_venv, setup_log)
-        tansu = ensure_tansu(self.cache_dir / "bin", downloads, setup_log)
-        jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
-        flink_home = venv_site_packages(flink_venv) / "pyflink"
-        _kafka_clients_in_lib(flink_home, jars)
+        flink_python, tansu, jars, flink_home = self.install()
         for cluster in cfg.clusters():  # what a crashed or killed stack left behind
             _clear_dirs(self._cp(cluster, "tmp"), self._cp(cluster, "web"))
         conf_dirs = {c.name: self._write_flink_conf(flink_home, flink_python, java_home, c) for c in cfg.clusters()}

@@ -140,3 +140,19 @@ def _pids_mentioning(workdir: Path) -> set[int]:
     """Live processes whose command line mentions ``workdir`` (what a stack in it started)."""
     pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
     return {pid for pid in pids if str(workdir).encode() in _cmdline(pid)}
+
+
+def test_prepare_installs_the_parts_and_starts_nothing(stack, tmp_path: Path) -> None:
+    """`stack prepare` (what `make test` runs before the tests) finds the parts in the cache — the Flink-side
+    venv linked to this checkout, tansu, the connector jars with kafka-clients in Flink's lib/ — and starts
+    nothing: no process, no stack recorded."""
+    cache = Path(stack.workdir)
+    work = tmp_path / "prepared"
+    done = _cli("stack", "prepare", "--workdir", str(work), "--cache-dir", str(cache))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stack parts ready" in done.stdout and "flink-replay stack up" in done.stdout, done.stdout
+    venv = cache / "flink-venv"
+    assert (venv / ".flink-replay-ready").exists() and (cache / "bin" / "tansu").exists()
+    assert sorted(p.name for p in (cache / "jars").glob("*.jar")) == [
+        "flink-connector-kafka-4.0.1-2.0.jar", "kafka-clients-3.9.1.jar"]
+    assert not (work / "stack.json").exists() and _pids_mentioning(work) == set()
