@@ -24,14 +24,14 @@ system-deps:
 	  command -v java >/dev/null 2>&1 || { echo "java missing and not installed (run as root, or: sudo apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }; }
 
 test: $(BIN)/.installed system-deps stack-prepare
-	@# tests/suite.py: the integration tests on the real stack, the unit tests alongside at low priority; a run
-	@# that collected no test at all fails. Lint runs too (after the tests, so one run shows both) and a lint
+	@# tests/suite.py: the unit tests on two workers while the stack starts, then the integration tests on it; a
+	@# run that collected no test at all fails. Lint runs too (after the tests, so one run shows both) and a lint
 	@# error fails the target.
 	$(BIN)/python -m tests.suite $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory lint || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
 
 unit: $(BIN)/.installed
-	@# on every core (pytest-xdist)
+	@# on two workers (pytest-xdist)
 	$(BIN)/python -m pytest -m unit -n 2 $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed

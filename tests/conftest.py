@@ -6,7 +6,7 @@ example from an earlier ``stack up``) is reused and left running.
 
 In one session unit tests run first. When integration tests are selected, the stack starts in a process of
 its own as soon as collection ends, so its start overlaps the unit tests instead of following them. (``make
-test`` runs two sessions at once: tests/suite.py.)
+test`` runs a unit session, then an integration session: tests/suite.py.)
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
-"""``make test``: the integration tests on the real stack, with the unit tests alongside at low priority.
+"""``make test``: the unit tests on every core while the stack starts, then the integration tests on it.
 
-Two pytest sessions with the same arguments (``PYTEST_ARGS``), at the same time:
+Two pytest sessions with the same arguments (``PYTEST_ARGS``), one after the other:
 
-- ``-m integration`` in the foreground: the stack starts (its parts were installed before, by ``make
-  stack-prepare``) and the integration tests run on it one at a time, as they always did;
-- ``-m unit`` in the background at the lowest CPU priority (``nice 19``), its output in a log file: the unit
-  tests need no service, and on a small machine the integration tests leave the CPU idle often enough
-  (waits on Flink jobs, checkpoints, the scheduler) for the unit tests to finish in those gaps instead of
-  taking minutes of their own. The unit session's summary (its whole output when it failed) is printed
-  after the integration session's.
+1. ``-m unit -n 2``: the unit tests over two workers (pytest-xdist) — they need no service. Meanwhile
+   ``flink-replay stack up`` starts the stack in a process of its own (its parts were installed before:
+   ``make stack-prepare``).
+2. ``-m integration``: the integration tests on that stack, one at a time (they share its clusters), with
+   the whole machine to themselves: several of them time Flink and a real Airflow scheduler, and run slower
+   and less predictably with the unit tests beside them (a clean-clone run with the unit tests alongside at
+   the lowest priority took the demo's module from 345 s to 569 s).
 
+A stack that was up before is reused and left running; one this command started is taken down at the end.
 pytest exits 5 when it collected nothing: that fails the suite only when neither session collected a test.
 Run as ``python -m tests.suite [pytest arguments]``.
 """
@@ -17,7 +18,6 @@ Run as ``python -m tests.suite [pytest arguments]``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,42 +26,52 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_TESTS = 5
-#: lines of the unit session's output shown when it passed (its summary and slowest tests)
-TAIL = 40
+UNIT_WORKERS = 2
 
 
-def _command(marker: str, args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-m", marker, *args]
+def _flink_replay(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "flink-replay"), *args]
+
+
+def _pytest(marker: str, args: list[str], *extra: str) -> int:
+    print(f"\n===== {marker} tests: pytest -m {marker} {' '.join([*extra, *args])}", flush=True)
+    started = time.monotonic()
+    code = subprocess.call([sys.executable, "-m", "pytest", "-m", marker, *extra, *args], cwd=ROOT)
+    print(f"===== {marker} tests: exit {code} in {time.monotonic() - started:.0f}s", flush=True)
+    return code
 
 
 def main(args: list[str]) -> int:
     """Run both sessions; the exit code is the first failure's, 0 when both passed."""
-    log = Path(tempfile.mkstemp(prefix="afr-unit-tests-", suffix=".log")[1])
-    nice = [shutil.which("nice") or "nice", "-n", "19"] if shutil.which("nice") else []
+    os.environ.setdefault("FLINK_REPLAY_STACK_DIR", str(ROOT / ".stack"))
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
     started = time.monotonic()
+    started_here = LocalStack(StackConfig()).info() is None
+    log = Path(tempfile.mkstemp(prefix="afr-stack-up-", suffix=".log")[1])
     with log.open("w") as out:
-        # no cache plugin: the two sessions would write the same .pytest_cache files
-        unit = subprocess.Popen([*nice, *_command("unit", ["-p", "no:cacheprovider", *args])], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    print(f"unit tests: running alongside at low priority, output in {log}", flush=True)
+        starting = subprocess.Popen(_flink_replay("stack", "up"), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                    stdin=subprocess.DEVNULL)
     try:
-        integration = subprocess.call(_command("integration", args), cwd=ROOT)
-    except KeyboardInterrupt:
-        unit.terminate()
-        raise
-    unit_code = unit.wait()
-    text = log.read_text(errors="replace")
-    lines = text.splitlines()
-    print(f"\n===== unit tests (pytest -m unit, alongside): exit {unit_code}; suite wall time "
-          f"{time.monotonic() - started:.0f}s =====")
-    print("\n".join(lines if unit_code not in (0, NO_TESTS) else lines[-TAIL:]), flush=True)
-    if unit_code == integration == NO_TESTS:
+        unit = _pytest("unit", args, "-n", str(UNIT_WORKERS))
+        if starting.wait() != 0:
+            print(f"`flink-replay stack up` failed (exit {starting.returncode}):\n"
+                  f"{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+            return 1
+        integration = _pytest("integration", args)
+    finally:
+        if starting.poll() is None:
+            starting.terminate()
+            starting.wait(60)
+        if started_here:
+            subprocess.call(_flink_replay("stack", "down"), cwd=ROOT, stdout=subprocess.DEVNULL)
+    print(f"===== suite: unit exit {unit}, integration exit {integration}, {time.monotonic() - started:.0f}s")
+    if unit == integration == NO_TESTS:
         print("pytest collected no tests", file=sys.stderr)
         return 1
-    failed = [code for code in (integration, unit_code) if code not in (0, NO_TESTS)]
+    failed = [code for code in (unit, integration) if code not in (0, NO_TESTS)]
     return failed[0] if failed else 0
 
 
 if __name__ == "__main__":
-    os.chdir(ROOT)
     sys.exit(main(sys.argv[1:]))
