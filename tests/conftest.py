@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stack_start import StackStart
+
 ROOT = Path(__file__).resolve().parent.parent
 _AIRFLOW_HOME = Path(os.environ.get("FLINK_REPLAY_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="afr-airflow-"))
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
@@ -55,36 +57,10 @@ def _alive(pid: int) -> bool:
     return _pid_alive(pid)
 
 
-class _StackStart:
-    """``flink-replay stack up`` in a process of its own, started early; ``already_up`` says whether the stack
-    was up before. A process, not a thread: what a unit test changes in this process (working directory,
-    environment) must not reach the stack's processes."""
-
-    def __init__(self) -> None:
-        from airflow_flink_replay.local.stack import LocalStack, StackConfig
-
-        self.local = LocalStack(StackConfig())
-        # "Already up" = started outside this session: reuse it and leave it running. (Recorded is enough: a
-        # process of it may be mid-restart — a recycle of the replay cluster — which `up` waits out.)
-        self.already_up = self.local.info() is not None
-        self.log = Path(tempfile.mkstemp(prefix="afr-stack-up-", suffix=".log")[1])
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen(
-                [str(Path(sys.executable).parent / "flink-replay"), "stack", "up"],
-                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=os.environ.copy(),
-            )
-
-    def wait(self) -> None:
-        """Wait for the start; a failed start fails with its output."""
-        if self.process.wait() != 0:
-            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
-            raise RuntimeError(f"`flink-replay stack up` failed (exit {self.process.returncode}):\n{tail}")
-
-
 @functools.cache
-def _start_stack_in_background() -> _StackStart:
+def _start_stack_in_background() -> StackStart:
     """The session's one stack start (begun at the first call)."""
-    return _StackStart()
+    return StackStart()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""``make test``: the unit tests on every core while the stack starts, then the integration tests on it.
+"""``make test``: the unit tests on two workers while the stack starts, then the integration tests on it.
 
 Two pytest sessions with the same arguments (``PYTEST_ARGS``), one after the other:
 
@@ -20,17 +20,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from tests.stack_start import StackStart
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_TESTS = 5
 UNIT_WORKERS = 2
-
-
-def _flink_replay(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "flink-replay"), *args]
 
 
 def _pytest(marker: str, args: list[str], *extra: str) -> int:
@@ -44,27 +41,20 @@ def _pytest(marker: str, args: list[str], *extra: str) -> int:
 def main(args: list[str]) -> int:
     """Run both sessions; the exit code is the first failure's, 0 when both passed."""
     os.environ.setdefault("FLINK_REPLAY_STACK_DIR", str(ROOT / ".stack"))
-    from airflow_flink_replay.local.stack import LocalStack, StackConfig
-
     started = time.monotonic()
-    started_here = LocalStack(StackConfig()).info() is None
-    log = Path(tempfile.mkstemp(prefix="afr-stack-up-", suffix=".log")[1])
-    with log.open("w") as out:
-        starting = subprocess.Popen(_flink_replay("stack", "up"), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                    stdin=subprocess.DEVNULL)
+    start = StackStart()
     try:
         unit = _pytest("unit", args, "-n", str(UNIT_WORKERS))
-        if starting.wait() != 0:
-            print(f"`flink-replay stack up` failed (exit {starting.returncode}):\n"
-                  f"{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+        try:
+            start.wait()
+        except RuntimeError as err:
+            print(err, file=sys.stderr)
             return 1
         integration = _pytest("integration", args)
     finally:
-        if starting.poll() is None:
-            starting.terminate()
-            starting.wait(60)
-        if started_here:
-            subprocess.call(_flink_replay("stack", "down"), cwd=ROOT, stdout=subprocess.DEVNULL)
+        start.abandon()
+        if not start.already_up:
+            start.local.down()
     print(f"===== suite: unit exit {unit}, integration exit {integration}, {time.monotonic() - started:.0f}s")
     if unit == integration == NO_TESTS:
         print("pytest collected no tests", file=sys.stderr)

@@ -429,8 +429,7 @@ class LocalStack:
         """Fetch (or reuse) the parts — the Flink-side venv, tansu, the connector jars — without starting
         anything (``flink-replay stack prepare``: what a fresh machine spends minutes on, done ahead of the
         first ``up``). Returns the Flink side's python, tansu, the jars and Flink's home."""
-        with self._changing():
-            self.workdir.mkdir(parents=True, exist_ok=True)
+        with self._changing():  # (which creates the work folder)
             setup_log = self._p("logs", "setup.log")
             downloads = self.cache_dir / "downloads"
             flink_venv = self.cache_dir / "flink-venv"
