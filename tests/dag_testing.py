@@ -152,11 +152,26 @@ def run_replay_dag(
         feeder = _AfterSavepoint(feeder, stack, production["job_name"])  # type: ignore[assignment]
     with feeder:
         dagrun = dag.test(run_conf=conf, conn_file_path=conn_file or stack.connections_file)
+    _log_task_times(stack, dagrun)
     states = {ti.task_id: str(ti.state) for ti in dagrun.get_task_instances()}
     runs = Path(spec.runs_uri.removeprefix("file://"))
     records = [p for p in runs.rglob("run_record.json") if json.loads(p.read_text())["run_id"] == dagrun.run_id]
     record = json.loads(records[0].read_text()) if records else {}
     return dagrun, {"states": states, "record": record, "spec": spec}
+
+
+def _log_task_times(stack: Any, dagrun: Any) -> None:
+    """Append each task's start and duration to the stack's ``logs/suite-tasks.jsonl`` (for tuning the suite)."""
+    import json
+    from pathlib import Path
+
+    tis = sorted(dagrun.get_task_instances(), key=lambda ti: (ti.start_date is None, ti.start_date or 0))
+    first = next((ti.start_date for ti in tis if ti.start_date), None)
+    rows = [{"task": ti.task_id, "state": str(ti.state),
+             "at": round((ti.start_date - first).total_seconds(), 1) if ti.start_date and first else None,
+             "s": round(ti.duration or 0.0, 1)} for ti in tis]
+    with (Path(stack.workdir) / "logs" / "suite-tasks.jsonl").open("a") as log:
+        log.write(json.dumps({"dag": dagrun.dag_id, "run": dagrun.run_id, "tasks": rows}) + "\n")
 
 
 def production_outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:

@@ -438,6 +438,7 @@ class LocalStack:
             jars = ensure_connector_jars(self.cache_dir / "jars", downloads, setup_log)
             flink_home = venv_site_packages(flink_venv) / "pyflink"
             _kafka_clients_in_lib(flink_home, jars)
+            _agents_jar_in_lib(flink_home, flink_venv)
         return flink_python, tansu, jars, flink_home
 
     def _prepare(self) -> _Prepared:
@@ -628,7 +629,7 @@ class LocalStack:
             "python.fn-execution.bundle.size": 20,
             "python.fn-execution.bundle.time": 200,
             # Kafka's client classes from lib/ (see _kafka_clients_in_lib), loaded once per JVM for every job.
-            "classloader.parent-first-patterns.additional": ["pemja.", "org.apache.kafka."],
+            "classloader.parent-first-patterns.additional": ["pemja.", "org.apache.kafka.", "org.apache.flink.agents."],
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 3,
             # A replay job restarts at once (the action-state store's start-up check, above, on a cold
@@ -832,6 +833,24 @@ def _kafka_clients_in_lib(flink_home: Path, jars: list[Path]) -> None:
     for jar in jars:
         target = flink_home / "lib" / jar.name
         if jar.name.startswith("kafka-clients-") and not target.exists():
+            shutil.copy2(jar, target)
+
+
+def _agents_jar_in_lib(flink_home: Path, flink_venv: Path) -> None:
+    """Put Flink Agents' dist jar in Flink's lib/, as Flink Agents' installation guide does (with
+    ``org.apache.flink.agents.`` parent-first in the cluster config, and the jobs then ship no copy of it):
+    every JVM loads and compiles its classes once, instead of every agent job loading the ~115 MB jar in a
+    classloader of its own. It is named to sort after kafka-clients and log4j (Flink puts lib/'s jars on
+    the classpath in name order): the fat jar carries other versions of both, and Flink's own win."""
+    version = flink_home.joinpath("lib").glob("flink-dist-*.jar")
+    dist = next(version, None)
+    if dist is None:
+        return
+    major = ".".join(dist.name.removeprefix("flink-dist-").split(".")[:2])
+    source = venv_site_packages(flink_venv) / "flink_agents" / "lib" / f"flink-{major}"
+    for jar in source.glob("flink-agents-dist-*.jar"):
+        target = flink_home / "lib" / f"zz-{jar.name}"
+        if not target.exists() or target.stat().st_size != jar.stat().st_size:
             shutil.copy2(jar, target)
 
 

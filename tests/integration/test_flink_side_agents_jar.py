@@ -1,5 +1,6 @@
-"""The flink-agents jar is named in place (``pipeline.classpaths``) instead of shipped (``pipeline.jars``) exactly
-when the program building the job runs the cluster's ``python.executable`` (Flink-side venv, no job).
+"""The flink-agents jar is not shipped at all when the cluster loads Flink Agents from its lib/ (parent-first, as
+the local stack does), named in place (``pipeline.classpaths``) instead of shipped (``pipeline.jars``) when the
+program building the job runs the cluster's ``python.executable``, and shipped otherwise (Flink-side venv, no job).
 
 ``AgentsExecutionEnvironment`` adds its ~115 MB jar to every job's ``pipeline.jars``; ``agents_jar_by_path``
 moves it when the TaskManagers' Python is the builder's own (their flink_agents installation is then at the
@@ -30,9 +31,14 @@ SCRIPT = textwrap.dedent(
 
     connector_jars = [j for j in sys.argv[1].split(",") if j]
     out = {}
-    for case, workers_python in (("same", sys.executable), ("other", "/opt/elsewhere/bin/python")):
+    cases = (("same", sys.executable, ""), ("other", "/opt/elsewhere/bin/python", ""),
+             ("lib", "/opt/elsewhere/bin/python", "pemja.;org.apache.kafka.;org.apache.flink.agents."),
+             ("lib_prefix_only", sys.executable, "org.apache.flink."))
+    for case, workers_python, parent_first in cases:
         config = Configuration()
         config.set_string("python.executable", workers_python)
+        if parent_first:
+            config.set_string("classloader.parent-first-patterns.additional", parent_first)
         env = StreamExecutionEnvironment.get_execution_environment(config)
         add_connector_jars(env, connector_jars)
         AgentsExecutionEnvironment.get_execution_environment(env)
@@ -79,3 +85,15 @@ def test_another_python_ships_the_jar(result) -> None:
     assert other["moved"] == [] and other["classpaths"] == []
     assert len(_agents(other["jars"])) == 1
     assert other["jars"].index(_agents(other["jars"])[0]) == len(other["jars"]) - 1  # after the connector's
+
+
+def test_a_cluster_loading_flink_agents_from_lib_gets_no_copy(result) -> None:
+    lib = result["lib"]
+    assert len(lib["moved"]) == 1 and _agents(lib["moved"]) == lib["moved"]
+    assert _agents(lib["jars"]) == [] and lib["classpaths"] == []
+    assert lib["jars"] and all("flink_agents" not in j for j in lib["jars"])  # the connector jars stay shipped
+
+
+def test_only_the_agents_package_itself_counts_as_loaded_from_lib(result) -> None:
+    """A broader parent-first prefix is no sign that the jar is in lib/: the job keeps its copy (in place)."""
+    assert result["lib_prefix_only"]["classpaths"] == result["lib_prefix_only"]["moved"] != []

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from airflow_flink_replay.local.airflow_server import free_port
+from airflow_flink_replay.local.components import venv_site_packages
 from airflow_flink_replay.local.stack import _pid_alive, port_free
 
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
@@ -144,8 +145,8 @@ def _pids_mentioning(workdir: Path) -> set[int]:
 
 def test_prepare_installs_the_parts_and_starts_nothing(stack, tmp_path: Path) -> None:
     """`stack prepare` (what `make test` runs before the tests) finds the parts in the cache — the Flink-side
-    venv linked to this checkout, tansu, the connector jars with kafka-clients in Flink's lib/ — and starts
-    nothing: no process, no stack recorded."""
+    venv linked to this checkout, tansu, the connector jars with kafka-clients and Flink Agents' jar in Flink's
+    lib/ — and starts nothing: no process, no stack recorded."""
     cache = Path(stack.workdir)
     work = tmp_path / "prepared"
     done = _cli("stack", "prepare", "--workdir", str(work), "--cache-dir", str(cache))
@@ -155,4 +156,6 @@ def test_prepare_installs_the_parts_and_starts_nothing(stack, tmp_path: Path) ->
     assert (venv / ".flink-replay-ready").exists() and (cache / "bin" / "tansu").exists()
     assert sorted(p.name for p in (cache / "jars").glob("*.jar")) == [
         "flink-connector-kafka-4.0.1-2.0.jar", "kafka-clients-3.9.1.jar"]
+    lib = sorted(p.name for p in (venv_site_packages(venv) / "pyflink" / "lib").glob("*.jar"))
+    assert "kafka-clients-3.9.1.jar" in lib and lib[-1].startswith("zz-flink-agents-dist-flink-2.2-"), lib
     assert not (work / "stack.json").exists() and _pids_mentioning(work) == set()

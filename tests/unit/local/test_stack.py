@@ -71,6 +71,30 @@ def test_kafka_clients_load_once_per_jvm_and_replay_jobs_restart_at_once(tmp_pat
         confs[cluster.name] = yaml.safe_load((conf_dir / "config.yaml").read_text())
     assert set(confs) == {"production", "replay"}
     for conf in confs.values():
-        assert {"pemja.", "org.apache.kafka."} <= set(conf["classloader.parent-first-patterns.additional"])
+        assert {"pemja.", "org.apache.kafka.", "org.apache.flink.agents."} <= set(
+            conf["classloader.parent-first-patterns.additional"])
     assert confs["production"]["restart-strategy.fixed-delay.delay"] == "2 s"
     assert confs["replay"]["restart-strategy.fixed-delay.delay"] == "200 ms"
+
+
+def test_the_flink_agents_jar_for_this_flink_goes_to_lib_after_kafka_clients_and_log4j(tmp_path: Path) -> None:
+    """The dist jar for the Flink in lib/ (2.2 here, not the other versions the wheel carries) is copied under a
+    name that sorts after kafka-clients and log4j — Flink's classpath is lib/ in name order — and replaced when
+    the wheel's copy changes."""
+    from airflow_flink_replay.local.components import venv_site_packages
+    from airflow_flink_replay.local.stack import _agents_jar_in_lib
+
+    home, venv = tmp_path / "pyflink", tmp_path / "venv"
+    (home / "lib").mkdir(parents=True)
+    for name in ("flink-dist-2.2.1.jar", "kafka-clients-3.9.1.jar", "log4j-slf4j-impl-2.24.3.jar"):
+        (home / "lib" / name).write_bytes(b"x")
+    agents_lib = venv_site_packages(venv) / "flink_agents" / "lib"
+    for version in ("2.1", "2.2"):
+        (agents_lib / f"flink-{version}").mkdir(parents=True)
+        (agents_lib / f"flink-{version}" / f"flink-agents-dist-flink-{version}-0.2.0.jar").write_bytes(b"v1")
+    _agents_jar_in_lib(home, venv)
+    names = sorted(p.name for p in (home / "lib").iterdir())
+    assert names[-1] == "zz-flink-agents-dist-flink-2.2-0.2.0.jar" and len(names) == 4, names
+    (agents_lib / "flink-2.2" / "flink-agents-dist-flink-2.2-0.2.0.jar").write_bytes(b"v2-longer")
+    _agents_jar_in_lib(home, venv)
+    assert (home / "lib" / names[-1]).read_bytes() == b"v2-longer"
