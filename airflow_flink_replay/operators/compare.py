@@ -15,22 +15,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, ObjectStoragePath
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_flink_replay.core.compare import (
-    CompareConfig,
-    ComparisonResult,
-    Reason,
-    compare_runs,
-    write_reports,
-)
-from airflow_flink_replay.core.compare.result import FidelityStat
+from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.exceptions import CompareInputError
 from airflow_flink_replay.links.report import ReplayReportLink
+
+if TYPE_CHECKING:  # the engine and its reports are imported when the task compares, not by every DAG parse
+    from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
@@ -187,6 +183,8 @@ class CompareReplayOutputsOperator(BaseOperator):
                     "baseline_2": source(self.baseline_2_audit),
                 }
             try:
+                from airflow_flink_replay.core.compare.engine import compare_runs
+
                 result = compare_runs(
                     source(self.baseline),
                     source(self.candidate),
@@ -203,6 +201,8 @@ class CompareReplayOutputsOperator(BaseOperator):
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
         result.reasons.extend(self._provenance())
+        from airflow_flink_replay.core.compare.reports import write_reports
+
         written = write_reports(result, out_dir)
         report = _uri(written["html"])
         url = self.report_url.replace("{report}", report) if self.report_url else report
