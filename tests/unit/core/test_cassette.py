@@ -1,0 +1,72 @@
+"""Cassettes: production's recorded calls served to a replay's matching calls, each once, in production's order."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_flink_replay.core.audit import args_digest
+from airflow_flink_replay.core.cassette import Cassette, CassetteEntry, CassetteSource
+
+pytestmark = pytest.mark.unit
+
+
+def call(key: str, seq: int, result: object, *args: object, **kwargs: object) -> CassetteEntry:
+    """Production's ``seq``-th call of the ``lookup_order`` tool for ``key``, with these arguments."""
+    return CassetteEntry.recorded(
+        resource_type="tool", resource_name="lookup_order", method="call", key=key,
+        args_digest=args_digest(args, kwargs), seq=seq, result=result, source=CassetteSource(partition=0, offset=seq),
+    )
+
+
+def test_the_same_call_twice_gets_productions_results_in_order_then_none() -> None:
+    cassette = Cassette([call("c-1", 1, {"status": "shipped"}, "o-1"), call("c-1", 0, {"status": "paid"}, "o-1")])
+    digest = args_digest(("o-1",), {})
+    assert cassette.take("lookup_order", "call", "c-1", digest).result == {"status": "paid"}
+    assert cassette.take("lookup_order", "call", "c-1", digest).result == {"status": "shipped"}
+    assert cassette.take("lookup_order", "call", "c-1", digest) is None
+    assert (cassette.served, cassette.unmatched, cassette.remaining()) == (2, 1, 0)
+
+
+def test_other_arguments_key_resource_or_method_are_unmatched() -> None:
+    cassette = Cassette([call("c-1", 0, "paid", "o-1")])
+    digest = args_digest(("o-1",), {})
+    assert cassette.take("lookup_order", "call", "c-1", args_digest(("o-2",), {})) is None
+    assert cassette.take("lookup_order", "call", "c-2", digest) is None
+    assert cassette.take("notify_support", "call", "c-1", digest) is None
+    assert cassette.take("lookup_order", "query", "c-1", digest) is None
+    assert (cassette.unmatched, cassette.remaining()) == (4, 1)
+    assert cassette.take("lookup_order", "call", "c-1", digest).result == "paid"
+
+
+def test_keyword_arguments_match_whatever_their_order() -> None:
+    cassette = Cassette([call("c-1", 0, 3, order="o-1", depth=2)])
+    assert cassette.take("lookup_order", "call", "c-1", args_digest((), {"depth": 2, "order": "o-1"})).result == 3
+
+
+def test_a_result_too_large_or_not_json_is_kept_without_its_value_and_replays_unmatched() -> None:
+    big = CassetteEntry.recorded(resource_type="tool", resource_name="t", method="call", key="k", args_digest="d",
+                                 seq=0, result="x" * 100, max_result_bytes=50)
+    odd = CassetteEntry.recorded(resource_type="tool", resource_name="t", method="call", key="k", args_digest="d",
+                                 seq=1, result={1, 2})
+    assert big.result is None and "102 bytes is over the cassette's limit of 50" in big.result_dropped
+    assert odd.result is None and odd.result_dropped.startswith("result is not JSON (TypeError")
+    cassette = Cassette([big, odd])
+    assert cassette.take("t", "call", "k", "d") is None and cassette.take("t", "call", "k", "d") is None
+    assert (cassette.served, cassette.unmatched) == (0, 2)
+
+
+def test_a_call_that_raised_in_production_is_never_served() -> None:
+    failed = call("c-1", 0, None, "o-1").model_copy(update={"error": "TimeoutError: upstream"})
+    cassette = Cassette([failed])
+    assert cassette.take("lookup_order", "call", "c-1", args_digest(("o-1",), {})) is None
+    assert cassette.unmatched == 1
+
+
+def test_json_lines_round_trip_and_a_bad_line_is_named() -> None:
+    entries = [call("c-1", 0, {"a": [1, 2]}, "o-1"), call("c-2", 0, None, "o-9")]
+    lines = list(Cassette.to_jsonl(entries))
+    again = Cassette.from_jsonl(["", *lines, "  "])
+    assert again.size == 2
+    assert again.take("lookup_order", "call", "c-1", args_digest(("o-1",), {})) == entries[0]
+    with pytest.raises(ValueError, match="cassette line 2 is not a cassette entry"):
+        Cassette.from_jsonl([lines[0], '{"resource_name": "t"}'])
