@@ -211,7 +211,8 @@ def program_failure_cause(text: str) -> str:
     for line in text.splitlines():
         if "ProgramAbortException" in line or "Python process exits with code" in line:
             break  # the driver's own wrapper follows the program's output
-        kept.append(line)
+        if not line.startswith("SLF4J:"):  # a JVM's logging diagnostics (e.g. two bindings in lib/), not the error
+            kept.append(line)
     text = "\n".join(kept)
     java = [ln.strip().removeprefix("Caused by:").strip() for ln in kept if ln.strip().startswith("Caused by:")]
     if java:

@@ -271,6 +271,22 @@ def test_python_traceback_is_taken_from_this_programs_run_in_the_jm_log() -> Non
     assert python_traceback_from_log(JM_LOG, FlinkPythonProgram(entry_point="/jobs/absent.py")) == ""
 
 
+def test_the_jvms_slf4j_diagnostics_after_a_traceback_are_not_the_cause() -> None:
+    """``flink run`` with two SLF4J bindings in lib/ (Flink Agents' fat jar beside Flink's log4j) prints SLF4J's
+    diagnostics after the program's traceback: the cause is still the program's error."""
+    from airflow_flink_replay.hooks.flink_submit import _cli_cause
+
+    output = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/jobs/job.py", line 3, in <module>',
+        "RuntimeError: boom-1",
+        "SLF4J: Class path contains multiple SLF4J bindings.",
+        "SLF4J: See https://www.slf4j.org/codes.html#multiple_bindings for an explanation.",
+        "SLF4J: Actual binding is of type [org.apache.logging.slf4j.Log4jLoggerFactory]",
+    ])
+    assert _cli_cause(output) == "RuntimeError: boom-1"
+
+
 def test_a_flink_url_with_credentials_in_it_is_refused_without_repeating_them() -> None:
     from airflow_flink_replay.exceptions import SpecError
     from airflow_flink_replay.hooks.flink_rest import rest_base_url
