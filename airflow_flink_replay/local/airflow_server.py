@@ -50,8 +50,10 @@ def _group_alive(pgid: int) -> bool:
 
 def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> dict[str, str]:
     """``env`` (an :func:`airflow_env`) with what a standalone on ``port`` needs: the LocalExecutor, the
-    execution API on that port, deferrable operators, and DAG files parsed at start rather than every 30 s
-    (each parse imports the provider: CPU the replays need on a small machine)."""
+    execution API on that port, deferrable operators, DAG files parsed at start rather than every 30 s
+    (each parse imports the provider: CPU the replays need on a small machine), and a scheduler that looks
+    again after 0.2 s instead of 1 s when a loop found nothing to do (a gate run is ~28 tasks mostly one
+    after another: each waited up to a second for the next loop to see its predecessor finished)."""
     server = {
         **env,
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -63,6 +65,7 @@ def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> di
         "AIRFLOW__API_AUTH__JWT_SECRET": env.get("AIRFLOW__API_AUTH__JWT_SECRET") or secrets.token_hex(16),
         "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable),
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
     }
     server.pop("AIRFLOW__CORE__SQL_ALCHEMY_CONN", None)
     return server
