@@ -841,15 +841,20 @@ def _agents_jar_in_lib(flink_home: Path, flink_venv: Path) -> None:
     ``org.apache.flink.agents.`` parent-first in the cluster config, and the jobs then ship no copy of it):
     every JVM loads and compiles its classes once, instead of every agent job loading the ~115 MB jar in a
     classloader of its own. It is named to sort after kafka-clients and log4j (Flink puts lib/'s jars on
-    the classpath in name order): the fat jar carries other versions of both, and Flink's own win."""
-    version = flink_home.joinpath("lib").glob("flink-dist-*.jar")
-    dist = next(version, None)
+    the classpath in name order): the fat jar carries other versions of both, and Flink's own win. A copy of
+    another Flink Agents version (from before an upgrade) is removed: two on the classpath would mix."""
+    lib = flink_home / "lib"
+    dist = next(lib.glob("flink-dist-*.jar"), None)
     if dist is None:
         return
     major = ".".join(dist.name.removeprefix("flink-dist-").split(".")[:2])
     source = venv_site_packages(flink_venv) / "flink_agents" / "lib" / f"flink-{major}"
-    for jar in source.glob("flink-agents-dist-*.jar"):
-        target = flink_home / "lib" / f"zz-{jar.name}"
+    wanted = {f"zz-{jar.name}": jar for jar in source.glob("flink-agents-dist-*.jar")}
+    for stale in lib.glob("zz-flink-agents-dist-*.jar"):
+        if stale.name not in wanted:
+            stale.unlink()
+    for name, jar in wanted.items():
+        target = lib / name
         if not target.exists() or target.stat().st_size != jar.stat().st_size:
             shutil.copy2(jar, target)
 

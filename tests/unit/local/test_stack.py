@@ -79,8 +79,8 @@ def test_kafka_clients_load_once_per_jvm_and_replay_jobs_restart_at_once(tmp_pat
 
 def test_the_flink_agents_jar_for_this_flink_goes_to_lib_after_kafka_clients_and_log4j(tmp_path: Path) -> None:
     """The dist jar for the Flink in lib/ (2.2 here, not the other versions the wheel carries) is copied under a
-    name that sorts after kafka-clients and log4j — Flink's classpath is lib/ in name order — and replaced when
-    the wheel's copy changes."""
+    name that sorts after kafka-clients and log4j — Flink's classpath is lib/ in name order — replaced when
+    the wheel's copy changes, and removed when the wheel's version does."""
     from airflow_flink_replay.local.components import venv_site_packages
     from airflow_flink_replay.local.stack import _agents_jar_in_lib
 
@@ -98,3 +98,8 @@ def test_the_flink_agents_jar_for_this_flink_goes_to_lib_after_kafka_clients_and
     (agents_lib / "flink-2.2" / "flink-agents-dist-flink-2.2-0.2.0.jar").write_bytes(b"v2-longer")
     _agents_jar_in_lib(home, venv)
     assert (home / "lib" / names[-1]).read_bytes() == b"v2-longer"
+    # an upgrade: the older version's copy leaves lib/ (two Flink Agents jars on one classpath would mix)
+    (agents_lib / "flink-2.2" / "flink-agents-dist-flink-2.2-0.2.0.jar").rename(
+        agents_lib / "flink-2.2" / "flink-agents-dist-flink-2.2-0.3.0.jar")
+    _agents_jar_in_lib(home, venv)
+    assert sorted(p.name for p in (home / "lib").glob("zz-*")) == ["zz-flink-agents-dist-flink-2.2-0.3.0.jar"]
