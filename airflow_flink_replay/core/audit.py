@@ -47,8 +47,10 @@ _SENSITIVE = re.compile(
 _MASK = "***"
 
 ResourceTypeName = Literal["chat_model", "tool", "vector_store", "embedding_model", "unmediated"]
-DecisionName = Literal["allow", "record", "block"]
-OutcomeName = Literal["ok", "error", "recorded", "blocked"]
+DecisionName = Literal["allow", "record", "replay", "block"]
+#: ``replayed``: production's recorded result was served (decision ``replay``); an unmatched ``replay`` call has
+#: the outcome of its :attr:`AuditRecord.fallback` decision.
+OutcomeName = Literal["ok", "error", "recorded", "replayed", "blocked"]
 
 
 def masked(value: Any) -> Any:
@@ -96,7 +98,16 @@ class AuditRecord(BaseModel):
     decision: DecisionName
     outcome: OutcomeName
     error: str | None = None
+    fallback: DecisionName | None = Field(
+        default=None,
+        description="decision 'replay' with no recorded call matching: the decision applied instead (unmatched)",
+    )
     ts: float = Field(default_factory=time.time)
+
+    @property
+    def unmatched(self) -> bool:
+        """A ``replay`` call production's cassette had no result for."""
+        return self.fallback is not None
 
     @classmethod
     def for_call(
@@ -113,6 +124,7 @@ class AuditRecord(BaseModel):
         outcome: str,
         error: str | None = None,
         replace: Mapping[str, str] | None = None,
+        fallback: str | None = None,
     ) -> AuditRecord:
         """Build a record, digesting and previewing the arguments (``replace``: see :func:`args_digest`)."""
         return cls(
@@ -126,6 +138,7 @@ class AuditRecord(BaseModel):
             decision=decision,  # type: ignore[arg-type]
             outcome=outcome,  # type: ignore[arg-type]
             error=error,
+            fallback=fallback,  # type: ignore[arg-type]
         )
 
 

@@ -9,12 +9,15 @@ it (:class:`Cassette`): same resource, method, key and argument digest, taken in
 model is Temporal's history replay and VCR-style cassettes. A call with no match left is *unmatched*: the
 replay falls back to the resource's other policy decision for it.
 
-Pure: pydantic only. The job side records and serves (``airflow_flink_replay.flink``); the result's codec
-names how the job side rebuilds a non-JSON result (e.g. a chat message) from its JSON form.
+Pure: pydantic only. The job side records and serves (``airflow_flink_replay.flink.cassette_io``). Results
+travel as JSON with a codec naming how to rebuild them (:func:`encode_result`, :func:`decode_result`):
+``json`` (the value as is), ``pydantic:<module>:<class>`` (a pydantic model: a chat message, a vector-store
+query result), ``pydantic-list:<module>:<class>``.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -22,7 +25,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DEFAULT_MAX_RESULT_BYTES", "Cassette", "CassetteEntry", "CassetteSource", "MatchKey"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_BYTES",
+    "DEFAULT_RECORDED",
+    "Cassette",
+    "CassetteEntry",
+    "CassetteRecording",
+    "CassetteSource",
+    "CassetteWindow",
+    "MatchKey",
+    "decode_result",
+    "encode_result",
+]
 
 #: A result larger than this (its JSON, in bytes) is recorded without its value (``result_dropped``): a
 #: replay treats the call as unmatched rather than hold megabytes per call.
@@ -51,7 +65,8 @@ class CassetteEntry(BaseModel):
     method: str
     key: str
     args_digest: str
-    #: the call's position among production's recorded calls for ``key`` (0, 1, ...)
+    #: the call's place among production's recorded calls for ``key``: increasing in production's order (the
+    #: recorder takes the wall clock in microseconds, kept increasing, so a restarted production continues it)
     seq: int = Field(ge=0)
     source: CassetteSource | None = None
     #: the result as JSON (rebuilt by the job side according to ``codec``)
@@ -155,3 +170,94 @@ class Cassette:
         """One JSON line per entry (no newline)."""
         for entry in entries:
             yield entry.model_dump_json()
+
+
+#: What production records when a cassette topic is given and nothing else is said: its tools.
+DEFAULT_RECORDED: tuple[str, ...] = ("tool",)
+
+
+class CassetteRecording(BaseModel):
+    """Production's side: which mediated calls it records, and where (its cassette topic).
+
+    ``record`` selects calls by resource type (``tool``, ``chat_model``, ``embedding_model``, ``vector_store``,
+    ``vector_store.read``), by resource name, or by ``name.method`` — opt-in: nothing else is recorded.
+    ``security`` is a :class:`~airflow_flink_replay.core.kafka_security.KafkaClientSecurity` argument
+    (references only, resolved where the producer is built).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bootstrap: str = Field(min_length=1)
+    topic: str = Field(min_length=1)
+    record: tuple[str, ...] = DEFAULT_RECORDED
+    security: str = ""
+    #: production's own namespace (job identifier): read as the replay-namespace placeholder in the digests,
+    #: as a replay reads its own, so the same call digests the same on both sides
+    namespace: str = ""
+    max_result_bytes: int = Field(default=DEFAULT_MAX_RESULT_BYTES, gt=0)
+    read_methods: tuple[str, ...] = ()
+
+    def records(self, resource_type: str, resource_name: str, method: str) -> bool:
+        """Whether production records this call."""
+        from airflow_flink_replay.core.policy import DEFAULT_READ_METHODS
+
+        selectors = set(self.record)
+        if {resource_type, resource_name, f"{resource_name}.{method}"} & selectors:
+            return True
+        reads = self.read_methods or DEFAULT_READ_METHODS
+        return resource_type == "vector_store" and "vector_store.read" in selectors and method in reads
+
+
+class CassetteWindow(BaseModel):
+    """The replay's side: production's cassette for the window — the cassette topic from its end offsets at the
+    savepoint (nothing production recorded before the savepoint is served) to its end offsets when the replay
+    was submitted. ``bootstrap`` / ``security`` as the replay's own Kafka source (references only)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    topic: str = Field(min_length=1)
+    start_offsets: dict[int, int]
+    end_offsets: dict[int, int]
+    bootstrap: str = ""
+    security: str = ""
+
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """Partition → [start, end) to read (partitions with nothing recorded left out)."""
+        return {
+            p: (self.start_offsets.get(p, 0), end)
+            for p, end in sorted(self.end_offsets.items())
+            if end > self.start_offsets.get(p, 0)
+        }
+
+    @property
+    def size(self) -> int:
+        """How many entries the window holds (recorded calls, served or not)."""
+        return sum(end - start for start, end in self.ranges().values())
+
+
+def encode_result(result: Any) -> tuple[Any, str]:
+    """``result`` as JSON plus the codec that rebuilds it (:func:`decode_result`)."""
+    if isinstance(result, BaseModel):
+        cls = type(result)
+        return result.model_dump(mode="json"), f"pydantic:{cls.__module__}:{cls.__qualname__}"
+    if isinstance(result, list | tuple) and result and all(isinstance(r, BaseModel) for r in result):
+        classes = {type(r) for r in result}
+        if len(classes) == 1:
+            cls = classes.pop()
+            return [r.model_dump(mode="json") for r in result], f"pydantic-list:{cls.__module__}:{cls.__qualname__}"
+    return result, "json"
+
+
+def decode_result(value: Any, codec: str) -> Any:
+    """The result ``encode_result`` gave as ``(value, codec)``."""
+    if codec == "json":
+        return value
+    kind, module, qualname = codec.split(":", 2)
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    if kind == "pydantic":
+        return cls.model_validate(value)
+    if kind == "pydantic-list":
+        return [cls.model_validate(v) for v in value]
+    raise ValueError(f"unknown cassette codec {codec!r}")

@@ -1,12 +1,18 @@
 """Side-effect policy for replays: what a replayed agent may do with each of its resources.
 
-A :class:`ReplayPolicy` decides, per attempted resource call, one of three things:
+A :class:`ReplayPolicy` decides, per attempted resource call, one of four things:
 
 ``allow``
-    call through to the real resource (default for chat models, embedding models and vector-store reads);
+    call through to the real resource (default for chat models, embedding models, vector-store reads and the
+    tools named in ``pure_tools``);
 ``record``
     do not call; return a declared stand-in result and audit the attempt (default for tools and vector-store
     writes);
+``replay``
+    do not call; serve the result production got for the same call, from production's cassette
+    (:mod:`airflow_flink_replay.core.cassette`): same resource, method, agent key and arguments, in production's
+    order. A call with no recorded match is *unmatched* and gets the resource's other decision
+    (:meth:`ReplayPolicy.fallback`). Default for tools when the replay has a cassette;
 ``block``
     do not call; fail the action with an error naming the resource.
 
@@ -16,7 +22,8 @@ Decisions are looked up from the most to the least specific rule:
 2. ``by_name["<resource name>"]``
 3. ``by_type["vector_store.read"]`` / ``by_type["vector_store.write"]`` (vector stores only)
 4. ``by_type["<resource type>"]``
-5. the built-in defaults above — except the agent's long-term memory (the job definition's ``memory``
+5. ``pure_tools`` (``allow``), then ``replay`` for any other tool when the replay has a cassette
+6. the built-in defaults above — except the agent's long-term memory (the job definition's ``memory``
    binding), whose reads and writes go to the replay's own fork: ``allow`` (:meth:`ReplayPolicy.with_memory`).
 
 Calls an action makes *outside* every resource (raw sockets and DNS, subprocesses, file writes) are
@@ -50,6 +57,7 @@ class Decision(StrEnum):
 
     ALLOW = "allow"
     RECORD = "record"
+    REPLAY = "replay"
     BLOCK = "block"
 
 
@@ -89,7 +97,7 @@ _DEFAULTS: dict[str, Decision] = {
 
 
 class ReplayPolicy(BaseModel):
-    """Per resource name and per resource type decision ``allow`` | ``record`` | ``block``.
+    """Per resource name and per resource type decision ``allow`` | ``record`` | ``replay`` | ``block``.
 
     Example::
 
@@ -117,6 +125,11 @@ class ReplayPolicy(BaseModel):
         default_factory=lambda: list(DEFAULT_READ_METHODS),
         description="Vector-store method names that count as reads.",
     )
+    pure_tools: list[str] = Field(
+        default_factory=list,
+        description="Tools without side effects whose answer a replay may ask for again (lookups, calculators): "
+        "allow unless a rule names them. Other tools are replayed from production's cassette, or recorded.",
+    )
     unmediated: Decision | None = Field(
         default=None,
         description="Calls made outside every resource (sockets, DNS, subprocesses, file writes): block fails "
@@ -130,6 +143,14 @@ class ReplayPolicy(BaseModel):
         unknown = sorted(set(value) - _TYPE_KEYS)
         if unknown:
             raise ValueError(f"by_type has unknown resource type(s) {unknown}; use one of {sorted(_TYPE_KEYS)}")
+        return value
+
+    @field_validator("unmediated")
+    @classmethod
+    def _no_replay_unmediated(cls, value: Decision | None) -> Decision | None:
+        if value == Decision.REPLAY:
+            raise ValueError("unmediated cannot be 'replay' (production's cassette holds mediated calls only); "
+                             "use block, record or allow")
         return value
 
     @field_validator("stand_ins")
@@ -146,22 +167,45 @@ class ReplayPolicy(BaseModel):
         """Whether ``method`` on a vector store is a read."""
         return method in self.read_methods
 
-    def decide(self, resource_type: str, resource_name: str, method: str) -> Decision:
-        """The decision for one call of ``resource_name.method`` (a resource of ``resource_type``)."""
-        for key in (f"{resource_name}.{method}", resource_name):
-            if key in self.by_name:
-                return Decision(self.by_name[key])
+    def decide(self, resource_type: str, resource_name: str, method: str, *, cassette: bool = False) -> Decision:
+        """The decision for one call of ``resource_name.method`` (a resource of ``resource_type``); ``cassette``:
+        whether the replay has production's recorded calls (without one, ``replay`` becomes :meth:`fallback`)."""
         rtype = resource_type.value if isinstance(resource_type, Enum) else str(resource_type)
-        candidates = [rtype]
-        if rtype == ResourceKind.VECTOR_STORE.value:
-            candidates.insert(0, f"vector_store.{'read' if self.is_read(method) else 'write'}")
-        for key in candidates:
-            if key in self.by_type:
-                return Decision(self.by_type[key])
-        for key in candidates:
+        explicit = self._rule(rtype, resource_name, method)
+        if explicit is not None and (explicit != Decision.REPLAY or cassette):
+            return explicit
+        if explicit is None and cassette and rtype == ResourceKind.TOOL.value and resource_name not in self.pure_tools:
+            return Decision.REPLAY
+        return self.fallback(rtype, resource_name, method)
+
+    def fallback(self, resource_type: str, resource_name: str, method: str) -> Decision:
+        """The decision for a call no recorded result matches: the rules without their ``replay`` entries,
+        ``allow`` for a pure tool, then the built-in defaults."""
+        rtype = resource_type.value if isinstance(resource_type, Enum) else str(resource_type)
+        explicit = self._rule(rtype, resource_name, method, skip=Decision.REPLAY)
+        if explicit is not None:
+            return explicit
+        if rtype == ResourceKind.TOOL.value and resource_name in self.pure_tools:
+            return Decision.ALLOW
+        for key in self._type_keys(rtype, method):
             if key in _DEFAULTS:
                 return _DEFAULTS[key]
         return Decision.ALLOW
+
+    def _type_keys(self, rtype: str, method: str) -> list[str]:
+        if rtype == ResourceKind.VECTOR_STORE.value:
+            return [f"vector_store.{'read' if self.is_read(method) else 'write'}", rtype]
+        return [rtype]
+
+    def _rule(self, rtype: str, resource_name: str, method: str, skip: Decision | None = None) -> Decision | None:
+        """The most specific ``by_name`` / ``by_type`` rule for the call (rules deciding ``skip`` passed over)."""
+        for key in (f"{resource_name}.{method}", resource_name):
+            if key in self.by_name and Decision(self.by_name[key]) != skip:
+                return Decision(self.by_name[key])
+        for key in self._type_keys(rtype, method):
+            if key in self.by_type and Decision(self.by_type[key]) != skip:
+                return Decision(self.by_type[key])
+        return None
 
     def stand_in(self, resource_type: str, resource_name: str, method: str) -> Any:
         """The declared stand-in result for a ``record`` decision (a placeholder text when none is declared)."""

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_flink_replay.core.cassette import CassetteWindow
 from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
@@ -291,6 +292,11 @@ class ReplayJobSpec(BaseModel):
     end_offsets: dict[int, int] | None = None
 
     policy: ReplayPolicy = Field(default_factory=ReplayPolicy)
+    cassette: CassetteWindow | None = Field(
+        default=None,
+        description="Production's recorded calls for the window (its cassette topic and offsets): served to the "
+        "policy's `replay` decisions; without one, `replay` falls back. bootstrap/security are the spec's own.",
+    )
     agent_uid: str | None = Field(default=None, description="setUid on the agent operator (jobs built with a uid).")
     agent_uid_hash: str | None = Field(default=None, description="setUidHash: production's 32-hex agent vertex id.")
     max_parallelism: int | None = Field(
@@ -537,3 +543,11 @@ class ReplayJobSpec(BaseModel):
         if not specs:
             raise ValueError("replay_job needs --spec-json <json> or --spec-file <path> (repeatable)")
         return specs
+
+    def cassette_json(self) -> str:
+        """The cassette window as the replay's proxies read it (the spec's bootstrap and security), or ''."""
+        if self.cassette is None:
+            return ""
+        security = self.kafka_security.to_arg() if self.kafka_security else ""
+        window = self.cassette.model_copy(update={"bootstrap": self.kafka_bootstrap, "security": security})
+        return window.model_dump_json()

@@ -4,9 +4,9 @@ module name (:func:`load_job_definition`, :func:`load_agent_factory`; both throu
 All jobs on a TaskManager share ONE embedded Python interpreter (and its ``sys.modules``): a changed agent
 module with the same name is not re-imported until the TaskManager restarts, so a candidate submitted after
 a baseline could silently run the baseline's code. With ``isolate=True`` the named module's *package* is
-copied into ``<build_root>/afr_build_<sha256 of its files>/`` and the definition (or factory) imported from
-there: different code gets a different module name, identical code the same one (sharing it is then
-harmless). The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
+copied into ``<build_root>/afr_build_<sha256 of its files and the module's name>/`` and the definition (or
+factory) imported from there: different code gets a different module name, identical code the same one
+(sharing it is then harmless). The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
 modules it imports absolutely (shared helpers) must be the same in both builds; relative imports inside the
 package follow the copy.
 """
@@ -37,8 +37,8 @@ class AgentBuild:
     build_root: Path | None
 
 
-def _package_digest(pkg_dir: Path) -> str:
-    h = hashlib.sha256()
+def _package_digest(pkg_dir: Path, leaf: str = "") -> str:
+    h = hashlib.sha256(leaf.encode() + b"\0")
     for f in sorted(pkg_dir.rglob("*.py")):
         if "__pycache__" in f.parts:
             continue
@@ -64,7 +64,10 @@ def import_isolated(
     if pkg_spec is None or not pkg_spec.submodule_search_locations:
         raise ValueError(f"package {package!r} is not importable here")
     pkg_dir = Path(next(iter(pkg_spec.submodule_search_locations)))
-    unique = f"afr_build_{_package_digest(pkg_dir)[:16]}"
+    # The module's name is part of the hash: two definitions of one package (my_pkg.v1, my_pkg.v2) get copies of
+    # their own. Shared, a TaskManager that imported the package for one resolves the other's module through the
+    # first job's folder, which Flink removes when that job ends ("No module named afr_build_....v2").
+    unique = f"afr_build_{_package_digest(pkg_dir, leaf)[:16]}"
     if build_root is None:
         import tempfile
 
@@ -127,8 +130,12 @@ _RUNTIME_FILES = (
     "core/__init__.py",
     "core/policy.py",
     "core/audit.py",
+    "core/cassette.py",
+    "core/kafka_security.py",
+    "core/secrets.py",
     "flink/__init__.py",
     "flink/audit_context.py",
+    "flink/cassette_io.py",
     "flink/proxies.py",
     "flink/unmediated.py",
 )

@@ -34,6 +34,10 @@ Arguments:
   a fresh group starts at the earliest offset, then the savepoint's offsets rule.
 - ``--sink-topic``: where the agent's outputs go (JSON text, one object per output).
 - ``--capture-topic``: the capture tee's topic (``''``: no tee; the replay DAG needs it).
+- ``--cassette-topic``: record production's mediated calls there (``''``: none), so replays are served
+  production's results (the policy's ``replay`` decision, :mod:`airflow_flink_replay.core.cassette`);
+  ``--cassette-record``: what is recorded, comma-separated resource types (``tool``, ``chat_model``,
+  ``vector_store.read``, ...), resource names or ``name.method`` (default ``tool``).
 - ``--action-state-topic`` / ``--job-identifier``: Flink Agents' action-state store and job identifier (the
   Mem0 namespace); the spec's ``production.action_state_topic`` / ``production.job_identifier``.
 - ``--agent-uid`` / ``--max-parallelism``: the agent operator's identity (``production.agent_uid`` /
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,6 +81,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--source-topic", required=True)
     p.add_argument("--sink-topic", required=True)
     p.add_argument("--capture-topic", default="", help="capture tee topic ('' = no tee)")
+    p.add_argument("--cassette-topic", default="", help="record mediated calls to this topic ('' = none)")
+    p.add_argument("--cassette-record", default="tool", help="what to record: resource types, names or name.method")
     p.add_argument("--action-state-topic", required=True)
     p.add_argument("--job-identifier", default="")
     p.add_argument("--agent-uid", default="afr-agent", help="uid of the agent operator ('' = leave it auto)")
@@ -162,6 +169,31 @@ def source_stream(env: Any, args: argparse.Namespace, timing: Any, properties: d
     return env.from_source(source, watermark_strategy_for(timing), "source").uid(SOURCE_UID)
 
 
+def cassette_plan_hook(args: argparse.Namespace, job: Any) -> Any:
+    """The plan hook wrapping production's recorded resources (``--cassette-topic``), or None."""
+    if not args.cassette_topic:
+        return None
+    from airflow_flink_replay.core.cassette import CassetteRecording
+    from airflow_flink_replay.flink.agent_job import FieldKey
+    from airflow_flink_replay.flink.proxies import record_plan_resources
+
+    recording = CassetteRecording(
+        bootstrap=args.bootstrap,
+        topic=args.cassette_topic,
+        record=tuple(s.strip() for s in args.cassette_record.split(",") if s.strip()),
+        security=args.kafka_security,  # references only; resolved when the producer opens
+        namespace=args.job_identifier,
+    )
+    selector = job.key_selector
+    key_field = selector.name if isinstance(selector, FieldKey) else args.key_field
+
+    def hook(plan: Any) -> None:
+        report = record_plan_resources(plan, recording, key_field)
+        logging.info("production: calls recorded to %s for %s", recording.topic, report["wrapped"])
+
+    return hook
+
+
 def build_production(env: Any, args: argparse.Namespace) -> Any:
     """Add the production pipeline to ``env``; returns the output stream."""
     from airflow_flink_replay.flink.agent_build import build_folder
@@ -203,6 +235,7 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
         ),
         pin=AgentPin(uid=args.agent_uid or None, max_parallelism=args.max_parallelism or None),
         capture=capture,
+        plan_hook=cassette_plan_hook(args, job),
         mem0_config=json.loads(args.mem0_config) if args.mem0_config else None,
     )
     out.sink_to(string_sink(args.bootstrap, args.sink_topic, properties)).uid(SINK_UID).name("sink")

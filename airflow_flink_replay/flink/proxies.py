@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,13 +38,20 @@ from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSe
 from flink_agents.plan.tools.function_tool import FunctionTool
 from pydantic import PrivateAttr
 
-from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, append_audit
+from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, append_audit, args_digest
+from airflow_flink_replay.core.cassette import Cassette, CassetteRecording
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink import unmediated
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
+from airflow_flink_replay.flink.cassette_io import decode_result, load_cassette, recorder_for
 
 _log = logging.getLogger(__name__)
+
+#: ``afr_mode`` of production's proxies (recording), as opposed to a replay's (``replay``).
+PRODUCTION_MODE = "production"
+#: A replay's cassette is shared by the task's threads (the action and its async pool).
+_CASSETTE_LOCK = threading.Lock()
 
 __all__ = [
     "ChatModelPolicyProxy",
@@ -52,6 +60,8 @@ __all__ = [
     "ToolPolicyProxy",
     "VectorStorePolicyProxy",
     "guarded_call",
+    "record_plan_resources",
+    "recorded_call",
     "rewrite_plan_resources",
 ]
 
@@ -75,10 +85,14 @@ def guarded_call(
     kwargs: dict,
     to_result: Any = None,
     replace: dict[str, str] | None = None,
+    cassette: Cassette | None = None,
 ) -> Any:
     """Apply ``policy`` to one call and audit it (see the module docstring); ``replace`` names the strings the
-    audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call."""
-    decision = policy.decide(resource_type, resource_name, method)
+    audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call;
+    ``cassette``: production's recorded calls, served to ``replay`` decisions (an unmatched one gets the
+    policy's fallback decision, audited with it)."""
+    decision = policy.decide(resource_type, resource_name, method, cassette=cassette is not None)
+    fallback: Decision | None = None
 
     def audit(outcome: str, error: str | None = None) -> None:
         append_audit(
@@ -95,10 +109,20 @@ def guarded_call(
                 outcome=outcome,
                 error=error,
                 replace=replace,
+                fallback=fallback.value if fallback is not None else None,
             ),
         )
 
-    if decision == Decision.ALLOW:
+    applied = decision
+    if decision == Decision.REPLAY:
+        assert cassette is not None  # decide() gives replay only with a cassette
+        with _CASSETTE_LOCK:
+            entry = cassette.take(resource_name, method, key, args_digest(args, kwargs, replace))
+        if entry is not None:
+            audit("replayed")
+            return decode_result(entry.result, entry.codec)
+        applied = fallback = policy.fallback(resource_type, resource_name, method)
+    if applied == Decision.ALLOW:
         try:
             with unmediated.mediated():  # what the resource does is its own call, not an unmediated one
                 result = call(*args, **kwargs)
@@ -107,7 +131,7 @@ def guarded_call(
             raise
         audit("ok")
         return result
-    if decision == Decision.RECORD:
+    if applied == Decision.RECORD:
         audit("recorded")
         stand_in = policy.stand_in(resource_type, resource_name, method)
         return to_result(stand_in) if to_result else stand_in
@@ -117,6 +141,57 @@ def guarded_call(
     )
     audit("blocked", message)
     raise ReplayPolicyBlocked(message)
+
+
+def recorded_call(
+    *,
+    recording: str,
+    resource_type: str,
+    resource_name: str,
+    method: str,
+    key: str,
+    call: Any,
+    args: tuple,
+    kwargs: dict,
+) -> Any:
+    """Production's side: make the call as always and, when the recording selects it, write it (result or
+    error) to the cassette topic."""
+    recorder = recorder_for(recording)
+    if not recorder.records(resource_type, resource_name, method):
+        return call(*args, **kwargs)
+    fields = {"resource_type": resource_type, "resource_name": resource_name, "method": method, "key": key,
+              "args": args, "kwargs": kwargs}
+    try:
+        result = call(*args, **kwargs)
+    except Exception as exc:
+        recorder.record(**fields, error=exc)
+        raise
+    recorder.record(**fields, result=result)
+    return result
+
+
+def _dispatch(proxy: Any, resource_type: str, method: str, key: str, call: Any, args: tuple, kwargs: dict,
+              to_result: Any = None) -> Any:
+    """A proxied call: recorded in production (``afr_mode`` ``production``), governed in a replay."""
+    if proxy.afr_mode == PRODUCTION_MODE:
+        return recorded_call(recording=proxy.afr_cassette, resource_type=resource_type,
+                             resource_name=proxy.afr_resource_name, method=method, key=key, call=call, args=args,
+                             kwargs=kwargs)
+    return guarded_call(
+        policy=_policy(proxy.afr_policy),
+        variant=proxy.afr_variant,
+        audit_dir=proxy.afr_audit_dir,
+        resource_type=resource_type,
+        resource_name=proxy.afr_resource_name,
+        method=method,
+        key=key,
+        call=call,
+        args=args,
+        kwargs=kwargs,
+        to_result=to_result,
+        replace=proxy.afr_replace,
+        cassette=load_cassette(proxy.afr_cassette) if proxy.afr_cassette else None,
+    )
 
 
 def _chat_stand_in(value: Any) -> ChatMessage:
@@ -133,6 +208,10 @@ class ToolPolicyProxy(FunctionTool):
     afr_audit_dir: str
     afr_policy: str = ""
     afr_replace: dict[str, str] = {}
+    #: ``replay`` (governed by the policy) or ``production`` (called through, recorded to the cassette)
+    afr_mode: str = "replay"
+    #: replay: the CassetteWindow JSON to serve from ('' = none); production: the CassetteRecording JSON
+    afr_cassette: str = ""
 
     @property
     def call(self) -> Any:  # type: ignore[override]
@@ -141,19 +220,7 @@ class ToolPolicyProxy(FunctionTool):
         inner = super().call
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return guarded_call(
-                policy=_policy(self.afr_policy),
-                variant=self.afr_variant,
-                audit_dir=self.afr_audit_dir,
-                resource_type="tool",
-                resource_name=self.afr_resource_name,
-                method="call",
-                key=key,
-                call=inner,
-                args=args,
-                kwargs=kwargs,
-                replace=self.afr_replace,
-            )
+            return _dispatch(self, "tool", "call", key, inner, args, kwargs)
 
         call.__module__ = FunctionTool.call.__module__
         call.__qualname__ = FunctionTool.call.__qualname__
@@ -172,6 +239,10 @@ class _ResourcePolicyProxy(Resource):
     afr_audit_dir: str
     afr_policy: str = ""
     afr_replace: dict[str, str] = {}
+    #: ``replay`` (governed by the policy) or ``production`` (called through, recorded to the cassette)
+    afr_mode: str = "replay"
+    #: replay: the CassetteWindow JSON to serve from ('' = none); production: the CassetteRecording JSON
+    afr_cassette: str = ""
     _inner: Any = PrivateAttr(default=None)
 
     @classmethod
@@ -214,20 +285,7 @@ class _ResourcePolicyProxy(Resource):
         key = current_key()
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return guarded_call(
-                policy=_policy(self.afr_policy),
-                variant=self.afr_variant,
-                audit_dir=self.afr_audit_dir,
-                resource_type=self.kind.value,
-                resource_name=self.afr_resource_name,
-                method=name,
-                key=key,
-                call=target,
-                args=args,
-                kwargs=kwargs,
-                to_result=self._to_result(name),
-                replace=self.afr_replace,
-            )
+            return _dispatch(self, self.kind.value, name, key, target, args, kwargs, self._to_result(name))
 
         call.__module__ = getattr(target, "__module__", None) or self.inner_module
         call.__qualname__ = getattr(target, "__qualname__", f"{self.inner_clazz}.{name}")
@@ -264,28 +322,66 @@ _PROXY_FOR: dict[ResourceType, type[_ResourcePolicyProxy]] = {
 
 # --------------------------------------------------------------------------------------------- plan rewrite
 def rewrite_plan_resources(
-    plan: Any, policy: ReplayPolicy, variant: str, audit_dir: str, key_field: str = "", namespace: str = ""
+    plan: Any,
+    policy: ReplayPolicy,
+    variant: str,
+    audit_dir: str,
+    key_field: str = "",
+    namespace: str = "",
+    cassette: str = "",
 ) -> dict[str, list[str]]:
     """Wrap every governed resource provider of ``plan`` (an ``AgentPlan``) in a policy proxy, in place.
 
     Also marks every action's config with a :class:`KeyHookMarker` so the TaskManager installs the key hook
     (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan; ``key_field`` (the JSON input
     field that is the agent key) lets audit records name the key text; ``namespace`` (the replay's job
-    identifier, its own Mem0 ``user_id``) reads as ``<replay-namespace>`` in audited arguments. Returns what
-    was wrapped and what was left unmediated, per resource type.
+    identifier, its own Mem0 ``user_id``) reads as ``<replay-namespace>`` in audited arguments; ``cassette``
+    (a :class:`~airflow_flink_replay.core.cassette.CassetteWindow` as JSON) is production's recorded calls the
+    ``replay`` decisions are served from. Returns what was wrapped and what was left unmediated, per resource
+    type.
     """
     Path(audit_dir).mkdir(parents=True, exist_ok=True)
-    policy_json = policy.model_dump_json()
     common = {
         "afr_variant": variant,
         "afr_audit_dir": str(audit_dir),
-        "afr_policy": policy_json,
+        "afr_policy": policy.model_dump_json(),
         "afr_replace": {namespace: REPLAY_NAMESPACE} if namespace else {},
+        "afr_cassette": cassette,
     }
+    report = _wrap_resources(plan, common, lambda rtype, name: True)
+    _mark_actions(plan, key_field)
+    return report
+
+
+def record_plan_resources(plan: Any, recording: CassetteRecording, key_field: str = "") -> dict[str, list[str]]:
+    """Production's side: wrap the resources ``recording`` may select in recording proxies, in place — every
+    call goes through unchanged, the selected ones are written to the cassette topic too (with the agent key,
+    hence the :class:`KeyHookMarker` on every action, as in a replay). Returns what was wrapped."""
+    common = {
+        "afr_variant": PRODUCTION_MODE,
+        "afr_audit_dir": "",
+        "afr_mode": PRODUCTION_MODE,
+        "afr_cassette": recording.model_dump_json(),
+        "afr_replace": {},
+    }
+    selectors = set(recording.record)
+
+    def selected(rtype: ResourceType, name: str) -> bool:
+        typed = {rtype.value, name} | ({"vector_store.read"} if rtype == ResourceType.VECTOR_STORE else set())
+        return bool(typed & selectors) or any(s.startswith(f"{name}.") for s in selectors)
+
+    report = _wrap_resources(plan, common, selected)
+    _mark_actions(plan, key_field)
+    return report
+
+
+def _wrap_resources(plan: Any, common: dict, selected: Any) -> dict[str, list[str]]:
     report: dict[str, list[str]] = {"wrapped": [], "unmediated": []}
     providers = plan.resource_providers or {}
     for rtype in (ResourceType.TOOL, ResourceType.CHAT_MODEL, ResourceType.VECTOR_STORE, ResourceType.EMBEDDING_MODEL):
         for name, provider in list(providers.get(rtype, {}).items()):
+            if not selected(rtype, name):
+                continue
             new = _wrap_provider(rtype, name, provider, plan, common)
             if new is None:
                 report["unmediated"].append(f"{rtype.value}:{name}")
@@ -293,6 +389,10 @@ def rewrite_plan_resources(
                 continue
             providers[rtype][name] = new
             report["wrapped"].append(f"{rtype.value}:{name}")
+    return report
+
+
+def _mark_actions(plan: Any, key_field: str) -> None:
     for name, act in list(plan.actions.items()):
         config = dict(act.config or {})
         # The serialised form Flink Agents gives a pydantic config value: (module, class, data). Given as a plain
@@ -300,7 +400,6 @@ def rewrite_plan_resources(
         marker = KeyHookMarker(key_field=key_field).model_dump()
         config[MARKER_CONFIG_KEY] = [KeyHookMarker.__module__, KeyHookMarker.__name__, marker]
         plan.actions[name] = act.model_copy(update={"config": config})
-    return report
 
 
 def _wrap_provider(rtype: ResourceType, name: str, provider: Any, plan: Any, common: dict) -> Any | None:

@@ -191,7 +191,8 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         if getattr(job, "memory", None) is not None:  # the memory binding writes to this replay's own fork
             policy = policy.with_memory(job.memory.resource_name)
         report = proxies.rewrite_plan_resources(
-            plan, policy, spec.variant, spec.audit_dir, key_field, namespace=spec.job_identifier
+            plan, policy, spec.variant, spec.audit_dir, key_field, namespace=spec.job_identifier,
+            cassette=spec.cassette_json(),
         )
         logging.info("replay %s: resources %s", spec.variant, report)
 

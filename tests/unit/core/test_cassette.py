@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from airflow_flink_replay.core.audit import args_digest
-from airflow_flink_replay.core.cassette import Cassette, CassetteEntry, CassetteSource
+from airflow_flink_replay.core.cassette import (
+    Cassette,
+    CassetteEntry,
+    CassetteRecording,
+    CassetteSource,
+    CassetteWindow,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +76,32 @@ def test_json_lines_round_trip_and_a_bad_line_is_named() -> None:
     assert again.take("lookup_order", "call", "c-1", args_digest(("o-1",), {})) == entries[0]
     with pytest.raises(ValueError, match="cassette line 2 is not a cassette entry"):
         Cassette.from_jsonl([lines[0], '{"resource_name": "t"}'])
+
+
+def test_production_records_what_it_opted_into() -> None:
+    recording = CassetteRecording(bootstrap="b", topic="t", record=("tool", "kb.search", "vector_store.read"))
+    assert recording.records("tool", "lookup_order", "call")
+    assert recording.records("vector_store", "kb", "search")
+    assert recording.records("vector_store", "memory", "query")  # a read method, vector_store.read selected
+    assert not recording.records("vector_store", "memory", "add")
+    assert not recording.records("chat_model", "llm", "chat")
+    assert CassetteRecording(bootstrap="b", topic="t", record=("llm",)).records("chat_model", "llm", "chat")
+
+
+def test_the_window_reads_from_the_savepoint_offsets_to_the_end() -> None:
+    window = CassetteWindow(topic="cassette", start_offsets={0: 5, 1: 7}, end_offsets={0: 9, 1: 7, 2: 3})
+    assert window.ranges() == {0: (5, 9), 2: (0, 3)}
+    assert window.size == 7
+
+
+def test_results_travel_as_json_and_come_back_as_their_type() -> None:
+    from airflow_flink_replay.core.cassette import decode_result, encode_result
+
+    value, codec = encode_result(CassetteSource(partition=1, offset=2))
+    assert codec == "pydantic:airflow_flink_replay.core.cassette:CassetteSource"
+    assert decode_result(value, codec) == CassetteSource(partition=1, offset=2)
+    values, codec = encode_result([CassetteSource(partition=0, offset=1), CassetteSource(partition=0, offset=2)])
+    assert codec.startswith("pydantic-list:") and decode_result(values, codec)[1].offset == 2
+    assert encode_result({"status": "paid"}) == ({"status": "paid"}, "json")
+    with pytest.raises(ValueError, match="unknown cassette codec"):
+        decode_result(1, "pickle:x:y")

@@ -78,3 +78,35 @@ def test_unmediated_default_depends_on_the_cluster() -> None:
     assert ReplayPolicy().resolved(own_cluster=True).unmediated == Decision.BLOCK
     assert ReplayPolicy().resolved(own_cluster=False).unmediated == Decision.RECORD
     assert ReplayPolicy(unmediated="allow").resolved(own_cluster=True).unmediated == Decision.ALLOW
+
+
+def test_with_a_cassette_tools_replay_and_pure_tools_are_called() -> None:
+    policy = ReplayPolicy(pure_tools=["currency_rate"])
+    assert policy.decide("tool", "lookup_order", "call", cassette=True) == Decision.REPLAY
+    assert policy.decide("tool", "currency_rate", "call", cassette=True) == Decision.ALLOW
+    assert policy.decide("tool", "currency_rate", "call") == Decision.ALLOW
+    assert policy.decide("tool", "lookup_order", "call") == Decision.RECORD  # no cassette: as before
+    assert policy.decide("chat_model", "llm", "chat", cassette=True) == Decision.ALLOW  # opt-in only
+    assert policy.decide("vector_store", "kb", "add", cassette=True) == Decision.RECORD
+
+
+def test_replay_rules_fall_back_to_the_rules_without_them() -> None:
+    policy = ReplayPolicy(by_name={"llm": "replay", "notify": "block"}, by_type={"tool": "replay"},
+                          stand_ins={"lookup": "n/a"})
+    assert policy.decide("chat_model", "llm", "chat", cassette=True) == Decision.REPLAY
+    assert policy.decide("chat_model", "llm", "chat") == Decision.ALLOW  # no cassette: the built-in default
+    assert policy.fallback("chat_model", "llm", "chat") == Decision.ALLOW
+    assert policy.decide("tool", "notify", "call", cassette=True) == Decision.BLOCK  # the most specific rule
+    assert policy.fallback("tool", "lookup", "call") == Decision.RECORD
+    assert ReplayPolicy(by_name={"lookup": "replay"}, by_type={"tool": "block"}).fallback(
+        "tool", "lookup", "call") == Decision.BLOCK
+
+
+def test_an_explicit_rule_beats_the_cassette_default() -> None:
+    assert ReplayPolicy(by_type={"tool": "record"}).decide("tool", "t", "call", cassette=True) == Decision.RECORD
+    assert ReplayPolicy(by_name={"t": "allow"}).decide("tool", "t", "call", cassette=True) == Decision.ALLOW
+
+
+def test_unmediated_calls_cannot_be_replayed() -> None:
+    with pytest.raises(ValidationError, match="unmediated cannot be 'replay'"):
+        ReplayPolicy(unmediated="replay")
