@@ -2,11 +2,11 @@
 module name (:func:`load_job_definition`, :func:`load_agent_factory`; both through :func:`import_isolated`).
 
 All jobs on a TaskManager share ONE embedded Python interpreter (and its ``sys.modules``): a changed agent
-module with the same name is not re-imported until the TaskManager restarts, so a candidate submitted after
-a baseline could silently run the baseline's code. With ``isolate=True`` the named module's *package* is
-copied into ``<build_root>/afr_build_<sha256 of its files and the module's name>/`` and the definition (or
-factory) imported from there: different code gets a different module name, identical code the same one
-(sharing it is then harmless). The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
+module with the same name is not re-imported until the TaskManager restarts, so a candidate submitted after a
+baseline could silently run the baseline's code. With ``isolate=True`` the named module's *package* is copied
+into ``<build_root>/afr_build_<sha256 of its files and the module's name>/`` and the definition (or factory)
+imported from there: different code gets a different module name, identical code the same one (sharing it is
+then harmless). The job ships ``build_root`` with ``env.add_python_file``. Only that package is isolated: the
 modules it imports absolutely (shared helpers) must be the same in both builds; relative imports inside the
 package follow the copy.
 """
