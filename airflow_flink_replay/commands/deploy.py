@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         outputs=args.sink_topic or f"{args.name}-outputs",
         capture=args.capture_topic or f"{args.name}-capture",
         action_state=args.action_state_topic or f"{args.name}-action-state",
+        cassette=f"{args.name}-cassette",
     )
     try:
         if kind == "agent_job" and args.key_field:
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"production {args.name}: Flink job {job_id} {'submitted' if submitted else 'was already running'} "
           f"({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
     print(f"  input {topics.reviews} -> outputs {topics.outputs}; capture {topics.capture}; "
-          f"action state {topics.action_state}")
+          f"cassette {topics.cassette}; action state {topics.action_state}")
     if args.spec_out:
         write_spec(stack, topics, args.spec_out, name=args.name, job_name=args.name, job_identifier=args.name,
                    window_records=args.window, runs_dir=Path(stack.workdir) / "runs" / args.name, agent=agent,

@@ -145,6 +145,11 @@ class StartOffsets(BaseModel):
         default=None,
         description="its end offsets read with ``offsets``: production's outputs for the window come after them",
     )
+    cassette_topic: str | None = Field(default=None, description="production's cassette topic (read only)")
+    cassette_offsets: dict[int, int] | None = Field(
+        default=None,
+        description="its end offsets read with ``offsets``: the calls production makes for the window come after them",
+    )
 
 
 def link_start_offsets(

@@ -252,12 +252,13 @@ def decode_result(value: Any, codec: str) -> Any:
     """The result ``encode_result`` gave as ``(value, codec)``."""
     if codec == "json":
         return value
-    kind, module, qualname = codec.split(":", 2)
+    kind, _, target = codec.partition(":")
+    if kind not in ("pydantic", "pydantic-list") or ":" not in target:
+        raise ValueError(f"unknown cassette codec {codec!r}")
+    module, qualname = target.split(":", 1)
     cls: Any = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part)
     if kind == "pydantic":
         return cls.model_validate(value)
-    if kind == "pydantic-list":
-        return [cls.model_validate(v) for v in value]
-    raise ValueError(f"unknown cassette codec {codec!r}")
+    return [cls.model_validate(v) for v in value]

@@ -191,6 +191,15 @@ class ProductionOutputs(_Model):
     start_offsets: dict[int, int]
 
 
+class CassetteLink(_Model):
+    """Production's cassette for the window: its cassette topic's end offsets at the savepoint (read with the
+    capture's start offsets). The mediated calls production makes for the window's records come after them;
+    a replay reads from there to the topic's end when it is submitted (:mod:`airflow_flink_replay.core.cassette`)."""
+
+    topic: str = Field(min_length=1)
+    start_offsets: dict[int, int]
+
+
 class CaptureInput(_Model):
     """The replay's input: a window of the capture topic and how to read it."""
 
@@ -211,6 +220,9 @@ class CaptureInput(_Model):
     watermark: WatermarkSpec = WatermarkSpec()
     production_outputs: ProductionOutputs | None = Field(
         default=None, description="production's output topic and its offsets at the savepoint (fidelity)"
+    )
+    cassette: CassetteLink | None = Field(
+        default=None, description="production's cassette topic and its offsets at the savepoint (recorded calls)"
     )
 
     @field_validator("bootstrap_servers")
@@ -576,6 +588,7 @@ class ReplayManifest(_Model):
         _drop_empty(body["production"], "plan_vertices")
         _drop_empty(body["production"]["savepoint"], "racing_records")
         _drop_empty(body["capture"], "production_outputs")
+        _drop_empty(body["capture"], "cassette")
         return body
 
     def signed_content(self) -> bytes:

@@ -42,13 +42,20 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
                 f"the {variant} memory fork namespace {ns!r} equals production's job identifier; "
                 "rename the spec (`name`) or production's `job_identifier`"
             )
-        if topic in (prod.action_state_topic, prod.input_topic, prod.capture_topic):
+        if topic in (prod.action_state_topic, prod.input_topic, prod.capture_topic, prod.cassette_topic):
             found.problems.append(
                 f"the {variant} action-state topic {topic!r} is one of production's topics; rename the spec"
             )
     if prod.capture_topic == prod.input_topic:
         found.problems.append(
             f"capture_topic equals input_topic ({prod.input_topic!r}): the capture tee must write its own topic"
+        )
+    if prod.cassette_topic and prod.cassette_topic in (
+        prod.input_topic, prod.capture_topic, prod.output_topic, prod.action_state_topic
+    ):
+        found.problems.append(
+            f"cassette_topic {prod.cassette_topic!r} is another of production's topics: production records its "
+            "calls to a topic of their own (production_job.py --cassette-topic)"
         )
     return found
 
@@ -103,6 +110,7 @@ def check_production(
             ("input_topic", prod.input_topic),
             ("capture_topic", prod.capture_topic),
             ("action_state_topic", prod.action_state_topic),
+            *([("cassette_topic", prod.cassette_topic)] if prod.cassette_topic else []),
         ):
             if topic not in topics:
                 found.problems.append(f"production.{label} {topic!r} does not exist on the broker")

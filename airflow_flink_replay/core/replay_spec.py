@@ -80,6 +80,11 @@ class ProductionJob(BaseModel):
         description="production's output topic (read only): its outputs for the window are compared with the "
         "baseline's, the fidelity figure; none = no fidelity figure",
     )
+    cassette_topic: str | None = Field(
+        default=None,
+        description="topic production records its mediated calls to (production_job.py --cassette-topic): the "
+        "replays are served production's results for the window (policy decision `replay`); none = no cassette",
+    )
     action_state_topic: str = Field(description="production's Flink Agents action-state topic (never touched)")
     action_state_partitions: int | None = Field(
         default=None, ge=1, description="partitions of the replay's action-state topics (default: production's)"

@@ -35,6 +35,8 @@ PRODUCTION_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "
 #: The production entry as a module of the job side (PythonDriver ``-pym``): the JobManager imports it from its
 #: own Python, so (re)submitting production shares no file path with the Airflow worker.
 PRODUCTION_JOB_MODULE = "airflow_flink_replay.flink.production_job"
+#: How long the demo's cassette topic keeps production's recorded calls (a replay needs its window's only).
+CASSETTE_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
 class DemoTopics(BaseModel):
@@ -44,6 +46,8 @@ class DemoTopics(BaseModel):
     outputs: str
     capture: str
     action_state: str
+    #: production records its tool calls here (``--cassette-topic``): the replays are served its results
+    cassette: str | None = None
 
     @classmethod
     def named(cls, prefix: str) -> DemoTopics:
@@ -53,6 +57,7 @@ class DemoTopics(BaseModel):
             outputs=f"{prefix}-outputs",
             capture=f"{prefix}-capture",
             action_state=f"{prefix}-action-state",
+            cassette=f"{prefix}-cassette",
         )
 
 
@@ -117,6 +122,7 @@ def production_program(
             "--source-topic", topics.reviews,
             "--sink-topic", topics.outputs,
             "--capture-topic", topics.capture,
+            *(["--cassette-topic", topics.cassette] if topics.cassette else []),
             "--action-state-topic", topics.action_state,
             "--job-identifier", job_identifier,
             "--agent-uid", AGENT_UID,
@@ -137,6 +143,9 @@ def create_topics(bootstrap: str, topics: DemoTopics, partitions: int = 2) -> No
     for name in (topics.reviews, topics.outputs, topics.capture):
         if name not in existing:
             new.append(NewTopic(name, num_partitions=partitions, replication_factor=1))
+    if topics.cassette and topics.cassette not in existing:  # bounded: a week, and at most 1 GiB a partition
+        new.append(NewTopic(topics.cassette, num_partitions=partitions, replication_factor=1,
+                            config={"retention.ms": str(CASSETTE_RETENTION_MS), "retention.bytes": str(1 << 30)}))
     if topics.action_state not in existing:
         new.append(NewTopic(topics.action_state, num_partitions=1, replication_factor=1,
                             config={"cleanup.policy": "compact"}))
@@ -236,6 +245,7 @@ def write_spec(
             "input_topic": topics.reviews,
             "capture_topic": topics.capture,
             "output_topic": topics.outputs,
+            **({"cassette_topic": topics.cassette} if topics.cassette else {}),
             "action_state_topic": topics.action_state,
             "action_state_partitions": 1,
             "job_identifier": job_identifier,

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.bases.hook import BaseHook
@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_flink_replay.core.capture_window import StartOffsets, link_start_offsets
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
+    CassetteLink,
     EventTime,
     PartitionWindow,
     ProductionOutputs,
@@ -104,14 +105,17 @@ def read_start_offsets(
     quiesce_result: Mapping[str, Any] | None = None,
     offsets_before: Mapping[str | int, int] | None = None,
     output_topic: str | None = None,
+    cassette_topic: str | None = None,
 ) -> StartOffsets:
     """Read the capture topic's end offsets as the replay start offsets (and, with ``output_topic``,
-    production's output topic's end offsets at the same instant: where its outputs for the window start).
+    production's output topic's end offsets at the same instant: where its outputs for the window start; with
+    ``cassette_topic``, its cassette topic's: where the calls it makes for the window start).
 
     After a quiesce that kept production running (``savepoint`` mode) ``offsets_before`` (read before the
     savepoint was triggered) is required: see :func:`~airflow_flink_replay.core.capture_window.link_start_offsets`.
     """
     outputs = hook.end_offsets(output_topic) if output_topic else None
+    cassette = hook.end_offsets(cassette_topic) if cassette_topic else None
     raw: Any = offsets_before
     if isinstance(raw, Mapping) and isinstance(raw.get("offsets"), Mapping):
         raw = raw["offsets"]  # an earlier StartOffsets XCom
@@ -129,6 +133,8 @@ def read_start_offsets(
         racing_records=racing,
         output_topic=output_topic,
         output_offsets=outputs,
+        cassette_topic=cassette_topic,
+        cassette_offsets=cassette,
     )
 
 
@@ -146,6 +152,8 @@ class RecordStartOffsetsOperator(BaseOperator):
         (templated: an earlier run of this operator's XCom, or its ``offsets``). Required after a ``savepoint``-mode
         quiesce, where production kept writing: the records between the two reads raced the barrier.
     :param kafka_config_id: the Kafka connection.
+    :param output_topic: production's output topic, read with the capture topic (the fidelity figure's start).
+    :param cassette_topic: production's cassette topic, read with the capture topic (the replays' cassette start).
     """
 
     template_fields: Sequence[str] = ("topic", "quiesce_result", "offsets_before")
@@ -158,9 +166,11 @@ class RecordStartOffsetsOperator(BaseOperator):
         offsets_before: Mapping[str | int, int] | None = None,
         kafka_config_id: str = "kafka_default",
         output_topic: str | None = None,
+        cassette_topic: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.cassette_topic = cassette_topic
         self.topic = topic
         self.quiesce_result = quiesce_result
         self.offsets_before = offsets_before
@@ -181,7 +191,8 @@ class RecordStartOffsetsOperator(BaseOperator):
             return dict(in_window)
         hook = self.hook
         try:
-            start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before, self.output_topic)
+            start = read_start_offsets(hook, self.topic, self.quiesce_result, self.offsets_before, self.output_topic,
+                                       self.cassette_topic)
         except ValueError as err:
             raise AirflowException(str(err)) from err
         finally:
@@ -195,14 +206,18 @@ class RecordStartOffsetsOperator(BaseOperator):
         return start.model_dump(mode="json")
 
 
-def _production_outputs(start_offsets: Any) -> ProductionOutputs | None:
-    """Production's output topic and its offsets at the savepoint, from the start-offsets XCom (if read)."""
-    if not isinstance(start_offsets, Mapping) or not start_offsets.get("output_topic"):
+_Linked = TypeVar("_Linked", ProductionOutputs, CassetteLink)
+
+
+def _linked_topic(start_offsets: Any, name: str, cls: type[_Linked]) -> _Linked | None:
+    """A production topic read with the start offsets (``output`` or ``cassette``) and its offsets at the
+    savepoint, from the start-offsets XCom (None when it was not read)."""
+    if not isinstance(start_offsets, Mapping) or not start_offsets.get(f"{name}_topic"):
         return None
-    if start_offsets.get("output_offsets") is None:
+    if start_offsets.get(f"{name}_offsets") is None:
         return None
-    offsets = {int(p): int(o) for p, o in start_offsets["output_offsets"].items()}
-    return ProductionOutputs(topic=str(start_offsets["output_topic"]), start_offsets=offsets)
+    offsets = {int(p): int(o) for p, o in start_offsets[f"{name}_offsets"].items()}
+    return cls(topic=str(start_offsets[f"{name}_topic"]), start_offsets=offsets)
 
 
 class CreateReplayManifestOperator(BaseOperator):
@@ -327,9 +342,12 @@ class CreateReplayManifestOperator(BaseOperator):
             event_time=event_time,
             watermark=WatermarkSpec.model_validate(self.watermark or {}),
         )
-        outputs = _production_outputs(self.start_offsets)
+        outputs = _linked_topic(self.start_offsets, "output", ProductionOutputs)
         if outputs is not None:
             capture = capture.model_copy(update={"production_outputs": outputs})
+        cassette = _linked_topic(self.start_offsets, "cassette", CassetteLink)
+        if cassette is not None:
+            capture = capture.model_copy(update={"cassette": cassette})
         racing = self.start_offsets.get("racing_records") if isinstance(self.start_offsets, Mapping) else None
         if racing is not None and production.savepoint.quiesce_mode == "savepoint":
             savepoint = production.savepoint.model_copy(update={"racing_records": int(racing)})

@@ -238,6 +238,8 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         this task does not plan it again; without it, the task plans its own job (one ``/plan`` call).
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param kafka_config_id: the Kafka connection, to read the end of production's cassette topic when the
+        manifest links one.
     """
 
     template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan", "identity_preflight")
@@ -253,9 +255,11 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         replay_program: str = REPLAY_JOB_MODULE,
         wait_for_completion: bool = True,
         identity_preflight: dict[str, str] | str | None = None,
+        kafka_config_id: str = "kafka_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(spec=spec, **kwargs)
+        self.kafka_config_id = kafka_config_id
         self.identity_preflight = identity_preflight
         self.replay_program = replay_program
         self.savepoint_path = savepoint_path
@@ -311,6 +315,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             job_id, state = existing
             self.log.info("reattaching to %s job %s of this run (%s)", state, job_id, spec.variant)
         else:
+            spec = with_cassette([spec], self.kafka_config_id, self.log)[0]
             program = self._program(spec)
             preflight = self._preflight(hook, spec, program)
             for folder in (spec.output_dir, spec.audit_dir):
@@ -473,6 +478,8 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param replay_program: the replay program: a module run with ``-pym`` (default) or a ``.py`` path on the
         JobManager host.
     :param submit_timeout: seconds the submission (and each job's appearance on the cluster) may take.
+    :param kafka_config_id: the Kafka connection, to read the end of production's cassette topic when the
+        manifest links one: every variant of the submission is served the same recorded calls.
     """
 
     template_fields: Sequence[str] = ("specs", "savepoint_path", "production_plan", "identity_preflight")
@@ -491,9 +498,11 @@ class SubmitReplayJobsOperator(BaseOperator):
         submitter: str = "rest",
         replay_program: str = REPLAY_JOB_MODULE,
         submit_timeout: float = 300.0,
+        kafka_config_id: str = "kafka_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
         self.specs = [s.model_dump(mode="json") if isinstance(s, ReplayJobSpec) else s for s in specs]
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -580,6 +589,7 @@ class SubmitReplayJobsOperator(BaseOperator):
             else:
                 missing.append(spec)
         if missing:
+            missing = with_cassette(missing, self.kafka_config_id, self.log)
             self._submit(hook, missing, production)
             appeared = self._appeared(hook, missing)
             refused: list[str] = []
@@ -671,6 +681,33 @@ def _pinned(specs: Sequence[ReplayJobSpec | dict[str, Any]], ti: Any, production
     """The variants' specs as they are planned and submitted: named for this run, pinned to production, each
     carrying its manifest (the job side reads no file of Airflow's)."""
     return [pin_to_production(_named(raw, ti), production, agent_uid).with_manifest_carried() for raw in specs]
+
+
+def with_cassette(specs: list[ReplayJobSpec], kafka_config_id: str, log: Any) -> list[ReplayJobSpec]:
+    """``specs`` served production's cassette when their manifest links one: the cassette topic from its offsets
+    at the savepoint to its end now, read once for all of them (the same recorded calls for every variant)."""
+    from airflow_flink_replay.core.cassette import CassetteWindow
+    from airflow_flink_replay.core.manifest import ReplayManifest
+    from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+
+    ends: dict[str, dict[int, int]] = {}
+    out: list[ReplayJobSpec] = []
+    for spec in specs:
+        link = ReplayManifest.model_validate_json(spec.manifest_text).capture.cassette if spec.manifest_text else None
+        if link is None or spec.cassette is not None:
+            out.append(spec)
+            continue
+        if link.topic not in ends:
+            hook = KafkaOffsetsHook(kafka_config_id=kafka_config_id)
+            try:
+                ends[link.topic] = hook.end_offsets(link.topic)
+            finally:
+                hook.close()
+        window = CassetteWindow(topic=link.topic, start_offsets=link.start_offsets, end_offsets=ends[link.topic])
+        log.info("replay %s: production's cassette %s, %d recorded calls since the savepoint", spec.variant,
+                 link.topic, window.size)
+        out.append(spec.model_copy(update={"cassette": window}))
+    return out
 
 
 def _named(spec: ReplayJobSpec | dict[str, Any], ti: Any) -> ReplayJobSpec:

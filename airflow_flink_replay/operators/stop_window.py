@@ -63,6 +63,8 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :param capture_topic: the capture topic whose end offsets become the replay's start offsets (templated).
     :param offsets_before: its end offsets read before the stop (templated; see ``RecordStartOffsetsOperator``).
     :param kafka_config_id: the Kafka connection.
+    :param output_topic: production's output topic: its end offsets are read too (the fidelity figure's start).
+    :param cassette_topic: production's cassette topic: its end offsets are read too (the replays' cassette start).
     :param memory_source: production's memory namespace (templated; ``None``: no memory cut).
     :param memory_target: the baseline's fork namespace (templated); a pre-copy of the same ``fork_id`` there
         makes the cut a delta.
@@ -97,6 +99,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         offsets_before: Mapping[str, Any] | None = None,
         kafka_config_id: str = "kafka_default",
         output_topic: str | None = None,
+        cassette_topic: str | None = None,
         memory_source: Any = None,
         memory_target: Any = None,
         fork_id: str = "{{ run_id }}",
@@ -113,6 +116,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.offsets_before: Any = offsets_before
         self.kafka_config_id = kafka_config_id
         self.output_topic = output_topic
+        self.cassette_topic = cassette_topic
         self.memory_source = memory_source
         self.memory_target = memory_target
         self.fork_id = fork_id
@@ -204,7 +208,8 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         kafka = KafkaOffsetsHook(kafka_config_id=self.kafka_config_id)
         try:
             start = read_start_offsets(
-                kafka, self.capture_topic, quiesce.model_dump(mode="json"), self.offsets_before, self.output_topic
+                kafka, self.capture_topic, quiesce.model_dump(mode="json"), self.offsets_before, self.output_topic,
+                self.cassette_topic,
             )
         finally:
             kafka.close()

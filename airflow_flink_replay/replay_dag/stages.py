@@ -164,6 +164,7 @@ def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) ->
         offsets_before=offsets_before.output,
         kafka_config_id=spec.kafka_conn_id,
         output_topic=prod.output_topic,
+        cassette_topic=prod.cassette_topic,
         memory_source=run[ids.XCOM_MEMORY_SOURCE_KEY],
         memory_target=run[ids.fork_key("baseline")],
         mem0_conn_id=spec.mem0_conn_id,
@@ -199,6 +200,7 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         offsets_before=offsets_before.output,
         kafka_config_id=spec.kafka_conn_id,
         output_topic=prod.output_topic,
+        cassette_topic=prod.cassette_topic,
     )
     reuse: Any = ReuseManifestOperator(
         task_id=ids.TASK_REUSE_MANIFEST,
@@ -326,6 +328,7 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
         production_agent_uid=prod.agent_uid,
         flink_conn_id=replay_conn,
+        kafka_config_id=spec.kafka_conn_id,
     )
     replays = [
         AwaitReplayJobOperator(

@@ -338,12 +338,23 @@ def test_manifests_sealed_before_the_newer_fields_still_verify() -> None:
     data["capture"]["production_outputs"] = {"topic": "outputs", "start_offsets": {"0": 7}}
     with pytest.raises(ManifestTamperedError):  # ... and covered by the digest once set
         ReplayManifest.parse(data)
+    assert manifest.capture.cassette is None  # the cassette link likewise
+    data = json.loads(golden.read_text())
+    data["capture"]["cassette"] = {"topic": "cassette", "start_offsets": {"0": 7}}
+    with pytest.raises(ManifestTamperedError):
+        ReplayManifest.parse(data)
 
 
-def test_start_offsets_carry_productions_output_offsets_into_the_manifest() -> None:
-    from airflow_flink_replay.operators.manifest import _production_outputs
+def test_start_offsets_carry_productions_output_and_cassette_offsets_into_the_manifest() -> None:
+    from airflow_flink_replay.core.manifest import CassetteLink, ProductionOutputs
+    from airflow_flink_replay.operators.manifest import _linked_topic
 
-    xcom = {"topic": "cap", "offsets": {"0": 3}, "output_topic": "outputs", "output_offsets": {"0": 11, "1": 4}}
-    outputs = _production_outputs(xcom)
+    xcom = {"topic": "cap", "offsets": {"0": 3}, "output_topic": "outputs", "output_offsets": {"0": 11, "1": 4},
+            "cassette_topic": "tape", "cassette_offsets": {"0": 7}}
+    outputs = _linked_topic(xcom, "output", ProductionOutputs)
     assert outputs is not None and (outputs.topic, outputs.start_offsets) == ("outputs", {0: 11, 1: 4})
-    assert _production_outputs({"topic": "cap", "offsets": {"0": 3}}) is None  # no output_topic: no figure
+    cassette = _linked_topic(xcom, "cassette", CassetteLink)
+    assert cassette == CassetteLink(topic="tape", start_offsets={0: 7})
+    bare = {"topic": "cap", "offsets": {"0": 3}}
+    assert _linked_topic(bare, "output", ProductionOutputs) is None  # no output_topic: no figure
+    assert _linked_topic(bare, "cassette", CassetteLink) is None

@@ -57,3 +57,18 @@ def test_preflight_error_lists_every_problem() -> None:
     with pytest.raises(PreflightError) as err:
         found.raise_if_any()
     assert "first: fix a" in str(err.value) and "second: fix b" in str(err.value)
+
+
+def test_the_cassette_topic_is_checked_like_productions_other_topics() -> None:
+    prod = _spec()["production"]
+    spec = ReplaySpec.model_validate(_spec(production={**prod, "cassette_topic": "reviews-cassette"}))
+    assert not check_names(spec, "t").problems
+    running = [("j1", "review-triage-production")]
+    vertices = ["Source: source -> normalise", "action-execute-operator -> Map"]
+    topics = {"reviews", "reviews-capture", "reviews-action-state"}
+    missing = check_production(spec, running, vertices, topics).problems
+    assert missing == ["production.cassette_topic 'reviews-cassette' does not exist on the broker"]
+    assert not check_production(spec, running, vertices, topics | {"reviews-cassette"}).problems
+    shared = ReplaySpec.model_validate(_spec(production={**prod, "cassette_topic": "reviews-capture"}))
+    assert any("cassette_topic 'reviews-capture' is another of production's topics" in p
+               for p in check_names(shared, "t").problems)
