@@ -51,6 +51,10 @@ class VariantRecord(BaseModel):
     unmediated_calls: dict[str, int] | None = Field(
         default=None, description="calls made outside every resource, per kind (socket, dns, subprocess, file)"
     )
+    cassette_calls: dict[str, int] | None = Field(
+        default=None,
+        description="'replay' decisions served production's recorded result (replayed) or not (unmatched)",
+    )
     duration_s: float | None = None
 
 

@@ -66,12 +66,21 @@ def collect_jsonl(folder: Path, target: Path) -> int:
 
 def unmediated_calls(audit: Path) -> dict[str, int]:
     """Unmediated calls in a collected audit file, per kind (``socket``, ``dns``, ``subprocess``, ``file``)."""
-    found: Counter[str] = Counter()
+    return audit_counts(audit)[0]
+
+
+def audit_counts(audit: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """From a collected audit file: the unmediated calls per kind, and the ``replay`` decisions served from
+    production's cassette (``replayed``) or not (``unmatched``; empty when nothing was to be replayed)."""
+    unmediated: Counter[str] = Counter()
+    cassette: Counter[str] = Counter()
     if audit.exists():
         for record in read_audit(audit):
             if record.resource_type == "unmediated":
-                found[record.resource_name] += 1
-    return dict(sorted(found.items()))
+                unmediated[record.resource_name] += 1
+            if record.decision == "replay":
+                cassette["unmatched" if record.unmatched else "replayed"] += 1
+    return dict(sorted(unmediated.items())), dict(sorted(cassette.items()))
 
 
 class _ReplayJobOperator(BaseOperator):
@@ -168,6 +177,7 @@ class _ReplayJobOperator(BaseOperator):
         output, audit = collected_files(spec.output_dir, spec.variant)
         outputs = collect_jsonl(Path(spec.output_dir), output)
         audits = collect_jsonl(Path(spec.audit_dir), audit)
+        unmediated, cassette = audit_counts(audit)
         result = {
             "variant": spec.variant,
             "agent_job": spec.agent_job,
@@ -183,7 +193,8 @@ class _ReplayJobOperator(BaseOperator):
             "audit": str(audit),
             "audit_digest": file_digest(audit),
             "audit_records": audits,
-            "unmediated_calls": unmediated_calls(audit),
+            "unmediated_calls": unmediated,
+            "cassette_calls": cassette,
             "duration_s": round(time.time() - float(carry["started"]), 2),
             "finished_at": datetime.now(UTC).isoformat(),
             "identity_preflight": carry.get("preflight"),
@@ -193,6 +204,12 @@ class _ReplayJobOperator(BaseOperator):
             self.log.warning(
                 "replay %s: %s unmediated call(s) (made outside every resource, see the audit %s and the report)",
                 spec.variant, result["unmediated_calls"], audit,
+            )  # fmt: skip
+        if cassette.get("unmatched"):
+            self.log.warning(
+                "replay %s: %d call(s) production's cassette had no result for (other arguments, or more calls than "
+                "production made): they got the policy's fallback decision (see the audit %s and the report)",
+                spec.variant, cassette["unmatched"], audit,
             )  # fmt: skip
         return result
 

@@ -140,6 +140,7 @@ def _variant(variant: str, pull: Any) -> VariantRecord:
         audit=result.get("audit"),
         audit_digest=result.get("audit_digest"),
         unmediated_calls=result.get("unmediated_calls"),
+        cassette_calls=result.get("cassette_calls"),
         duration_s=result.get("duration_s"),
     )
 

@@ -102,10 +102,16 @@ def example(aspect: Aspect, key: str, a: list[AuditRecord], b: list[AuditRecord]
     return CallChange(
         key=key,
         aspect=aspect,
-        baseline=f"{ra.decision} → {ra.outcome}",
-        candidate=f"{rb.decision} → {rb.outcome}" + (f" ({rb.error})" if rb.error else ""),
-        changed=[f"decision/outcome: {ra.decision}/{ra.outcome} → {rb.decision}/{rb.outcome}"],
+        baseline=f"{ra.decision} → {ra.outcome}" + _unmatched(ra),
+        candidate=f"{rb.decision} → {rb.outcome}" + (f" ({rb.error})" if rb.error else "") + _unmatched(rb),
+        changed=[f"decision/outcome: {ra.decision}/{ra.outcome}{_unmatched(ra)} → "
+                 f"{rb.decision}/{rb.outcome}{_unmatched(rb)}"],
     )
+
+
+def _unmatched(record: AuditRecord) -> str:
+    """How a ``replay`` call no recorded result matched reads in an example."""
+    return f" (unmatched: {record.fallback})" if record.fallback else ""
 
 
 def judge(

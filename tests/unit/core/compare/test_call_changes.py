@@ -131,3 +131,17 @@ def test_gate_report_shows_the_argument_change(tmp_path: Path) -> None:
     assert "other arguments for" in table
     assert "<code>kwargs.reason: &#34;broken item&#34; → &#34;refund&#34;</code>" in table
     assert "<ins>refund</ins>" in table
+
+
+def test_calls_that_went_from_replayed_to_unmatched_fail_as_an_outcome_change() -> None:
+    def unmatched(records: list[AuditRecord]) -> list[AuditRecord]:
+        return [r.model_copy(update={"outcome": "recorded", "fallback": "record"}) if r.resource_type == "tool" else r
+                for r in records]
+
+    replayed = {"decision": "replay", "outcome": "replayed"}
+    stats, reasons = compare_audits(audit("baseline", **replayed), unmatched(audit("candidate", **replayed)),
+                                    audit("baseline_2", **replayed), [], CompareConfig())
+    [reason] = reasons
+    assert reason.code == "SIDE_EFFECT_OUTCOME" and "notify_support" in reason.message
+    assert "decision/outcome: replay/replayed → replay/recorded (unmatched: record)" in reason.message
+    assert stat(stats, "notify_support").outcome_changed_keys == N // 3
