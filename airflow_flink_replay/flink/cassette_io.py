@@ -32,7 +32,7 @@ from airflow_flink_replay.core.cassette import (
     encode_result,
 )
 
-__all__ = ["CassetteRecorder", "load_cassette", "recorder_for"]
+__all__ = ["CassetteRecorder", "consumer_config", "load_cassette", "recorder_for"]
 
 _log = logging.getLogger(__name__)
 
@@ -100,14 +100,16 @@ class CassetteRecorder:
             self.failures += 1
             _log.warning("cassette: could not record %s %s.%s (%s)", resource_type, resource_name, method, exc)
 
+    def producer_config(self) -> dict[str, Any]:
+        """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
+        return {"bootstrap.servers": self.recording.bootstrap, "linger.ms": 0, "enable.idempotence": False,
+                **_security_config(self.recording.security)}
+
     def _produce(self, entry: CassetteEntry) -> None:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({
-                "bootstrap.servers": self.recording.bootstrap, "linger.ms": 0, "enable.idempotence": False,
-                **_security_config(self.recording.security),
-            })
+            self._producer = Producer(self.producer_config())
         self._producer.produce(self.recording.topic, key=entry.key.encode("utf-8"), value=entry.model_dump_json())
         remaining = self._producer.flush(30)
         if remaining:
@@ -120,6 +122,12 @@ def recorder_for(recording_json: str) -> CassetteRecorder:
     return CassetteRecorder(CassetteRecording.model_validate_json(recording_json))
 
 
+def consumer_config(window: CassetteWindow) -> dict[str, Any]:
+    """The cassette reader's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
+    return {"bootstrap.servers": window.bootstrap, "group.id": f"afr-cassette-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False, "enable.partition.eof": False, **_security_config(window.security)}
+
+
 @functools.lru_cache(maxsize=16)
 def load_cassette(window_json: str) -> Cassette:
     """The cassette of a replay window, read once per Python worker from the cassette topic."""
@@ -129,10 +137,7 @@ def load_cassette(window_json: str) -> Cassette:
         return Cassette()
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": window.bootstrap, "group.id": f"afr-cassette-{uuid.uuid4().hex[:12]}",
-        "enable.auto.commit": False, "enable.partition.eof": False, **_security_config(window.security),
-    })
+    consumer = Consumer(consumer_config(window))
     lines: list[bytes] = []
     try:
         consumer.assign([TopicPartition(window.topic, p, start) for p, (start, _end) in ranges.items()])

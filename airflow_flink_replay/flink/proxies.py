@@ -39,12 +39,12 @@ from flink_agents.plan.tools.function_tool import FunctionTool
 from pydantic import PrivateAttr
 
 from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, append_audit, args_digest
-from airflow_flink_replay.core.cassette import Cassette, CassetteRecording
+from airflow_flink_replay.core.cassette import Cassette, CassetteRecording, decode_result
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink import unmediated
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
-from airflow_flink_replay.flink.cassette_io import decode_result, load_cassette, recorder_for
+from airflow_flink_replay.flink.cassette_io import load_cassette, recorder_for
 
 _log = logging.getLogger(__name__)
 

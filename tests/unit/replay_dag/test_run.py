@@ -113,3 +113,15 @@ def test_every_job_side_kafka_client_gets_the_security_settings_and_only_referen
     conf = tee.producer_config()
     assert (conf["sasl.password"], conf["ssl.ca.location"], conf["security.protocol"]) == (
         "s3cr3t-value", "/etc/kafka/ca.pem", "SASL_SSL")
+    # production's cassette recorder and a replay's cassette reader: the same settings, resolved where built
+    from airflow_flink_replay.core.cassette import CassetteRecording, CassetteWindow
+    from airflow_flink_replay.flink.cassette_io import CassetteRecorder, consumer_config
+
+    recorder = CassetteRecorder(CassetteRecording(bootstrap="kafka:9093", topic="c", security=security.to_arg()))
+    window = CassetteWindow(topic="c", start_offsets={0: 0}, end_offsets={0: 3})
+    job_window = CassetteWindow.model_validate_json(
+        job_specs[0].model_copy(update={"cassette": window}).cassette_json())
+    assert "s3cr3t-value" not in job_window.model_dump_json()  # the job spec carries the reference
+    for conf in (recorder.producer_config(), consumer_config(job_window)):
+        assert (conf["sasl.password"], conf["ssl.ca.location"], conf["sasl.mechanism"]) == (
+            "s3cr3t-value", "/etc/kafka/ca.pem", "SCRAM-SHA-512")
