@@ -60,6 +60,31 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
     return found
 
 
+#: The production program this package ships (its arguments are known).
+_PRODUCTION_PROGRAM = "production_job"
+
+
+def _cassette_mismatch(spec: ReplaySpec) -> str | None:
+    """A warning when production runs this package's program but does not record to the spec's cassette topic
+    (its tool calls would all be unmatched in the replays), or records to one the spec does not read."""
+    prod, program = spec.production, spec.production.program
+    ours = (program.module or "").endswith(_PRODUCTION_PROGRAM) or (program.entry_point or "").endswith(
+        f"{_PRODUCTION_PROGRAM}.py"
+    )
+    if not ours:
+        return None
+    args = program.program_args
+    recorded = args[args.index("--cassette-topic") + 1] if "--cassette-topic" in args[:-1] else ""
+    if (prod.cassette_topic or "") == recorded:
+        return None
+    if not prod.cassette_topic:
+        return (f"production records its calls to {recorded!r} (--cassette-topic) but production.cassette_topic is "
+                "not set: the replays are not served them (tools are recorded). Fix: set production.cassette_topic")
+    return (f"production.cassette_topic is {prod.cassette_topic!r} but production's program records to "
+            f"{recorded or 'no cassette topic'} (--cassette-topic): the replays' tool calls will be unmatched until "
+            "production is resubmitted with it. Fix: add --cassette-topic to production.program's arguments")
+
+
 def check_production(
     spec: ReplaySpec,
     running: list[tuple[str, str]],
@@ -105,6 +130,9 @@ def check_production(
             "and in-flight agent runs may be inside it (the report says how many); use drain or stop for an "
             "exact boundary"
         )
+    recording = _cassette_mismatch(spec)
+    if recording:
+        found.warnings.append(recording)
     if topics is not None:
         for label, topic in (
             ("input_topic", prod.input_topic),

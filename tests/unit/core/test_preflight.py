@@ -72,3 +72,23 @@ def test_the_cassette_topic_is_checked_like_productions_other_topics() -> None:
     shared = ReplaySpec.model_validate(_spec(production={**prod, "cassette_topic": "reviews-capture"}))
     assert any("cassette_topic 'reviews-capture' is another of production's topics" in p
                for p in check_names(shared, "t").problems)
+
+
+def test_a_cassette_production_does_not_record_to_is_a_warning() -> None:
+    prod = _spec()["production"]
+    program = {"module": "airflow_flink_replay.flink.production_job", "program_args": ["--bootstrap", "k:9092"]}
+    running = [("j1", "review-triage-production")]
+    vertices = ["Source: source -> normalise", "action-execute-operator -> Map"]
+    topics = {"reviews", "reviews-capture", "reviews-action-state", "tape"}
+
+    def warnings(**production: object) -> list[str]:
+        spec = ReplaySpec.model_validate(_spec(production={**prod, **production}))
+        return check_production(spec, running, vertices, topics).warnings
+
+    assert any("production's program records to no cassette topic" in w
+               for w in warnings(cassette_topic="tape", program=program))
+    recording = {**program, "program_args": [*program["program_args"], "--cassette-topic", "tape"]}
+    assert warnings(cassette_topic="tape", program=recording) == []
+    assert any("production.cassette_topic is not set" in w for w in warnings(program=recording))
+    own = {"entry_point": "/opt/jobs/main.py", "program_args": []}
+    assert warnings(cassette_topic="tape", program=own) == []  # an own program: its arguments are not ours to read
