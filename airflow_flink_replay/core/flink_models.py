@@ -104,6 +104,12 @@ class JobVertex(_FlinkModel):
     max_parallelism: int | None = Field(None, alias="maxParallelism")
     status: str = ""
     start_time: int = Field(-1, alias="start-time")
+    tasks: dict[str, int] = Field(default_factory=dict, description="subtasks per state")
+
+    @property
+    def processing(self) -> bool:
+        """Whether any subtask RUNS (or already FINISHED): only then can it have processed records."""
+        return self.status in ("RUNNING", "FINISHED") or bool(self.tasks.get("RUNNING") or self.tasks.get("FINISHED"))
 
 
 class JobDetails(_FlinkModel):

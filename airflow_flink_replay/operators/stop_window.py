@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -74,6 +75,10 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :param job_name: production's job name (default: the plan's).
     :param submitter: ``rest`` (default) or ``cli``.
     :param resume_timeout: seconds the resubmission and the wait until RUNNING may take.
+    :param overlap_resume: start production's resubmission as soon as the savepoint completes, while the offsets
+        and the memory cut are taken (default): its program and the job's deployment take seconds before any task
+        RUNS, and the cut is checked to have finished before that (:meth:`_fence`; a cut that did not fails the
+        run, production resumed). False: resubmit only after the cut.
 
     XCom: the :class:`QuiesceResult` with ``window`` (:class:`StopWindow`): the start offsets, the memory cut,
     production's :class:`ResumeResult` (``downtime_seconds``: stop request → every vertex RUNNING) and the
@@ -107,6 +112,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         job_name: str | None = None,
         submitter: SubmitterKind = "rest",
         resume_timeout: float = 300.0,
+        overlap_resume: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs["deferrable"] = False
@@ -125,6 +131,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.job_name = job_name
         self.submitter = submitter
         self.resume_timeout = float(resume_timeout)
+        self.overlap_resume = overlap_resume
 
     def execute(self, context: Any) -> Any:
         """Connect to the memory store first (mem0's import and the store client take seconds in a fresh task
@@ -171,6 +178,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         offsets = cut = None
         error: str | None = None
         interrupted: BaseException | None = None
+        resuming = self._start_resume(context, hook, quiesce, name, steps) if self.overlap_resume else None
         try:
             started = time.monotonic()
             offsets = self._read_offsets(quiesce)
@@ -180,16 +188,46 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             if cut is not None:
                 steps["memory_cut"] = round(time.monotonic() - started, 3)
             self.inside_window(context, quiesce)
+            if resuming is not None:
+                self._fence(hook, name, quiesce)
         except Exception as exc:  # production comes back first; the task fails after
             error = f"{type(exc).__name__}: {exc}"
             self.log.error("Inside the stop window: %s; resuming production first", error)
         except BaseException as exc:  # killed: still bring production back before going
             interrupted = exc
             error = f"interrupted ({type(exc).__name__})"
-        resumed = self._resume(context, hook, quiesce, name, steps)
+        resumed = resuming.result() if resuming is not None else self._resume(context, hook, quiesce, name, steps)
         if interrupted is not None:
             raise interrupted
         return StopWindow(start_offsets=offsets, memory_cut=cut, resumed=resumed, error=error, steps_s=steps)
+
+    def _start_resume(
+        self, context: Any, hook: FlinkRestHook, quiesce: QuiesceResult, name: str, steps: dict[str, float]
+    ) -> Future[ResumeResult]:
+        """Production's resubmission, started now on a thread of its own (its result or error: ``.result()``)."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="afr-resume")
+        try:
+            return pool.submit(self._resume, context, hook, quiesce, name, steps)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _fence(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult) -> None:
+        """Check that production's resumed job has no task RUNNING yet, after the offsets and the cut were taken:
+        a task processes records only once it RUNS, so nothing production did after the savepoint is in them.
+
+        :raises AirflowException: a task already ran: the offsets or the cut may hold production's work after
+            the savepoint (production is resumed all the same; this run's replay cannot go on).
+        """
+        for listed in hook.list_jobs().by_name(name, states=LIVE_STATES):
+            if listed.jid == quiesce.job_id:
+                continue
+            running = [v.name for v in hook.get_job(listed.jid).vertices if v.processing]
+            if running:
+                raise AirflowException(
+                    f"production's resumed job {listed.jid} was already running ({', '.join(running)}) when the "
+                    "offsets and the memory cut had been taken: they may hold work done after the savepoint. "
+                    "Fix: run the replay again; if it recurs (a slow memory cut), set overlap_resume=False"
+                )
 
     def inside_window(self, context: Any, quiesce: QuiesceResult) -> None:
         """Runs last inside the window, production still stopped (a seam for checks; nothing by default)."""

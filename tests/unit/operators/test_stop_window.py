@@ -30,7 +30,10 @@ CUT = ForkResult(
 
 
 class Window(StopWindowOperator):
-    """The window with its Kafka and Mem0 steps recorded (or failing) instead of reaching the stores."""
+    """The window with its Kafka and Mem0 steps recorded (or failing) instead of reaching the stores; the
+    resumed job starts running once the window checked it had not (``started``, set by :func:`_stack`)."""
+
+    started: Any = None
 
     def __init__(self, *, steps: list[str], fail: str | None = None, **kwargs: Any) -> None:
         super().__init__(
@@ -50,9 +53,27 @@ class Window(StopWindowOperator):
             raise ConnectionError("the vector store at localhost:1 refused the connection")
         return CUT
 
+    def _fence(self, hook: Any, name: str, quiesce: QuiesceResult) -> None:
+        self.steps.append("fence")
+        super()._fence(hook, name, quiesce)
+        if self.started is not None:
+            self.started()
 
-def _stack(monkeypatch: pytest.MonkeyPatch, steps: list[str]) -> tuple[StubFlinkHook, StubSubmitter]:
+
+def _stack(
+    monkeypatch: pytest.MonkeyPatch, steps: list[str], *, runs_at_once: bool = False
+) -> tuple[StubFlinkHook, StubSubmitter]:
+    """Production and its savepoint; the resubmitted job INITIALIZES until the window's fence has looked at it
+    (as a real resubmission does for seconds), unless ``runs_at_once`` (a cut slower than the restart)."""
     hook = StubFlinkHook([job(PROD, "prod")])
+    gate = {"fenced": False}
+
+    def fenced() -> None:
+        gate["fenced"] = True
+        if RESUMED in hook.jobs:
+            hook.jobs[RESUMED] = job(RESUMED, "prod", "RUNNING")
+
+    Window.started = staticmethod(fenced)
 
     def completed(job_id: str, trigger_id: str, **kwargs: Any) -> str:
         steps.append("savepoint")
@@ -65,7 +86,7 @@ def _stack(monkeypatch: pytest.MonkeyPatch, steps: list[str]) -> tuple[StubFlink
 
     def submit(program: Any, **kwargs: Any) -> Any:
         steps.append("resubmit")
-        hook.jobs[RESUMED] = job(RESUMED, "prod", "RUNNING")
+        hook.jobs[RESUMED] = job(RESUMED, "prod", "RUNNING" if runs_at_once or gate["fenced"] else "INITIALIZING")
         return real_submit(program, **kwargs)
 
     submitter.submit = submit  # type: ignore[method-assign]
@@ -80,8 +101,8 @@ def _run(op: StopWindowOperator, hook: StubFlinkHook, ctx: dict[str, Any] | None
 
 def test_one_task_stops_reads_cuts_and_resumes_in_that_order(monkeypatch: pytest.MonkeyPatch) -> None:
     steps: list[str] = []
-    hook, submitter = _stack(monkeypatch, steps)
-    result = _run(Window(steps=steps), hook)
+    hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
+    result = _run(Window(steps=steps, overlap_resume=False), hook)
 
     assert steps == ["savepoint", "offsets", "memory_cut", "resubmit"]
     assert [s["savepoint_path"] for s in submitter.submitted] == ["file:///sp/dag/manual__2026-12-01/savepoint-1"]
@@ -108,11 +129,44 @@ def test_one_task_stops_reads_cuts_and_resumes_in_that_order(monkeypatch: pytest
     assert len(submitter.submitted) == 1  # never a second copy of production
 
 
-def test_a_failed_memory_cut_still_resumes_production_then_fails_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_resubmission_overlaps_the_cut_which_must_end_before_production_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     steps: list[str] = []
     hook, submitter = _stack(monkeypatch, steps)
+    result = QuiesceResult.model_validate(_run(Window(steps=steps), hook))
+    assert steps[0] == "savepoint" and sorted(steps[1:]) == ["fence", "memory_cut", "offsets", "resubmit"]
+    assert steps.index("offsets") < steps.index("memory_cut") < steps.index("fence")
+    assert result.window is not None and result.window.error is None and result.window.resumed.job_id == RESUMED
+    assert set(result.window.steps_s) == {"savepoint", "offsets", "memory_cut", "resubmit", "running"}
+    assert len(submitter.submitted) == 1
+
+
+def test_a_cut_that_ends_after_production_runs_again_fails_the_run_with_production_resumed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
+    original = Window._cut_memory
+
+    def slow_cut(self: Window) -> Any:  # the resumed job is RUNNING before the cut is over
+        while RESUMED not in hook.jobs:
+            pass
+        return original(self)
+
+    monkeypatch.setattr(Window, "_cut_memory", slow_cut)
     with pytest.raises(AirflowFailException) as failed:
-        _run(Window(steps=steps, fail="memory_cut"), hook)
+        _run(Window(steps=steps), hook)
+    message = str(failed.value)
+    assert f"production's resumed job {RESUMED} was already running" in message and "overlap_resume=False" in message
+    assert hook.jobs[RESUMED].state == "RUNNING" and len(submitter.submitted) == 1
+
+
+def test_a_failed_memory_cut_still_resumes_production_then_fails_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
+    with pytest.raises(AirflowFailException) as failed:
+        _run(Window(steps=steps, fail="memory_cut", overlap_resume=False), hook)
     assert steps == ["savepoint", "offsets", "memory_cut", "resubmit"]
     message = str(failed.value)
     assert "ConnectionError: the vector store at localhost:1 refused the connection" in message
@@ -122,8 +176,8 @@ def test_a_failed_memory_cut_still_resumes_production_then_fails_for_good(monkey
 
 def test_a_retry_after_production_ran_again_refuses_to_cut_the_window_again(monkeypatch: pytest.MonkeyPatch) -> None:
     steps: list[str] = []
-    hook, submitter = _stack(monkeypatch, steps)
-    _run(Window(steps=steps), hook)  # the first try resumed production, then (say) its worker died
+    hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
+    _run(Window(steps=steps, overlap_resume=False), hook)  # the first try resumed production, then its worker died
     steps.clear()
     ctx = context("quiesce", try_number=2)
     hook.checkpoints[PROD] = {"counts": {}, "history": [{
