@@ -237,6 +237,15 @@ class Mem0Hook(BaseHook):
         src, tgt = _fork_pair(source, target, fork_id)
         return self.get_backend().fork(src, tgt, fork_id=str(fork_id))
 
+    def precopied_count(self, target: NamespaceLike) -> int | None:
+        """How many memories the pre-copy in ``target`` holds (what a :meth:`fork` into it reads again to find the
+        changes), or None: no pre-copy there, or a backend without one (hosted)."""
+        backend = self.get_backend()
+        if not isinstance(backend, OssMem0Backend):
+            return None
+        pre = backend.read_precopy(Mem0Namespace.coerce(target, what="target"))
+        return pre.count if pre is not None else None
+
     def precopy(self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str) -> ForkResult:
         """Pre-copy ``source`` into ``target`` while production runs; :meth:`fork` with the same ``fork_id``
         then copies only what changed since (added, updated and deleted memories), so the copy inside

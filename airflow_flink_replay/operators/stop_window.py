@@ -51,6 +51,8 @@ from airflow_flink_replay.operators.flink import (
 )
 from airflow_flink_replay.operators.manifest import read_start_offsets
 
+#: The largest pre-copy whose delta cut the resubmission overlaps by default (``overlap_resume=None``).
+OVERLAP_MAX_MEMORIES = 20_000
 
 class StopWindowOperator(QuiesceAndSavepointOperator):
     """Quiesce production and, in ``drain``/``stop`` mode, do everything production's stop needs in the same
@@ -76,9 +78,11 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :param submitter: ``rest`` (default) or ``cli``.
     :param resume_timeout: seconds the resubmission and the wait until RUNNING may take.
     :param overlap_resume: start production's resubmission as soon as the savepoint completes, while the offsets
-        and the memory cut are taken (default): its program and the job's deployment take seconds before any task
-        RUNS, and the cut is checked to have finished before that (:meth:`_fence`; a cut that did not fails the
-        run, production resumed). False: resubmit only after the cut.
+        and the memory cut are taken: its program and the job's deployment take seconds before any task RUNS, and
+        the cut is checked to have finished before that (:meth:`_fence`; a cut that did not fails the run,
+        production resumed). False: resubmit only after the cut. None (default): overlap when the cut is short —
+        no memory cut, or a delta over a pre-copy of at most ``OVERLAP_MAX_MEMORIES`` memories (the delta reads
+        the whole namespace again: ~1.5 s per 10k here, against ~7 s from resubmission to RUNNING).
 
     XCom: the :class:`QuiesceResult` with ``window`` (:class:`StopWindow`): the start offsets, the memory cut,
     production's :class:`ResumeResult` (``downtime_seconds``: stop request → every vertex RUNNING) and the
@@ -112,7 +116,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         job_name: str | None = None,
         submitter: SubmitterKind = "rest",
         resume_timeout: float = 300.0,
-        overlap_resume: bool = True,
+        overlap_resume: bool | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs["deferrable"] = False
@@ -136,14 +140,22 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     def execute(self, context: Any) -> Any:
         """Connect to the memory store first (mem0's import and the store client take seconds in a fresh task
         process: not inside production's downtime), then quiesce and run the window."""
-        if self.mode in ("drain", "stop") and self.memory_source is not None and self.memory_target is not None:
+        cut = self.memory_source is not None and self.memory_target is not None
+        precopied: int | None = None
+        if self.mode in ("drain", "stop") and cut:
             started = time.monotonic()
             try:
                 self.mem0_hook.connect()
+                precopied = self.mem0_hook.precopied_count(self.memory_target)
             except Exception as exc:  # the cut inside the window fails the same way and production comes back
                 self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
             else:
                 self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
+        if self.overlap_resume is None:
+            self.overlap_resume = not cut or (precopied is not None and precopied <= OVERLAP_MAX_MEMORIES)
+            why = "no cut" if not cut else "no pre-copy" if precopied is None else f"pre-copy of {precopied} memories"
+            self.log.info("production's resubmission %s the memory cut (%s)",
+                          "overlaps" if self.overlap_resume else "follows", why)
         return super().execute(context)
 
     @cached_property

@@ -134,7 +134,7 @@ def test_the_resubmission_overlaps_the_cut_which_must_end_before_production_runs
 ) -> None:
     steps: list[str] = []
     hook, submitter = _stack(monkeypatch, steps)
-    result = QuiesceResult.model_validate(_run(Window(steps=steps), hook))
+    result = QuiesceResult.model_validate(_run(Window(steps=steps, overlap_resume=True), hook))
     assert steps[0] == "savepoint" and sorted(steps[1:]) == ["fence", "memory_cut", "offsets", "resubmit"]
     assert steps.index("offsets") < steps.index("memory_cut") < steps.index("fence")
     assert result.window is not None and result.window.error is None and result.window.resumed.job_id == RESUMED
@@ -156,7 +156,7 @@ def test_a_cut_that_ends_after_production_runs_again_fails_the_run_with_producti
 
     monkeypatch.setattr(Window, "_cut_memory", slow_cut)
     with pytest.raises(AirflowFailException) as failed:
-        _run(Window(steps=steps), hook)
+        _run(Window(steps=steps, overlap_resume=True), hook)
     message = str(failed.value)
     assert f"production's resumed job {RESUMED} was already running" in message and "overlap_resume=False" in message
     assert hook.jobs[RESUMED].state == "RUNNING" and len(submitter.submitted) == 1
@@ -203,3 +203,26 @@ def test_savepoint_mode_never_stops_production_and_opens_no_window(monkeypatch: 
 def test_the_window_never_defers() -> None:
     op = Window(steps=[], deferrable=True)
     assert op.deferrable is False and op.wait_for_finished is False
+
+
+@pytest.mark.parametrize(("precopied", "overlaps"), [(1_000, True), (20_000, True), (20_001, False), (None, False)])
+def test_by_default_the_resubmission_overlaps_only_a_short_cut(
+    monkeypatch: pytest.MonkeyPatch, precopied: int | None, overlaps: bool
+) -> None:
+    """A delta over a pre-copy of up to 20,000 memories, which reads the namespace again in a second or two;
+    a larger one, or a full copy without a pre-copy, keeps the old order."""
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps, runs_at_once=not overlaps)
+    op = Window(steps=steps)
+
+    class Memory:
+        def connect(self) -> None:
+            pass
+
+        def precopied_count(self, target: Any) -> int | None:
+            return precopied
+
+    op.__dict__["mem0_hook"] = Memory()
+    _run(op, hook)
+    assert op.overlap_resume is overlaps
+    assert ("fence" in steps) is overlaps and len(submitter.submitted) == 1
