@@ -154,12 +154,12 @@ def load_cassette(window_json: str) -> Cassette:
                 continue
             if msg.error():
                 raise RuntimeError(f"cassette topic {window.topic}: {msg.error()}")
-            partition, offset = msg.partition(), msg.offset()
+            partition, offset, value = int(msg.partition() or 0), int(msg.offset() or 0), msg.value()
             end = pending.get(partition)
             if end is None or offset >= end:
                 continue
-            if msg.value():
-                lines.append(msg.value())
+            if value:
+                lines.append(value)
             if offset + 1 >= end:
                 del pending[partition]
     finally:

@@ -159,8 +159,8 @@ def recorded_call(
     recorder = recorder_for(recording)
     if not recorder.records(resource_type, resource_name, method):
         return call(*args, **kwargs)
-    fields = {"resource_type": resource_type, "resource_name": resource_name, "method": method, "key": key,
-              "args": args, "kwargs": kwargs}
+    fields: dict[str, Any] = {"resource_type": resource_type, "resource_name": resource_name, "method": method,
+                              "key": key, "args": args, "kwargs": kwargs}
     try:
         result = call(*args, **kwargs)
     except Exception as exc:

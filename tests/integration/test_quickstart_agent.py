@@ -161,12 +161,17 @@ def test_the_gate_passes_production_as_its_own_candidate_and_fails_the_changed_p
     # the changed prompt fails on its scores and on nothing else
     failing = {f for r in ab["reasons"] if r["severity"] == "fail" for f in r["fields"]}
     assert failing == {"$.score"}, ab["reasons"]
-    # the replays called the model (allowed) and never the tool (recorded: audited, not executed)
+    # the replays called the model (allowed) and never the tool: production's recorded answers were served
+    # (deploy records its tool calls to a cassette topic), or it was recorded (audited, not executed)
+    replayed = 0
     for variant in aa["variants"] + ab["variants"]:
         audits = [json.loads(line) for line in Path(variant["audit"]).read_text().splitlines() if line.strip()]
         outcomes = {(a["resource_name"], a["outcome"]) for a in audits}
         assert ("review_analysis_model", "ok") in outcomes, outcomes
-        assert outcomes <= {("review_analysis_model", "ok"), ("notify_shipping_manager", "recorded")}, outcomes
+        assert outcomes <= {("review_analysis_model", "ok"), ("notify_shipping_manager", "recorded"),
+                            ("notify_shipping_manager", "replayed")}, outcomes
+        replayed += sum(a["outcome"] == "replayed" for a in audits)
+    assert replayed and all(v["cassette_calls"].get("replayed") for v in aa["variants"]), aa["variants"]
     # production came back after both runs, once
     assert len(running_jobs(stack, production["job_name"])) == 1
     print(f"deploy {production['deploy_s']:.0f}s, two gate runs {took:.0f}s")
