@@ -366,6 +366,22 @@ class FlinkRestHook(BaseHook):
         data = self._request("GET", f"/jobs/{job_id}", operation="get job", job_id=job_id)
         return JobDetails.model_validate(data)
 
+    def all_running_since(self, job: JobDetails) -> datetime | None:
+        """When the last subtask of ``job`` (every vertex RUNNING) started RUNNING, by Flink's own timestamps
+        (``GET /jobs/{id}/vertices/{vid}/subtasktimes``): the REST API serves job states from a cache up to
+        ``web.refresh-interval`` old (3 s by default), so a poll sees RUNNING late. None when a subtask has no
+        RUNNING time."""
+        latest = 0
+        for vertex in job.vertices:
+            data = self._request("GET", f"/jobs/{job.jid}/vertices/{vertex.id}/subtasktimes",
+                                 operation="subtask times", job_id=job.jid)
+            for subtask in data.get("subtasks") or []:
+                running = int((subtask.get("timestamps") or {}).get("RUNNING") or 0)
+                if running <= 0:
+                    return None
+                latest = max(latest, running)
+        return datetime.fromtimestamp(latest / 1000, UTC) if latest else None
+
     def get_plan(self, job_id: str) -> JobPlan:
         """``GET /jobs/{id}/plan``."""
         data = self._request("GET", f"/jobs/{job_id}/plan", operation="get job plan", job_id=job_id)

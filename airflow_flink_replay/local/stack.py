@@ -623,6 +623,10 @@ class LocalStack:
             # The metaspace guard and the soak benchmark read the JobManager's metrics over REST: fresh
             # within a second instead of Flink's 10 s cache.
             "metrics.fetcher.update-interval": 1000,
+            # The REST API serves job and vertex states from a cache kept for web.refresh-interval (3 s by
+            # default): production's resubmitted job was seen RUNNING up to 3 s after its last task ran, and that
+            # wait counted as downtime (stop windows' "running" step took 3.0 or 6.1 s, never between).
+            "web.refresh-interval": 200,
             "python.executable": str(flink_python),
             "python.client.executable": str(flink_python),
             # Small Python bundles: savepoints complete in about a second instead of hanging.

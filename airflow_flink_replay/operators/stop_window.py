@@ -300,7 +300,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             )
             steps["resubmit"] = round(time.monotonic() - started, 3)
             started = time.monotonic()
-            hook.wait_for_job_state(
+            running = hook.wait_for_job_state(
                 submitted.job_id, ("RUNNING",), timeout=self.resume_timeout, poll_interval=0.1, all_tasks_running=True
             )
         except FlinkRestError as err:
@@ -314,7 +314,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             job_name=name,
             savepoint_path=quiesce.savepoint_path,
             submitted_at=submitted.submitted_at,
-            running_at=datetime.now(UTC),
+            running_at=self._running_at(hook, running),
             stopped_at=quiesce.requested_at,
             submitter=submitted.submitter,
             reattached=False,
@@ -324,6 +324,17 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             submitted.job_id, result.downtime_seconds, steps,
         )  # fmt: skip
         return result
+
+    def _running_at(self, hook: FlinkRestHook, job: Any) -> datetime:
+        """When every task of the resumed job RAN, by Flink's timestamps (a poll sees it up to the REST cache's
+        ``web.refresh-interval`` late); now when Flink's answer is missing or not earlier."""
+        seen = datetime.now(UTC)
+        try:
+            since = hook.all_running_since(job)
+        except FlinkRestError as err:
+            self.log.warning("when production's tasks started running could not be read (%s): using now", err)
+            return seen
+        return since if since is not None and since <= seen else seen
 
     def _old_job_end(self, hook: FlinkRestHook, job_id: str) -> datetime | None:
         """The stopped job's end time (its teardown overlapped with the window; usually over by now)."""

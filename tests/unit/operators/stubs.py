@@ -70,6 +70,10 @@ class StubFlinkHook:
     def job_ui_url(self, job_id: str, state: str | None = None) -> str:
         return f"http://flink.test/#/job/{job_id}"
 
+    def all_running_since(self, job: JobDetails) -> Any:
+        """Flink's own instant every task ran (``running_since``: job id -> datetime), None when not given."""
+        return getattr(self, "running_since", {}).get(job.jid)
+
     def get_job(self, job_id: str) -> JobDetails:
         self.calls.append(("get_job", job_id))
         if job_id not in self.jobs:

@@ -226,3 +226,26 @@ def test_by_default_the_resubmission_overlaps_only_a_short_cut(
     _run(op, hook)
     assert op.overlap_resume is overlaps
     assert ("fence" in steps) is overlaps and len(submitter.submitted) == 1
+
+
+def test_the_downtime_ends_when_flink_says_every_task_ran_not_when_a_poll_saw_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Flink's REST API serves job states from a cache (web.refresh-interval): the window asks for the subtasks'
+    own RUNNING timestamps and ends the downtime there."""
+    from datetime import UTC, datetime
+
+    steps: list[str] = []
+    hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
+    submit = submitter.submit
+
+    def submit_and_run(program: Any, **kwargs: Any) -> Any:
+        hook.running_since = {RESUMED: datetime.now(UTC)}  # type: ignore[attr-defined]
+        return submit(program, **kwargs)
+
+    submitter.submit = submit_and_run  # type: ignore[method-assign]
+    result = QuiesceResult.model_validate(_run(Window(steps=steps, overlap_resume=False), hook))
+    assert result.window is not None and result.window.resumed is not None
+    assert result.window.resumed.running_at == hook.running_since[RESUMED]  # type: ignore[attr-defined]
+    assert result.window.resumed.downtime_seconds == round(
+        (hook.running_since[RESUMED] - result.requested_at).total_seconds(), 3)  # type: ignore[attr-defined]
