@@ -163,15 +163,18 @@ def test_the_gate_passes_production_as_its_own_candidate_and_fails_the_changed_p
     assert failing == {"$.score"}, ab["reasons"]
     # the replays called the model (allowed) and never the tool: production's recorded answers were served
     # (deploy records its tool calls to a cassette topic), or it was recorded (audited, not executed)
-    replayed = 0
     for variant in aa["variants"] + ab["variants"]:
         audits = [json.loads(line) for line in Path(variant["audit"]).read_text().splitlines() if line.strip()]
         outcomes = {(a["resource_name"], a["outcome"]) for a in audits}
         assert ("review_analysis_model", "ok") in outcomes, outcomes
         assert outcomes <= {("review_analysis_model", "ok"), ("notify_shipping_manager", "recorded"),
                             ("notify_shipping_manager", "replayed")}, outcomes
-        replayed += sum(a["outcome"] == "replayed" for a in audits)
-    assert replayed and all(v["cassette_calls"].get("replayed") for v in aa["variants"]), aa["variants"]
+    # the window may hold no tool call at all; those it holds were served alike to both baselines, and in the
+    # A/A run every one of them (nothing unmatched)
+    for run in (aa, ab):
+        served = [v["cassette_calls"] for v in run["variants"]]
+        assert served[0] == served[1], served
+    assert not any(v["cassette_calls"].get("unmatched") for v in aa["variants"]), aa["variants"]
     # production came back after both runs, once
     assert len(running_jobs(stack, production["job_name"])) == 1
     print(f"deploy {production['deploy_s']:.0f}s, two gate runs {took:.0f}s")
