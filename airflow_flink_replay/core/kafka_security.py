@@ -115,6 +115,21 @@ class KafkaClientSecurity(BaseModel):
         """The model from :meth:`to_arg`'s JSON (``None`` or empty: none)."""
         return cls.model_validate(json.loads(text)) if text else None
 
+    @classmethod
+    def librdkafka_config_of(cls, text: str | None) -> dict[str, str]:
+        """:meth:`librdkafka_config` of the model :meth:`to_arg` gave as ``text`` (references resolved: call it
+        where the client is built, inside Flink); empty without one."""
+        security = cls.from_arg(text)
+        return security.librdkafka_config() if security else {}
+
+
+def flushed_producer_config(bootstrap: str, security: str | None) -> dict[str, Any]:
+    """librdkafka config of a producer that sends each record on its own and waits for it (the capture tee, the
+    cassette recorder): no lingering, no idempotence (tansu reports wrong end offsets for batched writes);
+    ``security`` is :meth:`KafkaClientSecurity.to_arg`'s text, resolved here."""
+    return {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": False,
+            **KafkaClientSecurity.librdkafka_config_of(security)}
+
 
 def _jaas_quoted(value: Any) -> str:
     """A JAAS option value in double quotes (backslashes and quotes escaped)."""

@@ -308,8 +308,7 @@ def collect(args: argparse.Namespace) -> CheckFacts:
     facts = CheckFacts(flink_agents=agents_version, python=platform.python_version())
     records: list[CapturedRecord] = []
     if args.capture_topic and args.bootstrap and args.samples > 0:
-        security = KafkaClientSecurity.from_arg(args.kafka_security)
-        client = security.librdkafka_config() if security else {}
+        client = KafkaClientSecurity.librdkafka_config_of(args.kafka_security)
         records, error = read_captured(args.bootstrap, args.capture_topic, args.samples, client=client)
         facts.sample = SampleFacts(topic=args.capture_topic, records=len(records), error=error or None)
     mem0 = json.loads(args.mem0_config) if args.mem0_config else None

@@ -68,11 +68,9 @@ class CaptureWriter:
 
     def producer_config(self) -> dict[str, Any]:
         """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
-        from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
+        from airflow_flink_replay.core.kafka_security import flushed_producer_config
 
-        security = KafkaClientSecurity.from_arg(self.config.security)
-        return {"bootstrap.servers": self.config.bootstrap, "linger.ms": 0, "enable.idempotence": False,
-                **(security.librdkafka_config() if security else {})}
+        return flushed_producer_config(self.config.bootstrap, self.config.security)
 
     def write(self, raw: bytes, key: Any, timestamp: int | None) -> None:
         """Write ``raw`` keyed by ``key`` and wait until the broker has it."""

@@ -40,13 +40,6 @@ _log = logging.getLogger(__name__)
 READ_TIMEOUT_S = 60.0
 
 
-def _security_config(security: str) -> dict[str, Any]:
-    from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
-
-    resolved = KafkaClientSecurity.from_arg(security)
-    return resolved.librdkafka_config() if resolved else {}
-
-
 class CassetteRecorder:
     """Writes production's selected calls to the cassette topic, one flushed record per call."""
 
@@ -102,8 +95,9 @@ class CassetteRecorder:
 
     def producer_config(self) -> dict[str, Any]:
         """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
-        return {"bootstrap.servers": self.recording.bootstrap, "linger.ms": 0, "enable.idempotence": False,
-                **_security_config(self.recording.security)}
+        from airflow_flink_replay.core.kafka_security import flushed_producer_config
+
+        return flushed_producer_config(self.recording.bootstrap, self.recording.security)
 
     def _produce(self, entry: CassetteEntry) -> None:
         if self._producer is None:
@@ -124,8 +118,11 @@ def recorder_for(recording_json: str) -> CassetteRecorder:
 
 def consumer_config(window: CassetteWindow) -> dict[str, Any]:
     """The cassette reader's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
+    from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
+
     return {"bootstrap.servers": window.bootstrap, "group.id": f"afr-cassette-{uuid.uuid4().hex[:12]}",
-            "enable.auto.commit": False, "enable.partition.eof": False, **_security_config(window.security)}
+            "enable.auto.commit": False, "enable.partition.eof": False,
+            **KafkaClientSecurity.librdkafka_config_of(window.security)}
 
 
 @functools.lru_cache(maxsize=16)
