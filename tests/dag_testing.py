@@ -129,8 +129,6 @@ def run_replay_dag(
     ``feed_after_savepoint``: production gets no review until it has a savepoint newer than the run's start
     (``savepoint`` mode: production keeps running, so without this the savepoint may hold agent runs in flight;
     Flink Agents 0.2.0 can crash a TaskManager natively restoring some of them, docs/limitations.md)."""
-    import json
-    from pathlib import Path
 
     from airflow_flink_replay.core.replay_spec import ReplaySpec
     from airflow_flink_replay.dag_factory import build_replay_dag
@@ -154,10 +152,22 @@ def run_replay_dag(
         dagrun = dag.test(run_conf=conf, conn_file_path=conn_file or stack.connections_file)
     _log_task_times(stack, dagrun)
     states = {ti.task_id: str(ti.state) for ti in dagrun.get_task_instances()}
-    runs = Path(spec.runs_uri.removeprefix("file://"))
-    records = [p for p in runs.rglob("run_record.json") if json.loads(p.read_text())["run_id"] == dagrun.run_id]
-    record = json.loads(records[0].read_text()) if records else {}
-    return dagrun, {"states": states, "record": record, "spec": spec}
+    return dagrun, {"states": states, "record": run_record_of(spec.runs_uri, dagrun.run_id), "spec": spec}
+
+
+def run_record_of(runs_uri: str, run_id: str) -> dict[str, Any]:
+    """The run record of ``run_id`` below ``runs_uri`` (a local folder or any fsspec URI: ``memory://`` is the
+    test process's own), or ``{}``."""
+    import json
+
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(runs_uri)
+    for path in fs.glob(f"{root.rstrip('/')}/**/run_record.json"):
+        record = json.loads(fs.cat_file(path))
+        if record["run_id"] == run_id:
+            return record
+    return {}
 
 
 def _log_task_times(stack: Any, dagrun: Any) -> None:
@@ -221,6 +231,9 @@ def assert_no_replay_leftovers(stack: Any, record: dict[str, Any]) -> None:
     topics = set(AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).list_topics(timeout=10).topics)
     assert record["variants"], record
     assert not [v["action_state_topic"] for v in record["variants"] if v["action_state_topic"] in topics]
+    isolation = (record.get("action_state") or {}).get("isolation") or {}
+    results = [t for kinds in (isolation.get("result_topics") or {}).values() for t in kinds.values()]
+    assert not [t for t in results if t in topics], results
     memory = Mem0Hook(config=stack.mem0_config())
     assert {v["fork_namespace"]: memory.count({"user_id": v["fork_namespace"]}) for v in record["variants"]} == {
         v["fork_namespace"]: 0 for v in record["variants"]

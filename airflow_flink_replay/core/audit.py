@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -103,6 +104,10 @@ class AuditRecord(BaseModel):
         description="decision 'replay' with no recorded call matching: the decision applied instead (unmatched)",
     )
     ts: float = Field(default_factory=time.time)
+    id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        description="unique to this record: a copy written twice (a producer's retry) is dropped when read back",
+    )
 
     @property
     def unmatched(self) -> bool:

@@ -45,6 +45,7 @@ from airflow_flink_replay.core.manifest import (
     ReplayManifest,
 )
 from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.core.results import AuditTopic, ResultTopics
 from airflow_flink_replay.core.secrets import is_reference, refuse_literal_secrets, resolve_references
 from airflow_flink_replay.exceptions import ManifestError, ManifestTamperedError, SecretReferenceError
 
@@ -263,8 +264,18 @@ class ReplayJobSpec(BaseModel):
         description="Production's job identifier (its Mem0 user_id): a spec whose job_identifier equals it is "
         "refused. Optional for specs written before it existed; the DAG always sets it.",
     )
-    output_dir: str = Field(description="Directory for the output JSONL part files (local path).")
-    audit_dir: str = Field(description="Directory for the audit JSONL files (local path).")
+    output_dir: str = Field(
+        description="Without `results`: the folder the job writes its output JSONL part files to (a path every "
+        "TaskManager and the Airflow worker share). With `results`: only names where Airflow collects the "
+        "outputs (next to this folder, any ObjectStoragePath URI); the job writes nothing there."
+    )
+    audit_dir: str = Field(description="Without `results`: the folder of the audit JSONL files (shared path).")
+    results: ResultTopics | None = Field(
+        default=None,
+        description="The variant's own output and audit topics (created empty before the replay, deleted after): "
+        "the job writes its results there and Airflow reads them back, so no folder is shared with Flink. "
+        "None: the output_dir / audit_dir folders.",
+    )
     kafka_bootstrap: str
     kafka_security: KafkaClientSecurity | None = Field(
         default=None, description="SASL/TLS of the replay's Kafka source (references resolved inside Flink)."
@@ -428,7 +439,28 @@ class ReplayJobSpec(BaseModel):
                 f"job_identifier {self.job_identifier!r} is production's job identifier: the replay would read and "
                 "write production's Mem0 memories. Fix: use the memory fork's namespace (ForkMem0NamespaceOperator)"
             )
+        taken = {self.production_action_state_topic: "production's action-state topic",
+                 self.action_state_topic: "the replay's action-state topic"}
+        for kind, topic in (self.results.model_dump().items() if self.results else ()):
+            if topic in taken:
+                problems.append(
+                    f"results.{kind} {topic!r} is {taken[topic]}: the replay would write its {kind} there. Fix: give "
+                    "the variant result topics of its own (the replay DAG names them <action-state topic>-outputs "
+                    "and -audit)"
+                )
+        if self.results and self.results.outputs == self.results.audit:
+            problems.append(
+                f"results.outputs and results.audit are one topic ({self.results.audit!r}). Fix: two topics"
+            )
         return problems
+
+    def audit_target(self) -> str:
+        """Where the job's proxies and guard send audit records: the results' audit topic (as
+        :class:`~airflow_flink_replay.core.results.AuditTopic` JSON, security by reference), else ``audit_dir``."""
+        if self.results is None:
+            return self.audit_dir
+        security = self.kafka_security.to_arg() if self.kafka_security else ""
+        return AuditTopic(topic=self.results.audit, bootstrap=self.kafka_bootstrap, security=security).target()
 
     @model_validator(mode="after")
     def _window_given(self) -> ReplayJobSpec:

@@ -21,6 +21,7 @@ from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
 from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.core.results import ResultTopics
 from airflow_flink_replay.core.secrets import is_reference, refuse_literal_secrets
 from airflow_flink_replay.exceptions import SpecError
 
@@ -301,6 +302,16 @@ class ReplaySpec(BaseModel):
         """The isolated action-state topic of a variant: :func:`replay_topic_name` with run key
         ``<name>-<run_tag>``, i.e. ``<production topic>-replay-<name>-<run_tag>-<variant>``."""
         return replay_topic_name(self.production.action_state_topic, f"{self.name}-{run_tag}", variant)
+
+    def result_topics(self, run_tag: str, variant: str) -> ResultTopics:
+        """The variant's result topics: its action-state topic's name with ``-outputs`` / ``-audit``
+        (:func:`replay_topic_name` keeps them legal and distinct)."""
+        run_key = f"{self.name}-{run_tag}"
+        topic = self.production.action_state_topic
+        return ResultTopics(
+            outputs=replay_topic_name(topic, run_key, f"{variant}-outputs"),
+            audit=replay_topic_name(topic, run_key, f"{variant}-audit"),
+        )
 
     def candidate_ref(self) -> str | None:
         """The candidate as written (its job definition, else its factory); None without a candidate."""

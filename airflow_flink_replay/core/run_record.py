@@ -55,6 +55,11 @@ class VariantRecord(BaseModel):
         default=None,
         description="'replay' decisions served production's recorded result (replayed) or not (unmatched)",
     )
+    results: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="per result topic (outputs, audit): records read back, kept, and dropped as sent twice by a "
+        "restart (None: the job wrote files)",
+    )
     duration_s: float | None = None
 
 

@@ -12,8 +12,10 @@ from those providers. :func:`rewrite_plan_resources` replaces each provider with
 
 For each attempted call the proxy asks the :class:`~airflow_flink_replay.core.policy.ReplayPolicy`:
 ``allow`` calls through, ``record`` returns the declared stand-in without calling, ``block`` raises
-:class:`ReplayPolicyBlocked` naming the resource. Every attempt appends one
-:class:`~airflow_flink_replay.core.audit.AuditRecord` line to ``<audit_dir>/audit-<variant>-<pid>.jsonl``.
+:class:`ReplayPolicyBlocked` naming the resource. Every attempt writes one
+:class:`~airflow_flink_replay.core.audit.AuditRecord` to the audit target
+(:mod:`~airflow_flink_replay.flink.audit_sink`: the variant's audit topic, or
+``<audit_dir>/audit-<variant>-<pid>.jsonl``).
 
 Java resources (``JavaResourceProvider``) and MCP tools are left as they are (logged). Calls an action makes
 outside the framework (raw HTTP, files, processes) are not mediated: the unmediated-call guard
@@ -38,12 +40,13 @@ from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSe
 from flink_agents.plan.tools.function_tool import FunctionTool
 from pydantic import PrivateAttr
 
-from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, append_audit, args_digest
+from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, args_digest
 from airflow_flink_replay.core.cassette import Cassette, CassetteRecording, decode_result
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink import unmediated
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
+from airflow_flink_replay.flink.audit_sink import is_folder, write_audit
 from airflow_flink_replay.flink.cassette_io import load_cassette, recorder_for
 
 _log = logging.getLogger(__name__)
@@ -95,7 +98,7 @@ def guarded_call(
     fallback: Decision | None = None
 
     def audit(outcome: str, error: str | None = None) -> None:
-        append_audit(
+        write_audit(
             audit_dir,
             AuditRecord.for_call(
                 variant=variant,
@@ -340,7 +343,8 @@ def rewrite_plan_resources(
     ``replay`` decisions are served from. Returns what was wrapped and what was left unmediated, per resource
     type.
     """
-    Path(audit_dir).mkdir(parents=True, exist_ok=True)
+    if is_folder(audit_dir):
+        Path(audit_dir).mkdir(parents=True, exist_ok=True)
     common = {
         "afr_variant": variant,
         "afr_audit_dir": str(audit_dir),

@@ -12,7 +12,9 @@ upstream):
       afr-replay-source) → production's event time + watermark strategy as its own operator (uid
       afr-replay-watermarks) → ingest (the job's deserializer) → key by the job's key selector
       → agent (pinned: uid or uid hash, max parallelism — the latter job-wide too)
-      → the job's output serializer + ``_replay`` → FileSink ``<output_dir>/<variant>-*.jsonl``
+      → the job's output serializer + ``_replay`` → with result topics (``spec.results``, the replay DAG's
+      choice): keyed by the output's content digest, numbered (``_replay.output_id``, uid afr-replay-output-ids)
+      → KafkaSink to the variant's output topic; without: FileSink ``<output_dir>/<variant>-*.jsonl``
 
 The manifest is loaded through :mod:`~airflow_flink_replay.core.manifest_io` (plain path, ``file://`` or any
 fsspec URI) and its digest verified: a manifest edited after it was sealed stops the job before it is built.
@@ -28,7 +30,8 @@ the variant, the record's event time (``event_time_ms``) and the watermark when 
 
 The agent runs with ``job-identifier`` = the fork namespace, ``kafkaActionStateTopic`` = the isolated topic,
 and every governed resource — the agent's and the job definition's env-level ones — wrapped in a policy proxy that
-audits to ``<audit_dir>``. The job definition (``agent_job``; or the older ``agent_factory``, adapted by
+audits to the variant's audit topic (``<audit_dir>`` without result topics). The job definition (``agent_job``;
+or the older ``agent_factory``, adapted by
 :meth:`~airflow_flink_replay.flink.agent_job.AgentJob.from_factory`) is imported under a content-hashed module
 name (see :mod:`airflow_flink_replay.flink.agent_build`); its memory binding gets the spec's ``mem0_config``. The job
 finishes by itself when every partition reached its end offset. Submit with allowNonRestoredState: the only
@@ -93,6 +96,61 @@ def file_sink(output_dir: str, variant: str) -> Any:
     )
 
 
+class NumberOutputs:
+    """Keyed by :func:`~airflow_flink_replay.core.results.output_digest`: gives each output its id,
+    ``_replay.output_id = "<digest>:<n>"``, ``n`` counted per digest in keyed state. A restart restores the
+    count with the checkpoint, so an output the at-least-once sink sends again carries the id it had and is
+    dropped when Airflow reads the topic back (:class:`~airflow_flink_replay.core.results.ResultReader`)."""
+
+    @staticmethod
+    def function() -> Any:
+        """The KeyedProcessFunction (built here: PyFlink is imported inside Flink only)."""
+        from pyflink.common import Types
+        from pyflink.datastream.functions import KeyedProcessFunction
+        from pyflink.datastream.state import ValueStateDescriptor
+
+        from airflow_flink_replay.core.results import with_output_id
+
+        class _Number(KeyedProcessFunction):
+            def open(self, runtime_context: Any) -> None:
+                self.count = runtime_context.get_state(ValueStateDescriptor("afr-output-count", Types.LONG()))
+
+            def process_element(self, value: str, ctx: Any):  # type: ignore[override]
+                n = (self.count.value() or 0) + 1
+                self.count.update(n)
+                yield with_output_id(value, ctx.get_current_key(), n)
+
+        return _Number()
+
+
+def digest_of_output(text: str) -> str:
+    """The key outputs are numbered by: the digest of the output JSON ``text``'s content."""
+    from airflow_flink_replay.core.results import output_digest
+
+    return output_digest(json.loads(text))
+
+
+def results_sink(out: Any, spec: ReplayJobSpec) -> None:
+    """The outputs to the spec's output topic, each with its id (at-least-once: ids make a re-send
+    detectable), or to the ``output_dir`` FileSink without result topics."""
+    if spec.results is None:
+        out.sink_to(file_sink(spec.output_dir, spec.variant)).uid("afr-replay-sink").name("replay-output")
+        return
+    from pyflink.common import Types
+
+    from airflow_flink_replay.flink.kafka import string_sink
+
+    numbered = (
+        out.key_by(digest_of_output, key_type=Types.STRING())
+        .process(NumberOutputs.function(), output_type=Types.STRING())
+        .uid("afr-replay-output-ids")
+        .name("output-ids")
+    )
+    properties = spec.kafka_security.java_properties() if spec.kafka_security else None  # resolved here
+    sink = string_sink(spec.kafka_bootstrap, spec.results.outputs, properties)
+    numbered.sink_to(sink).uid("afr-replay-sink").name("replay-output")
+
+
 def refuse_production_targets(spec: ReplayJobSpec) -> None:
     """Stop before anything is built when the spec's action-state topic or job identifier is production's.
 
@@ -146,7 +204,7 @@ def guard_config(spec: ReplayJobSpec, runtime_pkg: str) -> dict[str, str]:
         return {}
     guard = importlib.import_module(f"{runtime_pkg}.flink.unmediated")
     decision = str(spec.policy.unmediated or "record")
-    return {guard.GUARD_CONFIG_KEY: guard.guard_entry(spec.variant, spec.audit_dir, decision)}
+    return {guard.GUARD_CONFIG_KEY: guard.guard_entry(spec.variant, spec.audit_target(), decision)}
 
 
 def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
@@ -191,7 +249,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         if getattr(job, "memory", None) is not None:  # the memory binding writes to this replay's own fork
             policy = policy.with_memory(job.memory.resource_name)
         report = proxies.rewrite_plan_resources(
-            plan, policy, spec.variant, spec.audit_dir, key_field, namespace=spec.job_identifier,
+            plan, policy, spec.variant, spec.audit_target(), key_field, namespace=spec.job_identifier,
             cassette=spec.cassette_json(),
         )
         logging.info("replay %s: resources %s", spec.variant, report)
@@ -213,7 +271,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         output_extra={"_replay": {"variant": spec.variant, "partition": None, "offset": None}},
         output_timing_key="_replay",
     )
-    out.sink_to(file_sink(spec.output_dir, spec.variant)).uid("afr-replay-sink").name("replay-output")
+    results_sink(out, spec)
     return out
 
 

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_flink_replay.core.audit import AuditRecord, append_audit
+from airflow_flink_replay.core.audit import AuditRecord
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 
 __all__ = ["GUARD_CONFIG_KEY", "Guard", "arm", "disarm", "guard_entry", "install", "mediated"]
@@ -220,8 +220,10 @@ def _audit(guard: Guard, event: str, detail: str) -> None:
         decision=guard.decision,
         outcome="blocked" if guard.decision == "block" else "ok",
     )
+    from airflow_flink_replay.flink.audit_sink import write_audit
+
     try:
-        append_audit(guard.audit_dir, record)
+        write_audit(guard.audit_dir, record)
     except OSError:
         _log.exception("unmediated-call guard: cannot write the audit record for %s %s", event, detail)
     _log.warning("replay %s: unmediated %s %s (%s)", guard.variant, event, detail, guard.decision)

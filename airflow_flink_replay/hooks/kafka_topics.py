@@ -37,6 +37,9 @@ class ActionStateIsolation(BaseModel):
     created: list[str] = Field(description="topics this task created (the others existed empty: a retry)")
     production_end_offsets_before: dict[int, int]
     recorded_at: datetime
+    result_topics: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="variant -> its fresh result topics ({'outputs': ..., 'audit': ...})"
+    )
 
 
 class ActionStateCleanup(BaseModel):
@@ -93,7 +96,7 @@ class KafkaTopicsHook(KafkaOffsetsHook):
                 except Exception as err:
                     errors.append(f"{topic}: {err}")
             if errors:
-                raise ActionStateIsolationError(f"could not create action-state topics: {'; '.join(errors)}")
+                raise ActionStateIsolationError(f"could not create replay topics: {'; '.join(errors)}")
         except BaseException:
             if created:
                 self.log.warning("deleting the topics created before the failure: %s", created)
@@ -126,7 +129,7 @@ class KafkaTopicsHook(KafkaOffsetsHook):
             )
         return partitions, {}
 
-    def _to_create(self, topics: Mapping[str, str], partitions: int) -> list[str]:
+    def _to_create(self, topics: Mapping[str, str], partitions: int, what: str = "action-state") -> list[str]:
         """The topics to create; an existing one must be empty with ``partitions`` partitions (a retry)."""
         to_create = []
         for variant, topic in topics.items():
@@ -134,9 +137,10 @@ class KafkaTopicsHook(KafkaOffsetsHook):
                 to_create.append(topic)
                 continue
             if self.has_data(topic):
+                held = "recorded actions" if what == "action-state" else "results of an earlier replay"
                 raise ActionStateIsolationError(
-                    f"action-state topic {topic!r} for variant {variant!r} already has data "
-                    f"({self.end_offsets(topic)}): a replay must start with no recorded actions. "
+                    f"{what} topic {topic!r} for variant {variant!r} already has data "
+                    f"({self.end_offsets(topic)}): a replay must start with no {held}. "
                     "Fix: delete it (DeleteReplayTopicsOperator) or use another run key"
                 )
             existing = len(self.partitions(topic))
@@ -156,18 +160,38 @@ class KafkaTopicsHook(KafkaOffsetsHook):
         partitions: int | None = None,
         replication_factor: int = 1,
         config: Mapping[str, str] | None = None,
+        result_topics: Mapping[str, Mapping[str, str]] | None = None,
     ) -> ActionStateIsolation:
-        """Give every variant of ``topics`` (``{variant: topic}``) a fresh, empty topic.
+        """Give every variant of ``topics`` (``{variant: topic}``) a fresh, empty topic, and of ``result_topics``
+        (``{variant: {"outputs": topic, "audit": topic}}``) its fresh result topics.
 
         Partitions default to production's; production's end offsets are recorded as the "before" evidence.
         Refuses, before creating anything, a topic that holds data or an empty one with another partition
-        count; an existing empty one is reused (a retry). Closes the reading consumer afterwards.
+        count; an existing empty one is reused (a retry). Result topics have one partition and
+        ``cleanup.policy=delete``. Closes the reading consumer afterwards.
         """
+        results = {f"{v}.{kind}": t for v, kinds in (result_topics or {}).items() for kind, t in kinds.items()}
+        taken = sorted(set(results.values()) & {production_topic, *topics.values()})
+        if taken:
+            raise ActionStateIsolationError(
+                f"result topics {taken} are action-state topics (production's or a replay's). Fix: name them apart"
+            )
         try:
             count, before = self._replay_partitions(production_topic, partitions)
+            new_state = self._to_create(topics, count)
+            new_results = self._to_create(results, 1, "result")
             created = self.create_topics(
-                self._to_create(topics, count), partitions=count, replication_factor=replication_factor, config=config
+                new_state, partitions=count, replication_factor=replication_factor, config=config
             )
+            try:
+                created += self.create_topics(
+                    new_results, partitions=1, replication_factor=replication_factor,
+                    config={"cleanup.policy": "delete"},
+                )  # fmt: skip
+            except BaseException:
+                if created:
+                    self.delete_topics(created)
+                raise
         finally:
             self.close()
         return ActionStateIsolation(
@@ -177,6 +201,7 @@ class KafkaTopicsHook(KafkaOffsetsHook):
             created=created,
             production_end_offsets_before=before,
             recorded_at=datetime.now(UTC),
+            result_topics={v: dict(kinds) for v, kinds in (result_topics or {}).items()},
         )
 
     def delete_replay_topics(

@@ -56,9 +56,11 @@ class IsolateActionStateOperator(BaseOperator):
     :param kafka_config_id: the Kafka connection.
     :param manifest_uri: when given (templated), the topics are also recorded in the manifest's isolation
         section (``production_action_state_topic``, ``action_state_topics``) and the manifest re-sealed.
+    :param result_topics: ``{variant: {"outputs": topic, "audit": topic}}`` (templated): each variant's result
+        topics, created empty with them (one partition, ``cleanup.policy=delete``; refused when one holds data).
     """
 
-    template_fields: Sequence[str] = ("production_topic", "topics", "run_key", "manifest_uri")
+    template_fields: Sequence[str] = ("production_topic", "topics", "run_key", "manifest_uri", "result_topics")
 
     def __init__(
         self,
@@ -72,10 +74,12 @@ class IsolateActionStateOperator(BaseOperator):
         topic_config: Mapping[str, str] | None = None,
         kafka_config_id: str = "kafka_default",
         manifest_uri: str | None = None,
+        result_topics: Mapping[str, Mapping[str, str]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.manifest_uri = manifest_uri
+        self.result_topics = result_topics
         self.production_topic = production_topic
         self.variants = list(variants)
         self.topics = topics
@@ -124,10 +128,13 @@ class IsolateActionStateOperator(BaseOperator):
                 partitions=self.partitions,
                 replication_factor=self.replication_factor,
                 config=self.topic_config,
+                result_topics=self.result_topics,
             )
         except ActionStateIsolationError as err:
             raise AirflowException(str(err)) from err
         self.log.info("action-state topics per variant (%s partitions, compacted): %s", result.partitions, names)
+        if result.result_topics:
+            self.log.info("result topics per variant (1 partition): %s", result.result_topics)
         if self.manifest_uri:
             from airflow_flink_replay.core.manifest import ManifestError
             from airflow_flink_replay.core.manifest_io import record_isolation

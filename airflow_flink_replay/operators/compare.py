@@ -17,23 +17,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, ObjectStoragePath
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.exceptions import CompareInputError
+from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.links.report import ReplayReportLink
 
 if TYPE_CHECKING:  # the engine and its reports are imported when the task compares, not by every DAG parse
     from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
-
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-
-
-def _is_uri(value: str) -> bool:
-    return bool(_SCHEME.match(value))
-
 
 #: XCom key of the comparison summary, pushed before a gate FAIL fails the task (the run record reads it).
 XCOM_COMPARISON_KEY = "comparison"
@@ -141,7 +135,7 @@ class CompareReplayOutputsOperator(BaseOperator):
             raise AirflowException(
                 "CompareReplayOutputsOperator: give report_uri (a folder) or manifest_uri (reports go next to it)"
             )
-        return ObjectStoragePath(target) if _is_uri(target) else Path(target)
+        return run_storage.location(target)
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Compare, write the reports, push the summary and the link; fail on FAIL when gating."""
@@ -159,8 +153,8 @@ class CompareReplayOutputsOperator(BaseOperator):
             def source(uri: str | None) -> Any:
                 if uri is None:
                     return None
-                if _is_uri(str(uri)):
-                    path = ObjectStoragePath(str(uri))
+                if run_storage.is_uri(str(uri)):
+                    path = run_storage.location(str(uri))
                     if not path.exists():
                         raise CompareInputError(str(uri), "not found")
                     if path.is_dir():  # the replay job's per-worker audit files

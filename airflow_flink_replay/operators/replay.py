@@ -21,13 +21,12 @@ from typing import Any
 from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_flink_replay.core.audit import read_audit
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, identity_report, pin_to_production
-from airflow_flink_replay.core.run_record import file_digest
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
+from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
@@ -42,10 +41,11 @@ REPLAY_PLANS_MODULE = "airflow_flink_replay.flink.replay_plans"
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
 
 
-def collected_files(output_dir: str, variant: str) -> tuple[Path, Path]:
-    """Where a variant's outputs and audit are collected: next to its ``parts/`` folders."""
-    base = Path(output_dir).parent
-    return base / f"{variant}.outputs.jsonl", base / f"{variant}.audit.jsonl"
+def collected_files(output_dir: str, variant: str) -> tuple[str, str]:
+    """Where a variant's outputs and audit are collected: next to its ``parts/`` folders (a local path or an
+    ``ObjectStoragePath`` URI, as ``output_dir`` is)."""
+    base = run_storage.parent(output_dir)
+    return run_storage.join(base, f"{variant}.outputs.jsonl"), run_storage.join(base, f"{variant}.audit.jsonl")
 
 
 def collect_jsonl(folder: Path, target: Path) -> int:
@@ -64,22 +64,26 @@ def collect_jsonl(folder: Path, target: Path) -> int:
     return lines
 
 
-def unmediated_calls(audit: Path) -> dict[str, int]:
+def unmediated_calls(audit: str | Path) -> dict[str, int]:
     """Unmediated calls in a collected audit file, per kind (``socket``, ``dns``, ``subprocess``, ``file``)."""
-    return audit_counts(audit)[0]
+    return audit_counts(str(audit))[0]
 
 
-def audit_counts(audit: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """From a collected audit file: the unmediated calls per kind, and the ``replay`` decisions served from
-    production's cassette (``replayed``) or not (``unmatched``; empty when nothing was to be replayed)."""
+def audit_counts(audit: str) -> tuple[dict[str, int], dict[str, int]]:
+    """From a collected audit file (path or URI): the unmediated calls per kind, and the ``replay`` decisions
+    served from production's cassette (``replayed``) or not (``unmatched``; empty when nothing was to be
+    replayed)."""
+    from airflow_flink_replay.core.compare.loading import read_audit
+
     unmediated: Counter[str] = Counter()
     cassette: Counter[str] = Counter()
-    if audit.exists():
-        for record in read_audit(audit):
-            if record.resource_type == "unmediated":
-                unmediated[record.resource_name] += 1
-            if record.decision == "replay":
-                cassette["unmatched" if record.unmatched else "replayed"] += 1
+    if run_storage.exists(audit):
+        with run_storage.open_text(audit) as stream:
+            for record in read_audit(stream):
+                if record.resource_type == "unmediated":
+                    unmediated[record.resource_name] += 1
+                if record.decision == "replay":
+                    cassette["unmatched" if record.unmatched else "replayed"] += 1
     return dict(sorted(unmediated.items())), dict(sorted(cassette.items()))
 
 
@@ -97,9 +101,11 @@ class _ReplayJobOperator(BaseOperator):
         timeout: float = 1200.0,
         poll_interval: float = 1.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        kafka_config_id: str = "kafka_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
         self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplayJobSpec) else spec
         self.flink_conn_id = flink_conn_id
         self.timeout = float(timeout)
@@ -175,8 +181,8 @@ class _ReplayJobOperator(BaseOperator):
     def _result(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
         self._link_ended(context, carry["job_id"], "FINISHED")
         output, audit = collected_files(spec.output_dir, spec.variant)
-        outputs = collect_jsonl(Path(spec.output_dir), output)
-        audits = collect_jsonl(Path(spec.audit_dir), audit)
+        results = self._collect(spec, output, audit)
+        outputs, audits = results["outputs"]["kept"], results["audit"]["kept"]
         unmediated, cassette = audit_counts(audit)
         result = {
             "variant": spec.variant,
@@ -187,17 +193,18 @@ class _ReplayJobOperator(BaseOperator):
             "state": "FINISHED",
             "fork_namespace": spec.job_identifier,
             "action_state_topic": spec.action_state_topic,
-            "output": str(output),
-            "output_digest": file_digest(output),
+            "output": output,
+            "output_digest": run_storage.digest(output),
             "output_records": outputs,
-            "audit": str(audit),
-            "audit_digest": file_digest(audit),
+            "audit": audit,
+            "audit_digest": run_storage.digest(audit),
             "audit_records": audits,
             "unmediated_calls": unmediated,
             "cassette_calls": cassette,
             "duration_s": round(time.time() - float(carry["started"]), 2),
             "finished_at": datetime.now(UTC).isoformat(),
             "identity_preflight": carry.get("preflight"),
+            "results": results,
         }
         self.log.info("replay %s finished: %d outputs, %d audit records", spec.variant, outputs, audits)
         if result["unmediated_calls"]:
@@ -212,6 +219,33 @@ class _ReplayJobOperator(BaseOperator):
                 spec.variant, cassette["unmatched"], audit,
             )  # fmt: skip
         return result
+
+    def _collect(self, spec: ReplayJobSpec, output: str, audit: str) -> dict[str, dict[str, Any]]:
+        """The variant's outputs and audit into ``output`` / ``audit``: read back from its result topics (copies
+        a restart sent twice dropped), or concatenated from the job's part files without result topics."""
+        if spec.results is None:  # the job's part files, in a folder Flink and Airflow share
+            outputs = collect_jsonl(Path(spec.output_dir), Path(output.removeprefix("file://")))
+            audits = collect_jsonl(Path(spec.audit_dir), Path(audit.removeprefix("file://")))
+            return {"outputs": {"kept": outputs, "read": outputs}, "audit": {"kept": audits, "read": audits}}
+        from airflow_flink_replay.hooks.replay_results import ReplayResultsHook
+
+        readers = ReplayResultsHook(kafka_config_id=self.kafka_config_id).collect_results(
+            spec.results, output, audit
+        )
+        for kind, reader in readers.items():
+            self.log.info(
+                "replay %s %s: %d record(s) read from %s, %d kept, %d sent twice by a restart (dropped)",
+                spec.variant, kind, reader.read, getattr(spec.results, kind), reader.kept, reader.duplicates,
+            )  # fmt: skip
+        gaps = readers["outputs"].gaps
+        if gaps:
+            raise AirflowException(
+                f"replay {spec.variant}: outputs missing from {spec.results.outputs}: ids {gaps[:5]} "
+                f"({len(gaps)} in all) are below higher ones of the same content. The topic lost records (retention? "
+                "another consumer deleting?); the comparison would be wrong. Fix: check the topic's retention and "
+                "run the replay again"
+            )
+        return {kind: reader.model_dump(exclude={"gaps"}) for kind, reader in readers.items()}
 
     def on_kill(self) -> None:
         """Cancel the replay job this task started or reattached to."""
@@ -255,8 +289,8 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         this task does not plan it again; without it, the task plans its own job (one ``/plan`` call).
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param kafka_config_id: the Kafka connection, to read the end of production's cassette topic when the
-        manifest links one.
+    :param kafka_config_id: the Kafka connection: reads the end of production's cassette topic when the manifest
+        links one, and the replay's result topics (``spec.results``) back once it FINISHED.
     """
 
     template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan", "identity_preflight")
@@ -272,11 +306,9 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         replay_program: str = REPLAY_JOB_MODULE,
         wait_for_completion: bool = True,
         identity_preflight: dict[str, str] | str | None = None,
-        kafka_config_id: str = "kafka_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(spec=spec, **kwargs)
-        self.kafka_config_id = kafka_config_id
         self.identity_preflight = identity_preflight
         self.replay_program = replay_program
         self.savepoint_path = savepoint_path
@@ -335,8 +367,9 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             spec = with_cassette([spec], self.kafka_config_id, self.log)[0]
             program = self._program(spec)
             preflight = self._preflight(hook, spec, program)
-            for folder in (spec.output_dir, spec.audit_dir):
-                Path(folder).mkdir(parents=True, exist_ok=True)
+            if spec.results is None:  # the job writes files there (a folder Flink and Airflow share)
+                for folder in (spec.output_dir, spec.audit_dir):
+                    Path(folder).mkdir(parents=True, exist_ok=True)
             submitted = get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
                 program,
                 savepoint_path=self.savepoint_path,
@@ -366,6 +399,7 @@ class AwaitReplayJobOperator(_ReplayJobOperator):
     :param flink_conn_id: the cluster that runs replays.
     :param timeout: seconds the replay may run.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param kafka_config_id: the Kafka connection the replay's result topics (``spec.results``) are read with.
     """
 
     template_fields: Sequence[str] = ("spec", "submitted")
@@ -557,8 +591,9 @@ class SubmitReplayJobsOperator(BaseOperator):
     def _submit(self, hook: FlinkRestHook, specs: list[ReplayJobSpec], production: IdentityPlan | None) -> None:
         """Run the submission program; a refusal of the identity preflight fails the task at once."""
         for spec in specs:
-            for folder in (spec.output_dir, spec.audit_dir):
-                Path(folder).mkdir(parents=True, exist_ok=True)
+            if spec.results is None:  # the jobs write files there (a folder Flink and Airflow share)
+                for folder in (spec.output_dir, spec.audit_dir):
+                    Path(folder).mkdir(parents=True, exist_ok=True)
         try:
             get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
                 self._program(specs, production),

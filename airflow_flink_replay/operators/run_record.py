@@ -8,13 +8,13 @@ Here, beside the other operators, because it is one: it reads the replay DAG's t
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_flink_replay.core.run_record import RunRecord, VariantRecord, file_digest
+from airflow_flink_replay.core.run_record import RunRecord, VariantRecord
+from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.replay_dag import ids
 
 
@@ -62,9 +62,8 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
     def resolved(key: str) -> Any:
         return pull(ids.TASK_RESOLVE, key)
 
-    run_dir = Path(resolved(ids.XCOM_RUN_DIR_KEY))
+    run_dir = str(resolved(ids.XCOM_RUN_DIR_KEY))
     manifest_uri = resolved(ids.XCOM_MANIFEST_URI_KEY)
-    manifest_path = manifest_uri.removeprefix("file://") if manifest_uri else None
     resumed = pull(ids.TASK_RESUME_PRODUCTION) or {}
     compare = pull(ids.TASK_COMPARE) or pull(ids.TASK_COMPARE, ids.XCOM_COMPARISON_KEY) or {}
     states = _task_states(ti)
@@ -74,7 +73,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         run_id=ti.run_id,
         created_at=datetime.now(UTC),
         manifest=manifest_uri,
-        manifest_digest=file_digest(manifest_path) if manifest_path else None,
+        manifest_digest=run_storage.digest(manifest_uri) if manifest_uri else None,
         agent_check=pull(ids.TASK_AGENT_CHECK) or pull(ids.TASK_AGENT_CHECK, ids.XCOM_AGENT_CHECK_KEY),
         savepoint=pull(ids.TASK_QUIESCE) or pull(ids.TASK_REUSE_MANIFEST),
         production_resumed=resumed or None,
@@ -86,11 +85,11 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
             "cleanup": pull(ids.TASK_DELETE_REPLAY_TOPICS),
         },
         variants=[_variant(v, pull) for v in ids.VARIANTS],
-        report_dir=str(Path(str(compare["report_uri"]).removeprefix("file://")).parent)
+        report_dir=run_storage.parent(str(compare["report_uri"])).removeprefix("file://")
         if compare.get("report_uri")
         else None,
         report_digests={
-            name: file_digest(str(compare[f"{name}_uri"]).removeprefix("file://"))
+            name: run_storage.digest(str(compare[f"{name}_uri"]))
             for name in ("report", "summary", "junit")
             if compare.get(f"{name}_uri")
         },
@@ -105,11 +104,10 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
             "forks_dropped": _forks_dropped(pull(ids.TASK_DROP_FORKS), pull(ids.TASK_DROP_FORKS, "dropped")),
         },
     )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / "run_record.json"
-    path.write_text(record.model_dump_json(indent=2))
+    path = run_storage.join(run_dir, "run_record.json")
+    run_storage.write_text(path, record.model_dump_json(indent=2))
     return {
-        "run_record": str(path),
+        "run_record": path,
         "digest": record.digest(),
         "verdict": record.verdict,
         "downtime_s": record.downtime_s,
@@ -141,6 +139,7 @@ def _variant(variant: str, pull: Any) -> VariantRecord:
         audit_digest=result.get("audit_digest"),
         unmediated_calls=result.get("unmediated_calls"),
         cassette_calls=result.get("cassette_calls"),
+        results=result.get("results"),
         duration_s=result.get("duration_s"),
     )
 

@@ -81,6 +81,7 @@ XCOM_KEEP_FORK_KEY = "keep_fork"
 XCOM_COMPARE_CONFIG_KEY = "compare_config"
 XCOM_TOPICS_KEY = "topics"
 XCOM_TOPIC_LIST_KEY = "topic_list"
+XCOM_RESULT_TOPICS_KEY = "result_topics"
 
 
 def fork_key(variant: str) -> str:

@@ -5,13 +5,13 @@ Every later task takes the resolved values as XComArgs (``run[ids.XCOM_..._KEY]`
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Asset, Param, get_current_context, task
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
+from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.operators.preflight import run_tag
 from airflow_flink_replay.operators.replay import collected_files
 from airflow_flink_replay.replay_dag import ids
@@ -63,13 +63,14 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
     run = spec.with_run_overrides(overrides)
     if not run.candidate_ref():
         run = run.with_candidate(None)
-    run_dir = Path(run.runs_uri.removeprefix("file://")) / dag_id / tag
-    manifest = run_dir / "manifest.json"
+    # a local folder as a plain path, else any ObjectStoragePath URI: only Airflow touches it
+    run_dir = run_storage.join(run.runs_uri.removeprefix("file://"), dag_id, tag)
+    manifest = run_storage.join(run_dir, "manifest.json")
     out: dict[str, Any] = {
         ids.XCOM_SPEC_KEY: run.model_dump(mode="json"),
         ids.XCOM_RUN_TAG_KEY: tag,
-        ids.XCOM_RUN_DIR_KEY: str(run_dir),
-        ids.XCOM_MANIFEST_URI_KEY: f"file://{manifest}",
+        ids.XCOM_RUN_DIR_KEY: run_dir,
+        ids.XCOM_MANIFEST_URI_KEY: manifest if run_storage.is_uri(manifest) else f"file://{manifest}",
         ids.XCOM_QUIESCE_MODE_KEY: run.quiesce_mode,
         ids.XCOM_EXISTING_MANIFEST_KEY: run.existing_manifest or "",
         ids.XCOM_EXISTING_SAVEPOINT_KEY: run.existing_savepoint or "",
@@ -79,12 +80,16 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
         ids.XCOM_KEEP_FORK_KEY: run.keep_fork,
         ids.XCOM_COMPARE_CONFIG_KEY: run.compare.model_dump(mode="json"),
         ids.XCOM_TOPICS_KEY: {v: run.action_state_topic(tag, v) for v in VARIANTS},
-        ids.XCOM_TOPIC_LIST_KEY: [run.action_state_topic(tag, v) for v in VARIANTS],
+        ids.XCOM_TOPIC_LIST_KEY: [
+            *(run.action_state_topic(tag, v) for v in VARIANTS),
+            *(t for v in VARIANTS for t in run.result_topics(tag, v).names()),
+        ],
+        ids.XCOM_RESULT_TOPICS_KEY: {v: run.result_topics(tag, v).model_dump() for v in VARIANTS},
     }
     prod = run.production
     for variant in VARIANTS:
-        output_dir = run_dir / variant / "output-parts"
-        output, audit = collected_files(str(output_dir), variant)
+        output_dir = run_storage.join(run_dir, variant, "output-parts")
+        output, audit = collected_files(output_dir, variant)
         out[ids.fork_key(variant)] = run.fork_namespace(tag, variant)
         out[ids.output_key(variant)] = str(output)
         out[ids.audit_key(variant)] = str(audit)
@@ -94,11 +99,12 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
             agent_factory=run.agent_factory_for(variant),
             job_identifier=run.fork_namespace(tag, variant),
             action_state_topic=run.action_state_topic(tag, variant),
-            output_dir=str(output_dir),
-            audit_dir=str(run_dir / variant / "audit-parts"),
+            results=run.result_topics(tag, variant),  # outputs and audit travel over Kafka: no shared folder
+            output_dir=output_dir,
+            audit_dir=run_storage.join(run_dir, variant, "audit-parts"),
             kafka_bootstrap=run.kafka_bootstrap,
             kafka_security=run.kafka_security,
-            manifest=str(manifest),
+            manifest=manifest,
             manifest_key_ref=run.manifest_key_ref,  # a reference, resolved inside Flink; never the key
             production_action_state_topic=prod.action_state_topic,
             production_job_identifier=prod.job_identifier,

@@ -314,6 +314,7 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         production_topic=prod.action_state_topic,
         variants=list(VARIANTS),
         topics=run[ids.XCOM_TOPICS_KEY],
+        result_topics=run[ids.XCOM_RESULT_TOPICS_KEY],
         partitions=prod.action_state_partitions,
         manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
         kafka_config_id=spec.kafka_conn_id,
@@ -336,6 +337,7 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
             spec=run[ids.job_spec_key(variant)],
             submitted=submit.output,
             flink_conn_id=replay_conn,
+            kafka_config_id=spec.kafka_conn_id,
             timeout=spec.replay_timeout_minutes * 60,
         )
         for variant in VARIANTS

@@ -17,6 +17,7 @@ savepoint build it themselves when selected alone (``-k``), and it runs once whe
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +43,48 @@ def production(stack, airflow_db, tmp_path_factory) -> Any:
 
 
 @pytest.fixture(scope="module")
-def savepoint_run(stack, production) -> dict[str, Any]:
-    """The UI-triggered DAG in ``savepoint`` mode with production's own agent as the candidate; the
-    existing-mode tests replay its savepoint and window again."""
+def memory_spec(production) -> Any:
+    """Production's spec with ``runs_uri`` in this process's memory (``memory://``, fsspec's): a run folder no
+    Flink process can see. Under ``dag.test`` every task runs in this process, so the run works only if the
+    replay jobs need nothing from it (the manifest travels in the submission, the results over Kafka)."""
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+    spec = ReplaySpec.from_yaml(production["spec_path"])
+    return spec.model_copy(update={"runs_uri": f"memory://afr-modes-{uuid.uuid4().hex[:8]}/runs"})
+
+
+@pytest.fixture(scope="module")
+def savepoint_run(stack, production, memory_spec) -> dict[str, Any]:
+    """The UI-triggered DAG in ``savepoint`` mode with production's own agent as the candidate, its run folder in
+    memory; the existing-mode tests replay its savepoint and window again."""
     from airflow_flink_replay.local.demo import V1
 
     before = running_jobs(stack, production["job_name"])
     # no review reaches production until its savepoint is taken: the savepoint holds no agent run in flight
     # (Flink Agents 0.2.0 can crash the replay TaskManager natively restoring one: docs/limitations.md)
     dagrun, run = run_replay_dag(stack, production, {"quiesce_mode": "savepoint", "candidate": V1}, kind="manual",
-                                 feed_from=50_000, feed_after_savepoint=True)
+                                 feed_from=50_000, feed_after_savepoint=True, spec=memory_spec)
     return {"state": str(dagrun.state), "before": before, "after": running_jobs(stack, production["job_name"]),
             **run}
 
 
+def _read(uri: str) -> str:
+    """A run file's text: a local path, ``file://`` or ``memory://`` (this process's)."""
+    import fsspec
+
+    with fsspec.open(uri, "r", encoding="utf-8") as fh:
+        return str(fh.read())
+
+
 def _manifest(record: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(Path(record["manifest"].removeprefix("file://")).read_text())
+    return json.loads(_read(record["manifest"]))
 
 
 def _report_codes(record: dict[str, Any]) -> set[str]:
     """Every reason code of the report, the info notes included (the XCom summary keeps only decisive ones)."""
-    summary = json.loads((Path(record["report_dir"]) / "summary.json").read_text())
-    assert all(r["code"] in (Path(record["report_dir"]) / "report.html").read_text() for r in summary["reasons"])
+    summary = json.loads(_read(f"{record['report_dir']}/summary.json"))
+    report = _read(f"{record['report_dir']}/report.html")
+    assert all(r["code"] in report for r in summary["reasons"])
     return {r["code"] for r in summary["reasons"]}
 
 
@@ -88,16 +109,20 @@ def test_savepoint_mode_replays_without_stopping_production(production, savepoin
     assert record["verdict"] == "PASS", record["reasons"]
     counts = [v["output_records"] for v in record["variants"]]
     assert len(set(counts)) == 1 and counts[0] >= 30, counts  # + in-flight runs the savepoint held, if any
+    # the run folder is in this process's memory: nothing of it was on disk for Flink to read or write
+    assert record["manifest"].startswith("memory://") and record["report_dir"].startswith("memory://")
+    assert all(v["output"].startswith("memory://") and v["results"]["outputs"]["kept"] == v["output_records"]
+               for v in record["variants"]), record["variants"]
 
 
-def test_existing_mode_replays_the_earlier_savepoint_again(stack, production, savepoint_run) -> None:
+def test_existing_mode_replays_the_earlier_savepoint_again(stack, production, savepoint_run, memory_spec) -> None:
     from airflow_flink_replay.local.demo import V2
 
     earlier = savepoint_run["record"]
     before = running_jobs(stack, production["job_name"])
     dagrun, run = run_replay_dag(
         stack, production, {"quiesce_mode": "existing", "existing_manifest": earlier["manifest"], "candidate": V2},
-        kind="manual", feed_from=60_000,
+        kind="manual", feed_from=60_000, spec=memory_spec,
     )
     states, record = run["states"], run["record"]
     assert str(dagrun.state) == "success", states  # the manual DAG reports FAIL without failing the run
@@ -190,23 +215,83 @@ def test_identity_preflight_refuses_a_replay_that_would_drop_production_state(st
         assert states[task] == "success", (task, states)
 
 
-def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, production) -> None:
-    """The nightly DAG end to end, its spec in ``stop`` mode and without a candidate (the nightly replays
-    production's own agent as the candidate: an A/A run). Production is stopped without drain, resubmitted from
-    this run's savepoint (one RUNNING job, a new one), and its per-customer counters continue; the verdict is
-    PASS, the run succeeds, and no replay topic, memory fork or replay job is left."""
+#: Secrets planted in the nightly run's connections and spec: each must appear nowhere it could leak to.
+PLANTED = {
+    "kafka password": "afr-planted-kafka-" + uuid.uuid4().hex[:10],
+    "flink token": "afr-planted-flink-" + uuid.uuid4().hex[:10],
+    "memory store api key": "afr-planted-mem0-" + uuid.uuid4().hex[:10],
+}
+
+
+def _planted_connections(stack: Any, folder: Path) -> str:
+    """The stack's connections with the Kafka password (the Kafka provider's ``sasl.password``; the broker runs
+    PLAINTEXT, so it is carried, not checked) and a bearer token for both Flink clusters (Flink's REST API without
+    authentication ignores it) planted."""
+    conns = json.loads(Path(stack.connections_file).read_text())
+    for conn in conns.values():
+        extra = json.loads(conn.get("extra") or "{}")
+        if conn["conn_type"] == "kafka":
+            extra["sasl.password"] = PLANTED["kafka password"]
+        if conn["conn_type"] == "flink_rest":
+            extra["bearer_token"] = PLANTED["flink token"]
+        conn["extra"] = json.dumps(extra)
+    path = folder / "planted-connections.json"
+    path.write_text(json.dumps(conns))
+    return str(path)
+
+
+def _planted_spec(production: dict[str, Any], folder: Path) -> Any:
+    """The nightly spec in ``stop`` mode without a candidate, its agents' memory config carrying an API key by
+    reference (``${file:…}``: resolved only in the TaskManagers, where mem0 is built)."""
     from airflow_flink_replay.core.replay_spec import ReplaySpec
 
+    key_file = folder / "mem0-api-key"
+    key_file.write_text(PLANTED["memory store api key"])
     spec = ReplaySpec.from_yaml(production["spec_path"])
+    mem0 = dict(spec.mem0_config or {})
+    mem0["llm"] = {"provider": "openai", "config": {"api_key": f"${{file:{key_file}}}",
+                                                    "openai_base_url": "http://127.0.0.1:9/v1"}}
     no_candidate = {"candidate_agent_job": None, "candidate_agent_factory": None}
-    spec = ReplaySpec.model_validate({**spec.model_dump(), **no_candidate, "quiesce_mode": "stop"})
+    return ReplaySpec.model_validate({**spec.model_dump(), **no_candidate, "quiesce_mode": "stop",
+                                      "mem0_config": mem0})
+
+
+@pytest.fixture(scope="module")
+def nightly_run(stack, production, tmp_path_factory, request) -> dict[str, Any]:
+    """The nightly DAG in ``stop`` mode without a candidate (an A/A run), with secrets planted; ``printed`` is
+    what the run wrote to stdout and stderr (the task logs under ``dag.test``), taken from pytest's capture and
+    written back to it."""
+    import sys
+
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        earlier = capture.read_global_capture()
+        sys.stdout.write(earlier.out)
+        sys.stderr.write(earlier.err)
+    folder = tmp_path_factory.mktemp("planted")
+    spec = _planted_spec(production, folder)
     before = running_jobs(stack, production["job_name"])
     # Reviews flow only once production runs again: nothing is in flight at the stop. (A stop-mode savepoint
     # holding an agent run that waits on a tool response cannot be restored by Flink Agents 0.2.0 — KeyError
     # initial_request_id; the run's assert_production step catches that — docs/limitations.md.)
     dagrun, run = run_replay_dag(stack, production, {}, kind="nightly", feed_from=90_000, spec=spec,
-                                 feed_after_resume=True)
-    states, record = run["states"], run["record"]
+                                 feed_after_resume=True, conn_file=_planted_connections(stack, folder))
+    printed = ""
+    if capture is not None:
+        got = capture.read_global_capture()
+        printed = got.out + got.err
+        sys.stdout.write(got.out)
+        sys.stderr.write(got.err)
+    return {"dagrun": dagrun, "before": before, "spec": spec, "printed": printed, **run}
+
+
+def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, production, nightly_run) -> None:
+    """The nightly DAG end to end, its spec in ``stop`` mode and without a candidate (the nightly replays
+    production's own agent as the candidate: an A/A run). Production is stopped without drain, resubmitted from
+    this run's savepoint (one RUNNING job, a new one), and its per-customer counters continue; the verdict is
+    PASS, the run succeeds, and no replay topic, memory fork or replay job is left."""
+    dagrun, spec, before = nightly_run["dagrun"], nightly_run["spec"], nightly_run["before"]
+    states, record = nightly_run["states"], nightly_run["record"]
     assert str(dagrun.state) == "success", states
     assert states["quiesce"] == "success" and states["reuse_manifest"] == "skipped"
     assert states["assert_production"] == "success" and states["run_record"] == "success", states
@@ -231,6 +316,55 @@ def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, produ
               if line.strip()}
     assert window and window <= outputs, sorted(window - outputs)[:5]
     assert_no_replay_leftovers(stack, record)
+
+
+def _leak_places(stack: Any, nightly_run: dict[str, Any], captured: str) -> dict[str, str]:
+    """Everything a secret of the nightly run could have leaked to, as text by place: the run's XComs, every file
+    of its run folder (manifest, collected outputs and audits, reports, run record), every Flink job's details
+    and configuration on both clusters (program arguments included) and the clusters' logs (JobManager,
+    TaskManager, the PythonDriver's), and what the run printed (the task logs under ``dag.test``)."""
+    import requests
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    dagrun, record = nightly_run["dagrun"], nightly_run["record"]
+    places: dict[str, str] = {"printed by the run": captured}
+    with create_session() as session:
+        rows = session.execute(select(XComModel.task_id, XComModel.key, XComModel.value).where(
+            XComModel.dag_id == dagrun.dag_id, XComModel.run_id == dagrun.run_id)).all()
+    assert rows, "no XCom of the run found"
+    places.update({f"xcom {task}.{key}": json.dumps(value, default=str) for task, key, value in rows})
+    run_dir = Path(record["manifest"].removeprefix("file://")).parent
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert {"manifest.json", "run_record.json", "report.html"} <= {p.name for p in files}, files
+    places.update({f"run folder {p.relative_to(run_dir)}": p.read_text(errors="replace") for p in files})
+    for url in {stack.flink_rest_url, stack.replay_flink_rest_url or stack.flink_rest_url}:
+        for job in requests.get(f"{url}/jobs/overview", timeout=10).json()["jobs"]:
+            for part in ("", "/config"):
+                places[f"flink {url} job {job['name']}{part}"] = requests.get(f"{url}/jobs/{job['jid']}{part}",
+                                                                             timeout=10).text
+    logs = [p for p in Path(stack.workdir).rglob("*") if p.is_file() and p.parent.name == "logs"
+            and p.name.startswith("flink-")]
+    assert any("standalonesession" in p.name for p in logs), logs
+    places.update({f"log {p.relative_to(stack.workdir)}": p.read_text(errors="replace") for p in logs})
+    return places
+
+
+def test_no_planted_secret_leaks_anywhere_after_a_full_run(stack, nightly_run) -> None:
+    """The Kafka password and the Flink token of the connections, and the memory store's API key of the spec
+    (a reference the TaskManagers resolve), appear in no XCom, file of the run, Flink job detail or
+    configuration, cluster log or task log after the full nightly run."""
+    assert str(nightly_run["dagrun"].state) == "success", nightly_run["states"]
+    assert len(nightly_run["printed"]) > 1000, "the run's task logs were not captured"
+    places = _leak_places(stack, nightly_run, nightly_run["printed"])
+    leaks = {name: place for name, secret in PLANTED.items() for place, text in places.items() if secret in text}
+    print(f"\nsearched {len(places)} places ({sum(len(t) for t in places.values()) / 1e6:.1f} MB) for "
+          f"{len(PLANTED)} planted secrets")
+    assert not leaks, leaks
+    # the run did use them: the replays built their memory with the key's reference, the token went to Flink
+    assert any("${file:" in text and "mem0-api-key" in text for place, text in places.items()
+               if place.startswith("xcom resolve.job_spec_baseline"))
 
 
 def _in_runs(production: dict[str, Any], name: str) -> Path:

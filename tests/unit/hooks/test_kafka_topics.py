@@ -97,10 +97,35 @@ def test_isolate_creates_fresh_compacted_topics_with_productions_partitions() ->
     assert b.topics["rp-b"] == [0, 0, 0] and b.configs["rp-c"] == {"cleanup.policy": "compact"}
 
 
+def test_isolate_creates_result_topics_with_one_partition_and_delete_policy() -> None:
+    b = broker()
+    results = {"baseline": {"outputs": "rp-b-outputs", "audit": "rp-b-audit"}}
+    iso = FakeTopicsHook(b).isolate_action_state(PROD, {"baseline": "rp-b"}, config={"cleanup.policy": "compact"},
+                                                 result_topics=results)
+    assert sorted(iso.created) == ["rp-b", "rp-b-audit", "rp-b-outputs"] and iso.result_topics == results
+    assert b.topics["rp-b-outputs"] == [0] and b.configs["rp-b-audit"] == {"cleanup.policy": "delete"}
+    assert b.topics["rp-b"] == [0, 0, 0]  # the action-state topic keeps production's partitions
+    # a retry reuses the empty ones; one holding results of an earlier replay is refused
+    assert FakeTopicsHook(b).isolate_action_state(PROD, {"baseline": "rp-b"}, result_topics=results).created == []
+    b.topics["rp-b-outputs"] = [4]
+    with pytest.raises(ActionStateIsolationError, match=r"result topic 'rp-b-outputs'.*results of an earlier"):
+        FakeTopicsHook(b).isolate_action_state(PROD, {"baseline": "rp-b"}, result_topics=results)
+
+
+def test_a_result_topic_that_is_an_action_state_topic_is_refused_before_anything_is_created() -> None:
+    b = broker()
+    for taken in (PROD, "rp-b"):
+        with pytest.raises(ActionStateIsolationError, match=rf"result topics \['{taken}'\] are action-state topics"):
+            FakeTopicsHook(b).isolate_action_state(
+                PROD, {"baseline": "rp-b"}, result_topics={"baseline": {"outputs": taken, "audit": "a"}}
+            )
+    assert set(b.topics) == {PROD}
+
+
 def test_a_failed_creation_deletes_the_topics_created_before_it() -> None:
     b = broker()
     b.fail = {"rp-c"}
-    with pytest.raises(ActionStateIsolationError, match=r"could not create action-state topics: rp-c: .*REPLICATION"):
+    with pytest.raises(ActionStateIsolationError, match=r"could not create replay topics: rp-c: .*REPLICATION"):
         FakeTopicsHook(b).isolate_action_state(PROD, {"baseline": "rp-b", "candidate": "rp-c"})
     assert set(b.topics) == {PROD}
 

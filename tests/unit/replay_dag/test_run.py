@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, VARIANTS, ReplaySpec
+from airflow_flink_replay.core.results import AuditTopic
 from airflow_flink_replay.replay_dag.ids import job_spec_key
 from airflow_flink_replay.replay_dag.run import resolve_run
 from tests.unit.core.test_replay_spec import _spec
@@ -125,3 +126,23 @@ def test_every_job_side_kafka_client_gets_the_security_settings_and_only_referen
     for conf in (recorder.producer_config(), consumer_config(job_window)):
         assert (conf["sasl.password"], conf["ssl.ca.location"], conf["sasl.mechanism"]) == (
             "s3cr3t-value", "/etc/kafka/ca.pem", "SCRAM-SHA-512")
+
+
+def test_resolve_run_on_object_storage_sends_results_over_kafka() -> None:
+    """runs_uri may be any ObjectStoragePath URI: every run file keeps its scheme, and each variant's job writes
+    its outputs and audit to result topics of its own (deleted with the action-state topics)."""
+    from airflow_flink_replay.dag_factory import resolve_run
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri="memory://replays/runs/"))
+    run = resolve_run(spec, {}, "gate", "t9")
+    assert run["run_dir"] == "memory://replays/runs/gate/t9"
+    assert run["manifest_uri"] == "memory://replays/runs/gate/t9/manifest.json"
+    assert run["output_baseline"] == "memory://replays/runs/gate/t9/baseline/baseline.outputs.jsonl"
+    assert run["audit_candidate"] == "memory://replays/runs/gate/t9/candidate/candidate.audit.jsonl"
+    jobs = {v: ReplayJobSpec.model_validate(run[job_spec_key(v)]) for v in VARIANTS}
+    topics = [t for job in jobs.values() for t in job.results.names()]  # type: ignore[union-attr]
+    assert len(set(topics)) == 6 and not set(topics) & set(run["topics"].values())
+    assert all(t.endswith(("-outputs", "-audit")) for t in topics)
+    assert set(run["topic_list"]) == {*topics, *run["topics"].values()}
+    assert run["result_topics"]["baseline"] == jobs["baseline"].results.model_dump()  # type: ignore[union-attr]
+    assert AuditTopic.parse(jobs["candidate"].audit_target()).topic == jobs["candidate"].results.audit  # type: ignore[union-attr]
