@@ -177,6 +177,16 @@ class KafkaTopicError(FlinkReplayError, RuntimeError):
     """A topic is missing or cannot be read; the message names the topic and the fix."""
 
 
+class KafkaConnectionError(FlinkReplayError, ConnectionError):
+    """The broker of a Kafka connection cannot be reached, or refuses its credentials; names the connection, the
+    broker's reason and the fix (never a credential)."""
+
+    def __init__(self, message: str, *, authentication: bool = False) -> None:
+        super().__init__(message)
+        #: The broker refused the credentials (mechanism, user or password): a retry fails the same way.
+        self.authentication = authentication
+
+
 class ActionStateIsolationError(FlinkReplayError, RuntimeError):
     """The replay's action-state topics cannot be isolated (or cleaned up) safely; names the topic and the fix."""
 

@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
 from airflow.providers.apache.kafka.hooks.consume import KafkaConsumerHook
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from airflow_flink_replay.exceptions import KafkaTopicError
+from airflow_flink_replay.exceptions import KafkaConnectionError, KafkaTopicError
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,26 @@ class _ReaderConsumerHook(KafkaConsumerHook):
         return super()._get_client(cfg)
 
 
+class _ReportingAdminHook(KafkaAdminClientHook):
+    """The provider's admin client hook, its client keeping the errors librdkafka reports (``error_cb``): a
+    broker refusing the credentials says why there (``SASL … failed``), a metadata request only says "transport
+    failure"."""
+
+    def __init__(self, kafka_config_id: str) -> None:
+        super().__init__(kafka_config_id=kafka_config_id)
+        self.errors: list[Any] = []
+
+    def _get_client(self, config: dict[str, Any]) -> Any:
+        own = config.get("error_cb")
+
+        def on_error(error: Any) -> None:
+            self.errors.append(error)
+            if callable(own):
+                own(error)
+
+        return super()._get_client({**config, "error_cb": on_error})
+
+
 class KafkaOffsetsHook(KafkaBaseHook):
     """Read offsets, counts and timestamps (connection type ``kafka``); topics are created and deleted by
     its subclass :class:`~airflow_flink_replay.hooks.kafka_topics.KafkaTopicsHook`.
@@ -83,7 +103,7 @@ class KafkaOffsetsHook(KafkaBaseHook):
     def __init__(self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout: float = 10.0) -> None:
         super().__init__(kafka_config_id=kafka_config_id)
         self.timeout = timeout
-        self._admin_hook = KafkaAdminClientHook(kafka_config_id=kafka_config_id)
+        self._admin_hook = _ReportingAdminHook(kafka_config_id)
         self._consumer: Consumer | None = None
 
     # -- clients -----------------------------------------------------------------------------------
@@ -111,7 +131,38 @@ class KafkaOffsetsHook(KafkaBaseHook):
     # Metadata is always requested for ALL topics: a metadata request naming a topic makes brokers with
     # topic auto-creation (tansu always; Kafka with auto.create.topics.enable) create it.
     def _topic_metadata(self, topic: str) -> Any:
-        return self.admin.list_topics(timeout=self.timeout).topics.get(topic)
+        return self._all_topics().get(topic)
+
+    def topic_names(self) -> set[str]:
+        """The names of every topic (one metadata request; it never creates one)."""
+        return set(self._all_topics())
+
+    def _all_topics(self) -> dict[str, Any]:
+        """Every topic's metadata; :class:`KafkaConnectionError` naming the connection when the broker cannot be
+        reached or refuses the connection's credentials."""
+        try:
+            return dict(self.admin.list_topics(timeout=self.timeout).topics)
+        except KafkaException as err:
+            raise self._unreachable(err) from None
+
+    def _unreachable(self, err: KafkaException) -> KafkaConnectionError:
+        self.admin.poll(0.5)  # hands over what librdkafka queued: why the broker closed the connection
+        refused = [e for e in self._admin_hook.errors if e.code() == KafkaError._AUTHENTICATION]
+        reason = refused[0].str() if refused else str(err.args[0].str() if err.args else err)
+        config = self.get_connection(self.kafka_config_id).extra_dejson
+        how = ", ".join(f"{k} {config[k]}" for k in ("bootstrap.servers", "security.protocol", "sasl.mechanism")
+                        if config.get(k))
+        fix = (
+            "Fix: the connection's credentials or SASL mechanism (sasl.mechanism, sasl.username, sasl.password) must "
+            "be ones the broker accepts"
+            if refused
+            else "Fix: check the connection's bootstrap.servers and that the broker answers from this worker"
+        )
+        return KafkaConnectionError(
+            f"Kafka connection {self.kafka_config_id!r} ({how}): {'the broker refused it' if refused else 'no answer'}:"
+            f" {reason}. {fix}",
+            authentication=bool(refused),
+        )
 
     def topic_exists(self, topic: str) -> bool:
         """True when the broker knows the topic (never creates it)."""

@@ -7,11 +7,11 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.preflight import PreflightFindings, check_names, check_production
 from airflow_flink_replay.core.replay_spec import ReplaySpec
-from airflow_flink_replay.exceptions import PreflightError
+from airflow_flink_replay.exceptions import KafkaConnectionError, PreflightError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 
 #: XCom key of production's Flink job id (``None`` when preflight did not run: ``multiple_outputs``).
@@ -87,7 +87,14 @@ class ReplayPreflightOperator(BaseOperator):
         }
 
     def _topics(self, spec: ReplaySpec) -> set[str]:
-        from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
+        """Every topic's name, through the spec's Kafka connection; a broker that refuses the connection's
+        credentials fails the task at once (a retry is refused the same way), one that does not answer is
+        retried."""
+        from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
 
-        admin = KafkaAdminClientHook(kafka_config_id=spec.kafka_conn_id).get_conn
-        return set(admin.list_topics(timeout=10).topics)
+        try:
+            return KafkaOffsetsHook(kafka_config_id=spec.kafka_conn_id).topic_names()
+        except KafkaConnectionError as err:
+            if err.authentication:
+                raise AirflowFailException(f"preflight: {err}") from None
+            raise AirflowException(f"preflight: {err}") from None
