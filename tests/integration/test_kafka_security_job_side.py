@@ -34,6 +34,20 @@ def _config_dumps(log: Path, marker: str) -> list[str]:
     return [b for b in blocks if "Config values:" in b and marker in b]
 
 
+def _assert_sasl_dumps(log: Path, marker: str) -> None:
+    """Wait for the Kafka clients of ``marker`` to log their configuration in ``log`` (a source's enumerator
+    builds its clients when the job starts), then check each says SASL_PLAINTEXT / SCRAM-SHA-256, JAAS hidden."""
+    deadline, dumps = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not dumps:
+        dumps = _config_dumps(log, marker)
+        time.sleep(2)
+    assert dumps, f"no Kafka client of {marker} logged its configuration in {log}"
+    for dump in dumps:
+        assert re.search(r"security\.protocol = SASL_PLAINTEXT\b", dump), dump
+        assert re.search(r"sasl\.mechanism = SCRAM-SHA-256\b", dump), dump
+        assert re.search(r"sasl\.jaas\.config = \[hidden\]", dump), dump
+
+
 def test_production_builds_its_kafka_clients_with_the_referenced_sasl_settings(stack: Any, tmp_path: Path) -> None:
     from airflow_flink_replay.core.flink_models import FlinkPythonProgram
     from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
@@ -55,15 +69,7 @@ def test_production_builds_its_kafka_clients_with_the_referenced_sasl_settings(s
     job_id = get_submitter("rest", hook).submit(FlinkPythonProgram.model_validate(program), timeout=240).job_id
     jm_log = Path(stack.workdir) / "logs" / "flink--standalonesession-0-vm.log"
     try:
-        deadline, dumps = time.monotonic() + 120, []
-        while time.monotonic() < deadline and not dumps:  # the source's enumerator builds its clients at start
-            dumps = _config_dumps(jm_log, f"afr-{name}")
-            time.sleep(2)
-        assert dumps, f"no Kafka client of group afr-{name} logged its configuration in {jm_log}"
-        for dump in dumps:
-            assert re.search(r"security\.protocol = SASL_PLAINTEXT\b", dump), dump
-            assert re.search(r"sasl\.mechanism = SCRAM-SHA-256\b", dump), dump
-            assert re.search(r"sasl\.jaas\.config = \[hidden\]", dump), dump
+        _assert_sasl_dumps(jm_log, f"afr-{name}")
         # the value was read inside Flink; it travelled nowhere anyone reading Flink can see
         seen = [requests.get(f"{stack.flink_rest_url}{path}", timeout=10).text
                 for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/config", f"/jobs/{job_id}/plan",
@@ -150,15 +156,7 @@ def test_a_replay_builds_its_source_and_result_sink_with_the_referenced_sasl_set
     jm_log = Path(stack.workdir) / "logs" / "flink--standalonesession-0-vm.log"
     job_id = fh.submit(fh.REPLAY_JOB, spec.to_argv())
     try:
-        deadline, source = time.monotonic() + 120, []
-        while time.monotonic() < deadline and not source:  # the source's enumerator builds its clients at start
-            source = _config_dumps(jm_log, f"afr-replay-ks-{run}-baseline")
-            time.sleep(2)
-        assert source, f"the replay source's clients logged no configuration in {jm_log}"
-        for dump in source:
-            assert re.search(r"security\.protocol = SASL_PLAINTEXT\b", dump), dump
-            assert re.search(r"sasl\.mechanism = SCRAM-SHA-256\b", dump), dump
-            assert re.search(r"sasl\.jaas\.config = \[hidden\]", dump), dump
+        _assert_sasl_dumps(jm_log, f"afr-replay-ks-{run}-baseline")
         seen = [requests.get(f"{stack.flink_rest_url}{path}", timeout=10).text
                 for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/config", f"/jobs/{job_id}/exceptions")]
         assert password not in "".join(seen) + jm_log.read_text(errors="replace")
