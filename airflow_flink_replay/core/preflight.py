@@ -42,10 +42,19 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
                 f"the {variant} memory fork namespace {ns!r} equals production's job identifier; "
                 "rename the spec (`name`) or production's `job_identifier`"
             )
-        if topic in (prod.action_state_topic, prod.input_topic, prod.capture_topic, prod.cassette_topic):
+        production_topics = (
+            prod.action_state_topic, prod.input_topic, prod.capture_topic, prod.cassette_topic, prod.output_topic
+        )
+        if topic in production_topics:
             found.problems.append(
                 f"the {variant} action-state topic {topic!r} is one of production's topics; rename the spec"
             )
+        for kind, result in spec.result_topics(run_tag, variant).model_dump().items():
+            if result in production_topics:
+                found.problems.append(
+                    f"the {variant} {kind} topic {result!r} (its replay results) is one of production's topics; "
+                    "rename the spec"
+                )
     if prod.capture_topic == prod.input_topic:
         found.problems.append(
             f"capture_topic equals input_topic ({prod.input_topic!r}): the capture tee must write its own topic"

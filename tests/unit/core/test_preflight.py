@@ -22,6 +22,16 @@ def test_replay_names_never_equal_production_names() -> None:
     assert any("capture_topic equals input_topic" in p for p in check_names(clash, "t").problems)
 
 
+def test_a_result_topic_named_like_a_production_topic_is_refused() -> None:
+    """Production's output topic happens to be what the naming rule gives the baseline's outputs topic."""
+    spec = ReplaySpec.model_validate(_spec())
+    taken = spec.result_topics("t", "baseline").outputs
+    clash = ReplaySpec.model_validate(_spec(production={**_spec()["production"], "output_topic": taken}))
+    problems = check_names(clash, "t").problems
+    assert any(f"the baseline outputs topic {taken!r} (its replay results) is one of production's" in p
+               for p in problems), problems
+
+
 def test_production_checks_name_each_problem_and_its_fix() -> None:
     spec = ReplaySpec.model_validate(_spec())
     ok_vertices = ["Source: source -> normalise", "action-execute-operator -> Map"]
