@@ -86,7 +86,11 @@ def replayed(stack, tmp_path_factory, monkeypatch_module) -> Any:
         mem0_config=fh.mem0_config(collection), connector_jars=fh.JARS, job_name=f"rt-{run}",
         checkpoint_interval_ms=1000,
     )
-    job_id = fh.submit(fh.REPLAY_JOB, spec.to_argv())
+    # Restarts that outlast the TaskManager's replacement (a cold TaskManager takes several seconds to register;
+    # the stack's default, 3 attempts 2 s apart, ran out before it did in a full suite run).
+    restarts = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "60",
+                "restart-strategy.fixed-delay.delay": "1 s"}
+    job_id = fh.job_id_of(fh.submit_async(fh.REPLAY_JOB, spec.to_argv(), conf=restarts))
     try:
         held = _restart_taskmanager_when(results.outputs, WINDOW // 3, job_id)
         state_now = fh.wait_state(job_id, {"FINISHED", "FAILED"}, timeout=400)
