@@ -31,6 +31,7 @@ __all__ = [
     "ForkConflictError",
     "IdentityMismatchError",
     "IdentityRefusedError",
+    "KafkaConnectionError",
     "KafkaTopicError",
     "ManifestError",
     "ManifestTamperedError",
