@@ -72,10 +72,15 @@ class AuditTopic(BaseModel):
         """The audit target string (this model's JSON)."""
         return self.model_dump_json()
 
+    @staticmethod
+    def names_topic(target: str) -> bool:
+        """Whether an audit target names a topic (this model's JSON) rather than a folder."""
+        return target.lstrip().startswith("{")
+
     @classmethod
     def parse(cls, target: str) -> AuditTopic | None:
         """The topic an audit target names, or None when the target is a folder."""
-        return cls.model_validate_json(target) if target.lstrip().startswith("{") else None
+        return cls.model_validate_json(target) if cls.names_topic(target) else None
 
 
 def output_digest(output: Mapping[str, Any]) -> str:

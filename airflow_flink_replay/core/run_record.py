@@ -57,8 +57,8 @@ class VariantRecord(BaseModel):
     )
     results: dict[str, dict[str, Any]] | None = Field(
         default=None,
-        description="per result topic (outputs, audit): records read back, kept, and dropped as sent twice by a "
-        "restart (None: the job wrote files)",
+        description="outputs and audit: records read back, kept, and dropped as sent twice by a restart (a job "
+        "that wrote files: the lines collected, read = kept)",
     )
     duration_s: float | None = None
 

@@ -96,31 +96,28 @@ def file_sink(output_dir: str, variant: str) -> Any:
     )
 
 
-class NumberOutputs:
-    """Keyed by :func:`~airflow_flink_replay.core.results.output_digest`: gives each output its id,
-    ``_replay.output_id = "<digest>:<n>"``, ``n`` counted per digest in keyed state. A restart restores the
-    count with the checkpoint, so an output the at-least-once sink sends again carries the id it had and is
-    dropped when Airflow reads the topic back (:class:`~airflow_flink_replay.core.results.ResultReader`)."""
+def output_numbering() -> Any:
+    """The KeyedProcessFunction, keyed by :func:`~airflow_flink_replay.core.results.output_digest`, that gives each
+    output its id, ``_replay.output_id = "<digest>:<n>"``, ``n`` counted per digest in keyed state. A restart
+    restores the count with the checkpoint, so an output the at-least-once sink sends again carries the id it had
+    and is dropped when Airflow reads the topic back (:class:`~airflow_flink_replay.core.results.ResultReader`).
+    Built here, inside Flink: PyFlink is imported only there."""
+    from pyflink.common import Types
+    from pyflink.datastream.functions import KeyedProcessFunction
+    from pyflink.datastream.state import ValueStateDescriptor
 
-    @staticmethod
-    def function() -> Any:
-        """The KeyedProcessFunction (built here: PyFlink is imported inside Flink only)."""
-        from pyflink.common import Types
-        from pyflink.datastream.functions import KeyedProcessFunction
-        from pyflink.datastream.state import ValueStateDescriptor
+    from airflow_flink_replay.core.results import with_output_id
 
-        from airflow_flink_replay.core.results import with_output_id
+    class _Number(KeyedProcessFunction):
+        def open(self, runtime_context: Any) -> None:
+            self.count = runtime_context.get_state(ValueStateDescriptor("afr-output-count", Types.LONG()))
 
-        class _Number(KeyedProcessFunction):
-            def open(self, runtime_context: Any) -> None:
-                self.count = runtime_context.get_state(ValueStateDescriptor("afr-output-count", Types.LONG()))
+        def process_element(self, value: str, ctx: Any):  # type: ignore[override]
+            n = (self.count.value() or 0) + 1
+            self.count.update(n)
+            yield with_output_id(value, ctx.get_current_key(), n)
 
-            def process_element(self, value: str, ctx: Any):  # type: ignore[override]
-                n = (self.count.value() or 0) + 1
-                self.count.update(n)
-                yield with_output_id(value, ctx.get_current_key(), n)
-
-        return _Number()
+    return _Number()
 
 
 def digest_of_output(text: str) -> str:
@@ -142,7 +139,7 @@ def results_sink(out: Any, spec: ReplayJobSpec) -> None:
 
     numbered = (
         out.key_by(digest_of_output, key_type=Types.STRING())
-        .process(NumberOutputs.function(), output_type=Types.STRING())
+        .process(output_numbering(), output_type=Types.STRING())
         .uid("afr-replay-output-ids")
         .name("output-ids")
     )

@@ -37,8 +37,10 @@ class ReplayResultsHook(KafkaOffsetsHook):
         with run_storage.open_text(target, "w") as out:
 
             def on_record(record: Record) -> None:
-                if record.value is not None and reader.keep(record.value):
-                    text = record.value.decode("utf-8").rstrip("\n")
+                if record.value is None:
+                    return
+                text = record.value.decode("utf-8").rstrip("\n")
+                if reader.keep(text):
                     out.write(text + "\n")
 
             self.consume(topic, ranges, on_record, timeout=timeout)

@@ -75,13 +75,13 @@ def write_text(value: str, text: str) -> None:
 
 
 def digest(value: str) -> str | None:
-    """SHA-256 of the file at ``value`` (None when it does not exist)."""
+    """SHA-256 of the file at ``value`` (a local folder: of its files), None when it does not exist."""
     target = location(value)
-    if not target.exists() or target.is_dir():
-        if isinstance(target, Path) and target.is_dir():
-            from airflow_flink_replay.core.run_record import file_digest
+    if isinstance(target, Path):  # a local file or folder: the run record's own digest
+        from airflow_flink_replay.core.run_record import file_digest
 
-            return file_digest(target)
+        return file_digest(target)
+    if not target.exists() or target.is_dir():
         return None
     h = hashlib.sha256()
     with target.open("rb") as fh:

@@ -66,6 +66,7 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
     # a local folder as a plain path, else any ObjectStoragePath URI: only Airflow touches it
     run_dir = run_storage.join(run.runs_uri.removeprefix("file://"), dag_id, tag)
     manifest = run_storage.join(run_dir, "manifest.json")
+    results = {v: run.result_topics(tag, v) for v in VARIANTS}
     out: dict[str, Any] = {
         ids.XCOM_SPEC_KEY: run.model_dump(mode="json"),
         ids.XCOM_RUN_TAG_KEY: tag,
@@ -82,9 +83,9 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
         ids.XCOM_TOPICS_KEY: {v: run.action_state_topic(tag, v) for v in VARIANTS},
         ids.XCOM_TOPIC_LIST_KEY: [
             *(run.action_state_topic(tag, v) for v in VARIANTS),
-            *(t for v in VARIANTS for t in run.result_topics(tag, v).names()),
+            *(t for topics in results.values() for t in topics.names()),
         ],
-        ids.XCOM_RESULT_TOPICS_KEY: {v: run.result_topics(tag, v).model_dump() for v in VARIANTS},
+        ids.XCOM_RESULT_TOPICS_KEY: {v: topics.model_dump() for v, topics in results.items()},
     }
     prod = run.production
     for variant in VARIANTS:
@@ -99,7 +100,7 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
             agent_factory=run.agent_factory_for(variant),
             job_identifier=run.fork_namespace(tag, variant),
             action_state_topic=run.action_state_topic(tag, variant),
-            results=run.result_topics(tag, variant),  # outputs and audit travel over Kafka: no shared folder
+            results=results[variant],  # outputs and audit travel over Kafka: no shared folder
             output_dir=output_dir,
             audit_dir=run_storage.join(run_dir, variant, "audit-parts"),
             kafka_bootstrap=run.kafka_bootstrap,
