@@ -138,6 +138,7 @@ _RUNTIME_FILES = (
     "flink/audit_context.py",
     "flink/audit_sink.py",
     "flink/cassette_io.py",
+    "flink/flushed_producer.py",
     "flink/proxies.py",
     "flink/unmediated.py",
 )

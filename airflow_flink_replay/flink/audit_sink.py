@@ -13,11 +13,10 @@ Imports confluent-kafka and pydantic only (no Airflow, no PyFlink): runs in Flin
 from __future__ import annotations
 
 import functools
-import threading
-from typing import Any
 
 from airflow_flink_replay.core.audit import AuditRecord, append_audit
 from airflow_flink_replay.core.results import AuditTopic
+from airflow_flink_replay.flink.flushed_producer import FlushedProducer
 
 __all__ = ["KafkaAuditWriter", "is_folder", "write_audit"]
 
@@ -30,29 +29,19 @@ class KafkaAuditWriter:
 
     def __init__(self, topic: AuditTopic) -> None:
         self.topic = topic
-        self._producer: Any = None
-        self._lock = threading.Lock()
+        self._producer = FlushedProducer(topic.bootstrap, topic.security, topic.topic, what="audit",
+                                         timeout=FLUSH_TIMEOUT_S)
 
-    def producer_config(self) -> dict[str, Any]:
+    def producer_config(self) -> dict[str, object]:
         """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
-        from airflow_flink_replay.core.kafka_security import flushed_producer_config
-
-        return flushed_producer_config(self.topic.bootstrap, self.topic.security or None)
+        return self._producer.config()
 
     def write(self, record: AuditRecord) -> None:
         """Send ``record`` and wait for the broker; raises OSError when it was not delivered."""
-        with self._lock:
-            if self._producer is None:
-                from confluent_kafka import Producer
-
-                self._producer = Producer(self.producer_config())
-            try:
-                self._producer.produce(self.topic.topic, key=record.key.encode("utf-8"), value=record.model_dump_json())
-                remaining = self._producer.flush(FLUSH_TIMEOUT_S)
-            except Exception as exc:  # KafkaException, BufferError: the callers handle OSError
-                raise OSError(f"audit record not written to {self.topic.topic}: {exc}") from exc
-        if remaining:
-            raise OSError(f"audit record not delivered to {self.topic.topic} within {FLUSH_TIMEOUT_S:.0f} s")
+        try:
+            self._producer.send(key=record.key.encode("utf-8"), value=record.model_dump_json())
+        except Exception as exc:  # not delivered, KafkaException, BufferError: the callers handle OSError
+            raise OSError(f"audit record not delivered to {self.topic.topic}: {exc}") from exc
 
 
 @functools.lru_cache(maxsize=16)
@@ -63,8 +52,9 @@ def _writer(target: str) -> KafkaAuditWriter:
 
 
 def is_folder(target: str) -> bool:
-    """Whether the audit target is a folder (else a topic)."""
-    return AuditTopic.parse(target) is None
+    """Whether the audit target is a folder (else a topic; told apart without parsing it: every audited call
+    asks)."""
+    return not AuditTopic.names_topic(target)
 
 
 def write_audit(target: str, record: AuditRecord) -> None:

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_flink_replay.flink.flushed_producer import FlushedProducer
+
 __all__ = ["CaptureConfig", "CaptureWriter", "key_bytes"]
 
 
@@ -58,19 +60,15 @@ class CaptureWriter:
 
     def __init__(self, config: CaptureConfig) -> None:
         self.config = config
-        self._producer: Any = None
+        self._producer = FlushedProducer(config.bootstrap, config.security, config.topic, what="capture tee")
 
     def open(self) -> None:
         """Create the producer (in the Flink worker, not where the job is built)."""
-        from confluent_kafka import Producer
-
-        self._producer = Producer(self.producer_config())
+        self._producer.open()
 
     def producer_config(self) -> dict[str, Any]:
         """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
-        from airflow_flink_replay.core.kafka_security import flushed_producer_config
-
-        return flushed_producer_config(self.config.bootstrap, self.config.security)
+        return self._producer.config()
 
     def write(self, raw: bytes, key: Any, timestamp: int | None) -> None:
         """Write ``raw`` keyed by ``key`` and wait until the broker has it."""
@@ -82,12 +80,8 @@ class CaptureWriter:
         kwargs: dict[str, Any] = {"key": key_bytes(key), "value": raw, "headers": headers}
         if timestamp is not None and timestamp > 0:
             kwargs["timestamp"] = int(timestamp)
-        self._producer.produce(self.config.topic, **kwargs)
-        remaining = self._producer.flush(30)
-        if remaining:
-            raise RuntimeError(f"capture tee: {remaining} record(s) not delivered to {self.config.topic}")
+        self._producer.send(**kwargs)
 
     def close(self) -> None:
         """Flush what is left."""
-        if self._producer is not None:
-            self._producer.flush(30)
+        self._producer.close()

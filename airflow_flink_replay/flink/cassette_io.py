@@ -31,6 +31,7 @@ from airflow_flink_replay.core.cassette import (
     CassetteWindow,
     encode_result,
 )
+from airflow_flink_replay.flink.flushed_producer import FlushedProducer
 
 __all__ = ["CassetteRecorder", "consumer_config", "load_cassette", "recorder_for"]
 
@@ -45,7 +46,7 @@ class CassetteRecorder:
 
     def __init__(self, recording: CassetteRecording) -> None:
         self.recording = recording
-        self._producer: Any = None
+        self._producer = FlushedProducer(recording.bootstrap, recording.security, recording.topic, what="cassette")
         self._lock = threading.Lock()
         self._last_seq = 0
         self.failures = 0
@@ -95,19 +96,10 @@ class CassetteRecorder:
 
     def producer_config(self) -> dict[str, Any]:
         """The producer's librdkafka config, a secured broker's settings resolved (call it inside Flink)."""
-        from airflow_flink_replay.core.kafka_security import flushed_producer_config
-
-        return flushed_producer_config(self.recording.bootstrap, self.recording.security)
+        return self._producer.config()
 
     def _produce(self, entry: CassetteEntry) -> None:
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            self._producer = Producer(self.producer_config())
-        self._producer.produce(self.recording.topic, key=entry.key.encode("utf-8"), value=entry.model_dump_json())
-        remaining = self._producer.flush(30)
-        if remaining:
-            raise RuntimeError(f"{remaining} record(s) not delivered to {self.recording.topic}")
+        self._producer.send(key=entry.key.encode("utf-8"), value=entry.model_dump_json())
 
 
 @functools.lru_cache(maxsize=16)
