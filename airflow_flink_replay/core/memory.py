@@ -60,6 +60,8 @@ SNAPSHOT_CHUNK_CHARS = 400_000
 SNAPSHOT_DIGEST_BYTES = 8
 #: Bytes of each memory's content digest kept by a pre-copy (128 bits: the delta trusts equal digests).
 CONTENT_DIGEST_BYTES = 16
+#: A pre-copy records per memory its content digest followed by the first bytes of its fingerprint digest.
+PRECOPY_ENTRY_BYTES = CONTENT_DIGEST_BYTES + SNAPSHOT_DIGEST_BYTES
 
 
 class Mem0Namespace(BaseModel):
@@ -227,15 +229,26 @@ def content_digest(memory_id: str, payload: Mapping[str, Any], vector: Any, docu
     return h.digest()
 
 
+#: The digest sum is taken modulo 2**256 (a SHA-256 digest's range).
+_SUM_MODULUS = 1 << 256
+
+
+def digest_sum(digests: Iterable[bytes]) -> int:
+    """The sum of the per-memory digests (as big-endian integers) modulo 2**256: order-independent and
+    updatable — a changed memory is its old digest taken out and its new one added, without the others."""
+    return sum(int.from_bytes(d, "big") for d in digests) % _SUM_MODULUS
+
+
+def fingerprint_of(total: int, count: int) -> str:
+    """The namespace fingerprint of a :func:`digest_sum` over ``count`` memories (hex SHA-256)."""
+    return hashlib.sha256((total % _SUM_MODULUS).to_bytes(32, "big") + f"n={count}".encode()).hexdigest()
+
+
 def combine_digests(digests: Iterable[bytes]) -> str:
-    """Order-independent fingerprint: SHA-256 over the sorted per-memory digests (hex)."""
-    h = hashlib.sha256()
-    count = 0
-    for d in sorted(digests):
-        h.update(d)
-        count += 1
-    h.update(f"n={count}".encode())
-    return h.hexdigest()
+    """Order-independent fingerprint of a namespace: :func:`fingerprint_of` the :func:`digest_sum` of its
+    per-memory digests (an additive multiset hash over SHA-256 digests, so a delta can update it)."""
+    listed = list(digests)
+    return fingerprint_of(digest_sum(listed), len(listed))
 
 
 class MemoryFingerprint(BaseModel):
@@ -321,6 +334,14 @@ class ForkManifest(BaseModel):
     collection: str
 
 
+class JournalPosition(BaseModel):
+    """Where a memory journal (:mod:`airflow_flink_replay.memory.journal`) stood: its topic's end offsets."""
+
+    topic: str
+    offsets: dict[int, int]
+    noted_at: str = Field(description="when the position was noted (ISO 8601, UTC), before the source was read")
+
+
 class PrecopyManifest(BaseModel):
     """What a pre-copy's marker records: the copies in ``target`` are ``source`` as read at ``precopied_at``,
     one :func:`content_digest` per source memory in the snapshot parts (what the delta round diffs against)."""
@@ -334,6 +355,14 @@ class PrecopyManifest(BaseModel):
     snapshot_parts: int
     store: str
     collection: str
+    digest_sum: str | None = Field(
+        default=None, description="hex :func:`digest_sum` of the source's fingerprint digests as read (a journal cut "
+        "updates it instead of reading every memory)"
+    )
+    journal: JournalPosition | None = Field(
+        default=None, description="the memory journal's end offsets noted before the source was read (the journal "
+        "cut re-reads the memories named after them)"
+    )
 
 
 class ForkResult(BaseModel):
@@ -362,6 +391,10 @@ class ForkResult(BaseModel):
     updated: int = Field(default=0, description="delta: source memories changed since the pre-copy (copied again)")
     removed: int = Field(default=0, description="delta: source memories gone since the pre-copy (copies deleted)")
     precopied_at: str | None = Field(default=None, description="delta: when the pre-copy it completed was read")
+    journal: bool = Field(
+        default=False, description="delta: the changes were found in production's memory journal (only the memories "
+        "it names were read), not by reading the whole namespace"
+    )
 
 
 class DropResult(BaseModel):

@@ -43,7 +43,8 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
                 "rename the spec (`name`) or production's `job_identifier`"
             )
         production_topics = (
-            prod.action_state_topic, prod.input_topic, prod.capture_topic, prod.cassette_topic, prod.output_topic
+            prod.action_state_topic, prod.input_topic, prod.capture_topic, prod.cassette_topic, prod.output_topic,
+            prod.memory_journal_topic,
         )
         if topic in production_topics:
             found.problems.append(
@@ -65,6 +66,13 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
         found.problems.append(
             f"cassette_topic {prod.cassette_topic!r} is another of production's topics: production records its "
             "calls to a topic of their own (production_job.py --cassette-topic)"
+        )
+    if prod.memory_journal_topic and prod.memory_journal_topic in (
+        prod.input_topic, prod.capture_topic, prod.output_topic, prod.action_state_topic, prod.cassette_topic
+    ):
+        found.problems.append(
+            f"memory_journal_topic {prod.memory_journal_topic!r} is another of production's topics: production "
+            "journals its memory writes to a topic of their own (production_job.py --memory-journal-topic)"
         )
     return found
 
@@ -92,6 +100,25 @@ def _cassette_mismatch(spec: ReplaySpec) -> str | None:
     return (f"production.cassette_topic is {prod.cassette_topic!r} but production's program records to "
             f"{recorded or 'no cassette topic'} (--cassette-topic): the replays' tool calls will be unmatched until "
             "production is resubmitted with it. Fix: add --cassette-topic to production.program's arguments")
+
+
+def _journal_mismatch(spec: ReplaySpec) -> str | None:
+    """A problem when production runs this package's program but does not journal its memory writes to the spec's
+    journal topic: the memory cut would trust a journal that misses writes, and fork the wrong memory."""
+    prod, program = spec.production, spec.production.program
+    ours = (program.module or "").endswith(_PRODUCTION_PROGRAM) or (program.entry_point or "").endswith(
+        f"{_PRODUCTION_PROGRAM}.py"
+    )
+    if not ours or not prod.memory_journal_topic:
+        return None
+    args = program.program_args
+    journaled = args[args.index("--memory-journal-topic") + 1] if "--memory-journal-topic" in args[:-1] else ""
+    if journaled == prod.memory_journal_topic:
+        return None
+    return (f"production.memory_journal_topic is {prod.memory_journal_topic!r} but production's program journals "
+            f"its memory writes to {journaled or 'no topic'} (--memory-journal-topic): the memory cut would miss "
+            "production's writes. Fix: add --memory-journal-topic to production.program's arguments, or unset "
+            "production.memory_journal_topic (the cut then reads the whole namespace)")
 
 
 def check_production(
@@ -142,12 +169,16 @@ def check_production(
     recording = _cassette_mismatch(spec)
     if recording:
         found.warnings.append(recording)
+    journal = _journal_mismatch(spec)
+    if journal:
+        found.problems.append(journal)
     if topics is not None:
         for label, topic in (
             ("input_topic", prod.input_topic),
             ("capture_topic", prod.capture_topic),
             ("action_state_topic", prod.action_state_topic),
             *([("cassette_topic", prod.cassette_topic)] if prod.cassette_topic else []),
+            *([("memory_journal_topic", prod.memory_journal_topic)] if prod.memory_journal_topic else []),
         ):
             if topic not in topics:
                 found.problems.append(f"production.{label} {topic!r} does not exist on the broker")

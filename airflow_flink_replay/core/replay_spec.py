@@ -86,6 +86,13 @@ class ProductionJob(BaseModel):
         description="topic production records its mediated calls to (production_job.py --cassette-topic): the "
         "replays are served production's results for the window (policy decision `replay`); none = no cassette",
     )
+    memory_journal_topic: str | None = Field(
+        default=None,
+        description="topic production journals its memory writes to (production_job.py --memory-journal-topic; "
+        "its memory built by build_offline_memory or wrapped by journal_memory): the memory cut in the stop window "
+        "then re-reads only the memories written since the pre-copy instead of the whole namespace; none = the "
+        "cut reads the whole namespace (exact with any writer)",
+    )
     action_state_topic: str = Field(description="production's Flink Agents action-state topic (never touched)")
     action_state_partitions: int | None = Field(
         default=None, ge=1, description="partitions of the replay's action-state topics (default: production's)"

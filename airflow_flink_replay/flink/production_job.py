@@ -43,6 +43,11 @@ Arguments:
 - ``--agent-uid`` / ``--max-parallelism``: the agent operator's identity (``production.agent_uid`` /
   ``production.max_parallelism``); a replay restores the agent's state only with the same ones.
 - ``--mem0-config``: the Mem0 store config (JSON) the job's memory binding (or the factory) is built with.
+- ``--memory-journal-topic``: journal every memory write to this topic (``''``: none), so that the memory cut in
+  the stop window reads only what production wrote since the pre-copy (:mod:`airflow_flink_replay.memory.journal`):
+  added to the mem0 config the memory binding gets, for a memory built by
+  :func:`~airflow_flink_replay.memory.offline.build_offline_memory` (or wrapped with
+  :func:`~airflow_flink_replay.memory.journal.journal_memory`).
 - ``--watermark`` (``none`` / ``monotonous`` / ``bounded:<ms>``), ``--idleness-ms``, ``--event-time-field``
   (JSONPath into the JSON value; default the Kafka record timestamp), ``--event-time-unit``: production's event
   time and watermark strategy. Left out: the job definition's (``event_time``, ``watermark``,
@@ -88,6 +93,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--agent-uid", default="afr-agent", help="uid of the agent operator ('' = leave it auto)")
     p.add_argument("--max-parallelism", type=int, default=0)
     p.add_argument("--mem0-config", default="", help="mem0 config as JSON")
+    p.add_argument("--memory-journal-topic", default="", help="journal memory writes to this topic ('' = none)")
     p.add_argument("--jars", default="", help="comma-separated connector jars")
     p.add_argument("--group-id", default="")
     p.add_argument("--watermark", default=None, help='"none", "monotonous" or "bounded:<ms>" (default: the job\'s)')
@@ -194,6 +200,17 @@ def cassette_plan_hook(args: argparse.Namespace, job: Any) -> Any:
     return hook
 
 
+def production_mem0_config(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--mem0-config`` with the memory journal of ``--memory-journal-topic`` named in it (or as given)."""
+    config = json.loads(args.mem0_config) if args.mem0_config else None
+    if not args.memory_journal_topic:
+        return config
+    from airflow_flink_replay.memory.journal import JOURNAL_KEY, JournalTarget
+
+    journal = JournalTarget(topic=args.memory_journal_topic, bootstrap=args.bootstrap, security=args.kafka_security)
+    return {**(config or {}), JOURNAL_KEY: journal.model_dump()}
+
+
 def build_production(env: Any, args: argparse.Namespace) -> Any:
     """Add the production pipeline to ``env``; returns the output stream."""
     from airflow_flink_replay.flink.agent_build import build_folder
@@ -236,7 +253,7 @@ def build_production(env: Any, args: argparse.Namespace) -> Any:
         pin=AgentPin(uid=args.agent_uid or None, max_parallelism=args.max_parallelism or None),
         capture=capture,
         plan_hook=cassette_plan_hook(args, job),
-        mem0_config=json.loads(args.mem0_config) if args.mem0_config else None,
+        mem0_config=production_mem0_config(args),
     )
     out.sink_to(string_sink(args.bootstrap, args.sink_topic, properties)).uid(SINK_UID).name("sink")
     return out

@@ -35,12 +35,13 @@ from airflow_flink_replay.core.memory import (
     ForkResult,
     Mem0Namespace,
     MemoryFingerprint,
+    PrecopyManifest,
     UntouchedReport,
     check_fork_pair,
     combine_digests,
 )
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
-from airflow_flink_replay.hooks.mem0_backend import Mem0Backend, untouched_report
+from airflow_flink_replay.hooks.mem0_backend import Mem0Backend, MemoryJournalReader, untouched_report
 from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
 from airflow_flink_replay.hooks.mem0_oss import OssMem0Backend
 from airflow_flink_replay.hooks.mem0_stores import (
@@ -223,7 +224,9 @@ class Mem0Hook(BaseHook):
         return self.get_backend().fork_baseline(manifest.target).snapshot
 
     # ----------------------------------------------------------------------------- fork/drop/verify
-    def fork(self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str) -> ForkResult:
+    def fork(
+        self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str, journal: MemoryJournalReader | None = None
+    ) -> ForkResult:
         """Copy every memory of ``source`` into ``target`` (vector store: payloads and stored vectors, no
         embedding; hosted: export + re-add).
 
@@ -231,22 +234,26 @@ class Mem0Hook(BaseHook):
         ``fork_id``; returns the recorded result with ``noop=True`` when that complete fork exists already.
         When ``target`` holds this fork's pre-copy (:meth:`precopy`), only the changes since are copied
         (``delta=True`` in the result) and a failure restores the pre-copy.
+        With ``journal`` (production's memory journal, :class:`~.mem0_journal.MemoryJournalHook`) and a pre-copy
+        that noted its position, only the memories the journal names since are read (``journal=True`` in the
+        result); pass it only when production did not fail over since the pre-copy (the stop window checks).
         Leftovers of an interrupted fork of the same ``fork_id`` are removed first. On any error what this
         call wrote is removed and the error re-raised.
         """
         src, tgt = _fork_pair(source, target, fork_id)
-        return self.get_backend().fork(src, tgt, fork_id=str(fork_id))
+        return self.get_backend().fork(src, tgt, fork_id=str(fork_id), journal=journal)
 
-    def precopied_count(self, target: NamespaceLike) -> int | None:
-        """How many memories the pre-copy in ``target`` holds (what a :meth:`fork` into it reads again to find the
-        changes), or None: no pre-copy there, or a backend without one (hosted)."""
+    def read_precopy(self, target: NamespaceLike) -> PrecopyManifest | None:
+        """The pre-copy in ``target`` (how many memories it holds, when it was read, the memory journal's position
+        then), or None: no pre-copy there, or a backend without one (hosted)."""
         backend = self.get_backend()
         if not isinstance(backend, OssMem0Backend):
             return None
-        pre = backend.read_precopy(Mem0Namespace.coerce(target, what="target"))
-        return pre.count if pre is not None else None
+        return backend.read_precopy(Mem0Namespace.coerce(target, what="target"))
 
-    def precopy(self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str) -> ForkResult:
+    def precopy(
+        self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str, journal: MemoryJournalReader | None = None
+    ) -> ForkResult:
         """Pre-copy ``source`` into ``target`` while production runs; :meth:`fork` with the same ``fork_id``
         then copies only what changed since (added, updated and deleted memories), so the copy inside
         production's stop window is the delta, not the namespace.
@@ -254,10 +261,11 @@ class Mem0Hook(BaseHook):
         Vector-store backend: the copies plus a pre-copy marker recording a content digest of every source
         memory as read (not a fork yet: nothing but :meth:`fork` completes it, :meth:`drop` removes it);
         called again it runs one more delta round. Hosted: a no-op (the fork copies in full). Same checks
-        and conflicts as :meth:`fork`; a complete fork in ``target`` makes it a no-op.
+        and conflicts as :meth:`fork`; a complete fork in ``target`` makes it a no-op. With ``journal`` the
+        journal's position is noted before the source is read: the cut then reads only what it names since.
         """
         src, tgt = _fork_pair(source, target, fork_id)
-        return self.get_backend().precopy(src, tgt, fork_id=str(fork_id))
+        return self.get_backend().precopy(src, tgt, fork_id=str(fork_id), journal=journal)
 
     def drop(self, namespace: NamespaceLike, *, keep: bool = False) -> DropResult:
         """Delete a fork namespace: every memory in it (forked or written by the replay) and its markers.

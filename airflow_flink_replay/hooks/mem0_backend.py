@@ -21,6 +21,7 @@ from airflow_flink_replay.core.memory import (
     DropResult,
     ForkManifest,
     ForkResult,
+    JournalPosition,
     Mem0Namespace,
     UntouchedReport,
     combine_digests,
@@ -57,6 +58,18 @@ class ForkBaseline:
     note: str = ""
 
 
+class MemoryJournalReader(Protocol):
+    """Production's memory journal as the cut reads it (:class:`~.mem0_journal.MemoryJournalHook`)."""
+
+    def position(self) -> JournalPosition:
+        """The journal's end offsets now."""
+        ...
+
+    def ids_since(self, position: JournalPosition) -> set[str]:
+        """Every memory id the journal names after ``position``, to the end of its log."""
+        ...
+
+
 @runtime_checkable
 class Mem0Backend(Protocol):
     """Namespace operations of one Mem0 deployment (what :class:`~.mem0.Mem0Hook` delegates to)."""
@@ -81,12 +94,16 @@ class Mem0Backend(Protocol):
         """The complete fork in ``target``, or None."""
         ...
 
-    def fork(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+    def fork(
+        self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: MemoryJournalReader | None = None
+    ) -> ForkResult:
         """Copy ``source`` into ``target``: no-op when this fork is complete, refuse a target in use,
         remove what it wrote on error (see :meth:`~.mem0.Mem0Hook.fork`)."""
         ...
 
-    def precopy(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+    def precopy(
+        self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: MemoryJournalReader | None = None
+    ) -> ForkResult:
         """Copy ``source`` into ``target`` ahead of the cut, so that :meth:`fork` then copies only the changes
         (see :meth:`~.mem0.Mem0Hook.precopy`); a backend without deltas returns a no-op result."""
         ...

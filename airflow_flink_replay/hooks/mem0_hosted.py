@@ -337,8 +337,11 @@ class HostedMem0Backend:
                 )
             time.sleep(self.poll_interval_s)
 
-    def fork(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
-        """Export ``source`` and re-add every memory into ``target`` (``infer=False``; the platform re-embeds).
+    def fork(
+        self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: Any = None
+    ) -> ForkResult:
+        """Export ``source`` and re-add every memory into ``target`` (``infer=False``; the platform re-embeds;
+        a memory journal is not used: there is no pre-copy to complete).
 
         Same contract as the vector-store fork: a complete fork of the same ``fork_id`` and source is a
         no-op, a target holding anything else is refused, leftovers of this ``fork_id`` are removed first,
@@ -403,7 +406,9 @@ class HostedMem0Backend:
             timings_s={k: round(v, 6) for k, v in timings.items()},
         )
 
-    def precopy(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+    def precopy(
+        self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: Any = None
+    ) -> ForkResult:
         """No pre-copy on the platform: it exposes no content digest a delta could trust (it re-embeds and
         assigns its own ids and hashes), so the fork at the cut copies in full. Returns a no-op result."""
         log.warning("hosted Mem0: no pre-copy of %s; the fork %s copies in full at the cut", source, fork_id)

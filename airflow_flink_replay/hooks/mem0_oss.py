@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow_flink_replay.core.memory import (
     CONTENT_DIGEST_BYTES,
+    FORK_SOURCE_ID_FIELD,
     MARKER_FIELD,
     MARKER_FORK_ID_FIELD,
     MARKER_KIND_FIELD,
@@ -34,15 +35,20 @@ from airflow_flink_replay.core.memory import (
     MARKER_MANIFEST_FIELD,
     MARKER_PART_FIELD,
     MARKER_SNAPSHOT_FIELD,
+    PRECOPY_ENTRY_BYTES,
+    SNAPSHOT_DIGEST_BYTES,
     DropResult,
     ForkManifest,
     ForkResult,
+    JournalPosition,
     Mem0Namespace,
     PrecopyManifest,
     combine_digests,
     content_digest,
     decode_snapshot,
+    digest_sum,
     encode_snapshot,
+    fingerprint_of,
     fork_history_id,
     fork_memory_id,
     marker_id,
@@ -52,7 +58,13 @@ from airflow_flink_replay.core.memory import (
     split_chunks,
 )
 from airflow_flink_replay.exceptions import ForkConflictError
-from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
+from airflow_flink_replay.hooks.mem0_backend import (
+    ForkBaseline,
+    MemoryJournalReader,
+    completed_fork,
+    fork_id_to_drop,
+    refuse_foreign,
+)
 from airflow_flink_replay.hooks.mem0_stores import (
     DEFAULT_BATCH,
     StoreAdapter,
@@ -65,6 +77,10 @@ from airflow_flink_replay.memory.offline import EmbedderChoice
 log = logging.getLogger(__name__)
 
 EMBEDDERS: tuple[EmbedderChoice, ...] = ("hashing", "minilm", "config")
+
+#: What a delta round found: changed records, digests, content digests, removed source ids, the pre-copy's copies
+#: of the updated and removed memories, and the fingerprint (only when the journal gave the changes).
+_Changes = tuple[list[StoredMemory], dict[str, bytes], dict[str, bytes], list[str], list[StoredMemory], str | None]
 
 
 class OssMem0Backend:
@@ -271,26 +287,43 @@ class OssMem0Backend:
         return deleted
 
     # ---------------------------------------------------------------------------------------- fork
-    def fork(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+    def fork(
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        *,
+        fork_id: str,
+        journal: MemoryJournalReader | None = None,
+    ) -> ForkResult:
         """Copy every memory of ``source`` into ``target`` (payloads and stored vectors, no embedding).
 
         When ``target`` holds a pre-copy of this fork (:meth:`precopy`) only the changes since it are
-        copied (:meth:`_delta`); otherwise everything. Leftovers of an interrupted fork of the same
-        ``fork_id`` are removed first; on any error what this call wrote is removed (a delta: the pre-copy
-        is restored) and the error re-raised.
+        copied (:meth:`_delta`); otherwise everything. With ``journal`` (production's memory journal, trusted
+        by the caller: no failover of production since the pre-copy) and a pre-copy that noted its position,
+        the changes are the memories the journal names since (:meth:`_journal_changes`), not a read of the
+        whole source. Leftovers of an interrupted fork of the same ``fork_id`` are removed first; on any error
+        what this call wrote is removed (a delta: the pre-copy is restored) and the error re-raised.
         """
-        return self._fork(source, target, fork_id, precopy=False)
+        return self._fork(source, target, fork_id, precopy=False, journal=journal)
 
-    def precopy(self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str) -> ForkResult:
+    def precopy(
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        *,
+        fork_id: str,
+        journal: MemoryJournalReader | None = None,
+    ) -> ForkResult:
         """Pre-copy ``source`` into ``target`` while production runs, so that :meth:`fork` at the cut copies
         only what changed since (added, updated, deleted memories) — a live migration's last round.
 
         Writes the copies and a pre-copy marker (no manifest: the target is not a fork yet) recording one
         :func:`~airflow_flink_replay.core.memory.content_digest` per source memory as read. Called again
         on the same pre-copy it runs one more delta round and records the new state (rounds shrink the
-        last one). A complete fork in ``target`` makes it a no-op.
+        last one). A complete fork in ``target`` makes it a no-op. With ``journal`` the journal's position is
+        noted before the source is read (what a journal cut reads from).
         """
-        return self._fork(source, target, fork_id, precopy=True)
+        return self._fork(source, target, fork_id, precopy=True, journal=journal)
 
     def read_precopy(self, target: Mem0Namespace) -> PrecopyManifest | None:
         """The pre-copy marker in ``target``, or None."""
@@ -307,7 +340,15 @@ class OssMem0Backend:
             return None
         return payload[MARKER_MANIFEST_FIELD]
 
-    def _fork(self, source: Mem0Namespace, target: Mem0Namespace, fork_id: str, *, precopy: bool) -> ForkResult:
+    def _fork(
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        fork_id: str,
+        *,
+        precopy: bool,
+        journal: MemoryJournalReader | None = None,
+    ) -> ForkResult:
         started = time.monotonic()
         store = self.store
         manifest = self.read_manifest(target)
@@ -322,7 +363,8 @@ class OssMem0Backend:
                     f"target {target} holds a pre-copy of fork {pre.fork_id!r} of {pre.source}. "
                     "Fix: drop it first (DropMem0ForkOperator) or choose another target namespace"
                 )
-            result = self._delta(pre, started, precopy=precopy)
+            position = journal.position() if precopy and journal is not None else None
+            result = self._delta(pre, started, precopy=precopy, journal=None if precopy else journal, position=position)
             if result is not None:
                 return result
         leftovers = {r.id: r.payload for b in store.iter_where(target.fields(), with_vectors=False) for r in b}
@@ -330,10 +372,18 @@ class OssMem0Backend:
             refuse_foreign(target, fork_id, leftovers)
             log.warning("removing %d leftovers of an interrupted fork %s in %s", len(leftovers), fork_id, target)
             self._remove(target, list(leftovers), parts=0)
-        return self._full_copy(source, target, fork_id, started, precopy=precopy)
+        position = journal.position() if precopy and journal is not None else None
+        return self._full_copy(source, target, fork_id, started, precopy=precopy, position=position)
 
     def _full_copy(
-        self, source: Mem0Namespace, target: Mem0Namespace, fork_id: str, started: float, *, precopy: bool
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        fork_id: str,
+        started: float,
+        *,
+        precopy: bool,
+        position: JournalPosition | None = None,
     ) -> ForkResult:
         """Copy everything, then write the marker (the fork's manifest, or the pre-copy's)."""
         store = self.store
@@ -348,7 +398,9 @@ class OssMem0Backend:
             history_rows = self._copy_history(id_map, fork_id, target)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
-            record = self._finish(source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy)
+            record = self._finish(
+                source, target, fork_id, forked_at, digests, contents, history_rows, precopy=precopy, position=position
+            )
             timings["marker"] = time.monotonic() - mark
         except BaseException as exc:
             log.error("fork %s into %s failed after %d memories: removing what it wrote", fork_id, target, len(written))
@@ -373,7 +425,7 @@ class OssMem0Backend:
         if isinstance(record, ForkManifest):
             return ForkResult(**record.model_dump(exclude={"snapshot_parts"}), **common)
         return ForkResult(
-            **record.model_dump(exclude={"snapshot_parts", "precopied_at"}),
+            **record.model_dump(exclude={"snapshot_parts", "precopied_at", "digest_sum", "journal"}),
             source_fingerprint=combine_digests(digests.values()),
             forked_at=record.precopied_at,
             kind="precopy",
@@ -456,7 +508,15 @@ class OssMem0Backend:
         return id_map, digests, contents
 
     # -------------------------------------------------------------------------------------- delta
-    def _delta(self, pre: PrecopyManifest, started: float, *, precopy: bool) -> ForkResult | None:
+    def _delta(
+        self,
+        pre: PrecopyManifest,
+        started: float,
+        *,
+        precopy: bool,
+        journal: MemoryJournalReader | None = None,
+        position: JournalPosition | None = None,
+    ) -> ForkResult | None:
         """Copy only what changed in the source since the pre-copy ``pre``; None when the target no longer
         holds what ``pre`` recorded (the caller then copies in full).
 
@@ -470,30 +530,32 @@ class OssMem0Backend:
         mem0 process; writes without history). Only the changes are written; the unchanged copies
         already hold exactly the source's bytes.
 
-        **Nothing half-applied.** The target's ids are checked against ``pre`` first. The pre-copy's
-        copies of the updated and removed memories (and their history rows) are kept in memory, then the
-        pre-copy marker is deleted *before* the first write: an error restores the pre-copy exactly
-        (:meth:`_restore_precopy`, a retry runs the delta again); a process killed mid-round leaves
-        provenance-tagged copies without any marker, which the next attempt removes before copying in full.
+        With production's memory journal (``journal``, and ``pre`` noted its position) only the memories it
+        names are read and diffed (:meth:`_journal_changes`).
+
+        **Nothing half-applied.** The target's ids are checked against ``pre`` first (a journal cut checks the
+        copies it touches). The pre-copy's copies of the updated and removed memories (and their history
+        rows) are kept in memory, then the pre-copy marker is deleted *before* the first write: an error
+        restores the pre-copy exactly (:meth:`_restore_precopy`, a retry runs the delta again); a process
+        killed mid-round leaves provenance-tagged copies without any marker, which the next attempt removes
+        before copying in full.
         """
         store = self.store
         source, target, fork_id = pre.source, pre.target, pre.fork_id
         tgt_key = target.key()
         timings = {"check": 0.0, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         before = self._read_parts([precopy_marker_id(target, i) for i in range(pre.snapshot_parts)], pre.fork_id)
-        if store.ids_where(target.fields()) != {fork_memory_id(fork_id, tgt_key, s) for s in before}:
-            log.warning("pre-copy %s in %s no longer matches its record: copying in full", fork_id, target)
+        found = self._delta_changes(pre, before, journal, started, timings)
+        if found is None:
             return None
-        timings["check"] = time.monotonic() - started
-        mark = time.monotonic()
-        changed, digests, contents = self._changes(source, before)
+        changed, digests, contents, removed, saved, fingerprint = found
+        journaled = fingerprint is not None
         added = [r.id for r in changed if r.id not in before]
         updated = [r.id for r in changed if r.id in before]
-        removed = sorted(set(before) - set(contents))
         touched = [fork_memory_id(fork_id, tgt_key, s) for s in updated + removed]
-        saved = store.get_ids(touched, with_vectors=True)
+        mark = time.monotonic()
         saved_history = self._history_rows(touched)
-        timings["read"] = time.monotonic() - mark
+        timings["read"] += time.monotonic() - mark
         forked_at = datetime.now(UTC).isoformat()
         written: list[str] = []
         store.delete_ids([precopy_marker_id(target)])  # from here a killed process leaves no marker at all
@@ -507,21 +569,68 @@ class OssMem0Backend:
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
             record = self._finish(
-                source, target, fork_id, forked_at, digests, contents, history, precopy=precopy, pre=pre
-            )
+                source, target, fork_id, forked_at, digests, contents, history, precopy=precopy, pre=pre,
+                position=position, fingerprint=fingerprint,
+            )  # fmt: skip
             timings["marker"] = time.monotonic() - mark
         except BaseException as exc:
             log.error("delta of fork %s into %s failed: restoring the pre-copy", fork_id, target)
             self._restore_precopy(exc, pre, before, written, saved, saved_history)
             raise
         log.info(
-            "fork %s into %s: %d added, %d updated, %d removed since the pre-copy of %s",
+            "fork %s into %s: %d added, %d updated, %d removed since the pre-copy of %s%s",
             fork_id, target, len(added), len(updated), len(removed), pre.precopied_at,
+            " (found in production's memory journal)" if journaled else "",
         )  # fmt: skip
         return self._result(
             record, digests, started, timings,
             delta=True, added=len(added), updated=len(updated), removed=len(removed), precopied_at=pre.precopied_at,
+            journal=journaled,
         )  # fmt: skip
+
+    def _delta_changes(
+        self,
+        pre: PrecopyManifest,
+        before: Mapping[str, str],
+        journal: MemoryJournalReader | None,
+        started: float,
+        timings: dict[str, float],
+    ) -> _Changes | None:
+        """What changed since the pre-copy: ``(changed records, digests, content digests, removed source ids, the
+        pre-copy's copies of the updated and removed ones, the fingerprint when the journal gave the changes)``;
+        None when the target no longer holds what the pre-copy recorded (the caller copies in full)."""
+        store, target, fork_id = self.store, pre.target, pre.fork_id
+        tgt_key = target.key()
+        journaled = journal is not None and self._journal_usable(pre, before)
+        if not journaled and store.ids_where(target.fields()) != {fork_memory_id(fork_id, tgt_key, s) for s in before}:
+            log.warning("pre-copy %s in %s no longer matches its record: copying in full", fork_id, target)
+            return None
+        timings["check"] = time.monotonic() - started
+        mark = time.monotonic()
+        if journaled and journal is not None and pre.journal is not None:
+            named = journal.ids_since(pre.journal)
+            changed, digests, contents, removed = self._journal_changes(pre.source, before, named)
+        else:
+            changed, digests, contents = self._changes(pre.source, before)
+            removed = sorted(set(before) - set(contents))
+        touched = [fork_memory_id(fork_id, tgt_key, r.id) for r in changed if r.id in before]
+        touched += [fork_memory_id(fork_id, tgt_key, s) for s in removed]
+        saved = store.get_ids(touched, with_vectors=True)
+        if journaled and len(saved) != len(touched):
+            log.warning("pre-copy %s in %s lacks copies the journal cut needs: copying in full", fork_id, target)
+            return None
+        fingerprint = self._journal_fingerprint(pre, saved, changed, digests) if journaled else None
+        timings["read"] = time.monotonic() - mark
+        return changed, digests, contents, removed, saved, fingerprint
+
+    @staticmethod
+    def _journal_usable(pre: PrecopyManifest, before: Mapping[str, str]) -> bool:
+        """Whether the pre-copy recorded what a journal cut needs: the journal's position, the digest sum and
+        each memory's fingerprint digest (a pre-copy written without a journal, or by an older version, did not)."""
+        if pre.journal is None or pre.digest_sum is None:
+            log.info("pre-copy %s noted no journal position: the cut reads the whole source", pre.fork_id)
+            return False
+        return all(len(v) == 2 * PRECOPY_ENTRY_BYTES for v in before.values())
 
     def _changes(
         self, source: Mem0Namespace, before: Mapping[str, str]
@@ -536,9 +645,58 @@ class OssMem0Backend:
             for rec in page:
                 digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
                 contents[rec.id] = content = content_digest(rec.id, rec.payload, rec.vector, rec.document)
-                if before.get(rec.id) != content[:CONTENT_DIGEST_BYTES].hex():
+                if before.get(rec.id, "")[: 2 * CONTENT_DIGEST_BYTES] != content[:CONTENT_DIGEST_BYTES].hex():
                     changed.append(rec)
         return changed, digests, contents
+
+    def _journal_changes(
+        self, source: Mem0Namespace, before: Mapping[str, str], named: set[str]
+    ) -> tuple[list[StoredMemory], dict[str, bytes], dict[str, bytes], list[str]]:
+        """The changes among the memories the journal names: ``(changed records, digests, content digests,
+        removed ids)``, the digests of the unchanged memories taken from the pre-copy's record (``before``:
+        content digest + fingerprint digest per id).
+
+        Every write production made after the pre-copy began reading is named in the journal
+        (:mod:`airflow_flink_replay.memory.journal` says why), so the memories it does not name are unchanged;
+        those it names are read and diffed by content digest as in the full read. The fingerprint is the
+        pre-copy's digest sum updated by the changes (:meth:`_journal_fingerprint`).
+        """
+        store = self.store
+        fields = source.fields()
+        found = [r for r in store.get_ids(sorted(named), with_vectors=True)
+                 if all(r.payload.get(k) == v for k, v in fields.items())]  # fmt: skip
+        digests = {k: bytes.fromhex(v[2 * CONTENT_DIGEST_BYTES :]) for k, v in before.items()}
+        contents = {k: bytes.fromhex(v[: 2 * CONTENT_DIGEST_BYTES]) for k, v in before.items()}
+        changed: list[StoredMemory] = []
+        for rec in found:
+            content = content_digest(rec.id, rec.payload, rec.vector, rec.document)
+            if contents.get(rec.id) != content[:CONTENT_DIGEST_BYTES]:
+                changed.append(rec)
+                contents[rec.id] = content
+                digests[rec.id] = memory_digest(rec.id, rec.payload, store.canonical_vector(rec.dense()))
+        present = {r.id for r in found}
+        removed = sorted(i for i in named if i in before and i not in present)
+        for gone in removed:
+            del digests[gone], contents[gone]
+        return changed, digests, contents, removed
+
+    def _journal_fingerprint(
+        self,
+        pre: PrecopyManifest,
+        saved: Sequence[StoredMemory],
+        changed: Sequence[StoredMemory],
+        digests: Mapping[str, bytes],
+    ) -> str:
+        """The source's fingerprint at the cut: the pre-copy's digest sum, minus the digests of the memories
+        updated or removed since (recomputed from their pre-copy copies, which carry the source's id, payload
+        fields and vector), plus the new digests of the changed ones."""
+        store = self.store
+        total = int(pre.digest_sum or "0", 16)
+        for copy in saved:
+            source_id = str(copy.payload[FORK_SOURCE_ID_FIELD])
+            total -= int.from_bytes(memory_digest(source_id, copy.payload, store.canonical_vector(copy.dense())), "big")
+        total += digest_sum(digests[r.id] for r in changed)
+        return fingerprint_of(total, len(digests))
 
     def _restore_precopy(
         self,
@@ -560,8 +718,9 @@ class OssMem0Backend:
             store.delete_ids(list(written))
             store.insert(saved)
             store.delete_ids(sorted(store.ids_where({MARKER_FIELD: target.key()})))
-            digests = {k: bytes.fromhex(v) for k, v in before.items()}
-            self._write_precopy_marker(target, pre, split_chunks(encode_snapshot(digests, CONTENT_DIGEST_BYTES)))
+            entries = {k: bytes.fromhex(v) for k, v in before.items()}
+            width = max((len(v) for v in entries.values()), default=PRECOPY_ENTRY_BYTES)
+            self._write_precopy_marker(target, pre, split_chunks(encode_snapshot(entries, width)))
         except Exception as cleanup:
             log.error("fork %s: could not restore the pre-copy: %s", pre.fork_id, cleanup)
             exc.add_note(
@@ -582,22 +741,29 @@ class OssMem0Backend:
         *,
         precopy: bool,
         pre: PrecopyManifest | None = None,
+        position: JournalPosition | None = None,
+        fingerprint: str | None = None,
     ) -> ForkManifest | PrecopyManifest:
-        """Write the marker that makes the target a fork (manifest + digest snapshot) or a pre-copy (pre-copy
-        marker + content-digest snapshot), then remove the previous pre-copy's parts it no longer needs."""
+        """Write the marker that makes the target a fork (manifest + digest snapshot; ``fingerprint`` when the
+        caller has it, else computed from ``digests``) or a pre-copy (pre-copy marker + content-digest snapshot,
+        the digest sum and the journal ``position``), then remove the previous pre-copy's parts it no longer
+        needs."""
         store = self.store
         fields: dict[str, Any] = {"fork_id": fork_id, "source": source, "target": target, "count": len(digests)}
         fields.update(history_rows=history_rows, store=store.provider, collection=store.collection)
         chunks = self._snapshot_chunks(digests, contents, precopy=precopy)
         record: ForkManifest | PrecopyManifest
         if precopy:
-            pre_record = PrecopyManifest(**fields, precopied_at=forked_at, snapshot_parts=len(chunks))
+            pre_record = PrecopyManifest(
+                **fields, precopied_at=forked_at, snapshot_parts=len(chunks),
+                digest_sum=f"{digest_sum(digests.values()):064x}", journal=position,
+            )  # fmt: skip
             self._write_precopy_marker(target, pre_record, chunks)
             record = pre_record
             stale = range(len(chunks), pre.snapshot_parts if pre else 0)
         else:
             manifest = ForkManifest(
-                **fields, source_fingerprint=combine_digests(digests.values()), forked_at=forked_at,
+                **fields, source_fingerprint=fingerprint or combine_digests(digests.values()), forked_at=forked_at,
                 snapshot_parts=len(chunks),
             )  # fmt: skip
             self._write_markers(store, target, manifest, chunks)
@@ -612,7 +778,8 @@ class OssMem0Backend:
     def _snapshot_chunks(digests: Mapping[str, bytes], contents: Mapping[str, bytes], *, precopy: bool) -> list[str]:
         """The snapshot a marker records, in parts: a pre-copy's content digests, or a fork's digests."""
         if precopy:
-            return split_chunks(encode_snapshot(contents, CONTENT_DIGEST_BYTES))
+            entries = {k: c[:CONTENT_DIGEST_BYTES] + digests[k][:SNAPSHOT_DIGEST_BYTES] for k, c in contents.items()}
+            return split_chunks(encode_snapshot(entries, PRECOPY_ENTRY_BYTES))
         return split_chunks(encode_snapshot(digests))
 
     def _marker_vector(self) -> Any:

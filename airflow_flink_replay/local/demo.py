@@ -37,6 +37,8 @@ PRODUCTION_JOB_SCRIPT = str(Path(__file__).resolve().parent.parent / "flink" / "
 PRODUCTION_JOB_MODULE = "airflow_flink_replay.flink.production_job"
 #: How long the demo's cassette topic keeps production's recorded calls (a replay needs its window's only).
 CASSETTE_RETENTION_MS = 7 * 24 * 3600 * 1000
+#: How long the demo's memory journal keeps production's memory writes (a run reads it from its pre-copy on).
+MEMORY_JOURNAL_RETENTION_MS = 24 * 3600 * 1000
 
 
 class DemoTopics(BaseModel):
@@ -48,6 +50,8 @@ class DemoTopics(BaseModel):
     action_state: str
     #: production records its tool calls here (``--cassette-topic``): the replays are served its results
     cassette: str | None = None
+    #: production journals its memory writes here (``--memory-journal-topic``): the memory cut reads only those
+    memory_journal: str | None = None
 
     @classmethod
     def named(cls, prefix: str) -> DemoTopics:
@@ -58,6 +62,7 @@ class DemoTopics(BaseModel):
             capture=f"{prefix}-capture",
             action_state=f"{prefix}-action-state",
             cassette=f"{prefix}-cassette",
+            memory_journal=f"{prefix}-memory-journal",
         )
 
 
@@ -123,6 +128,7 @@ def production_program(
             "--sink-topic", topics.outputs,
             "--capture-topic", topics.capture,
             *(["--cassette-topic", topics.cassette] if topics.cassette else []),
+            *(["--memory-journal-topic", topics.memory_journal] if topics.memory_journal else []),
             "--action-state-topic", topics.action_state,
             "--job-identifier", job_identifier,
             "--agent-uid", AGENT_UID,
@@ -146,6 +152,9 @@ def create_topics(bootstrap: str, topics: DemoTopics, partitions: int = 2) -> No
     if topics.cassette and topics.cassette not in existing:  # bounded: a week, and at most 1 GiB a partition
         new.append(NewTopic(topics.cassette, num_partitions=partitions, replication_factor=1,
                             config={"retention.ms": str(CASSETTE_RETENTION_MS), "retention.bytes": str(1 << 30)}))
+    if topics.memory_journal and topics.memory_journal not in existing:  # a run reads it from its pre-copy on
+        new.append(NewTopic(topics.memory_journal, num_partitions=1, replication_factor=1,
+                            config={"retention.ms": str(MEMORY_JOURNAL_RETENTION_MS)}))
     if topics.action_state not in existing:
         new.append(NewTopic(topics.action_state, num_partitions=1, replication_factor=1,
                             config={"cleanup.policy": "compact"}))
@@ -246,6 +255,7 @@ def write_spec(
             "capture_topic": topics.capture,
             "output_topic": topics.outputs,
             **({"cassette_topic": topics.cassette} if topics.cassette else {}),
+            **({"memory_journal_topic": topics.memory_journal} if topics.memory_journal else {}),
             "action_state_topic": topics.action_state,
             "action_state_partitions": 1,
             "job_identifier": job_identifier,

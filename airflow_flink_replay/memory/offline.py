@@ -252,6 +252,7 @@ def offline_memory_config(
     # process that talks to the store (a TaskManager): never in the job's arguments, plan or logs.
     config = resolve_references(dict(config or {}), path="mem0_config")
     cfg: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (config or {}).items()}
+    cfg.pop("afr_journal", None)  # the memory journal (memory/journal.py) is not mem0's
     vs = cfg.setdefault("vector_store", {"provider": "chroma", "config": {"path": str(home / "chroma")}})
     vs_conf = dict(vs.get("config") or {})
     vs["config"] = vs_conf
@@ -315,8 +316,12 @@ def build_offline_memory(
 
     Nothing is fetched from the network: telemetry is off, the LLM and (for ``"hashing"``) the nominal
     embedder point at a loopback URL and are never called by ``add(..., infer=False)``, ``get_all`` and
-    ``search``.
+    ``search``. A memory journal named in the config (``afr_journal``) is taken out of it and wraps the memory's
+    vector store (:func:`~airflow_flink_replay.memory.journal.journal_memory`).
     """
+    from airflow_flink_replay.memory.journal import journal_memory, split_journal
+
+    config, journal = split_journal(config)
     cfg, used_dims = offline_memory_config(
         config, embedder=embedder, dims=dims, minilm_path=minilm_path, mem0_dir=mem0_dir
     )
@@ -325,4 +330,4 @@ def build_offline_memory(
     memory = Memory.from_config(cfg)
     if embedder == "hashing":
         memory.embedding_model = HashingEmbedder(used_dims)
-    return memory
+    return journal_memory(memory, journal) if journal is not None else memory

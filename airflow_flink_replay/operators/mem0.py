@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace, check_fork_pair
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
+from airflow_flink_replay.hooks.mem0_journal import MemoryJournalHook
 
 NamespaceArg = Mem0Namespace | dict[str, Any] | str
 
@@ -136,12 +137,39 @@ class PrecopyMem0NamespaceOperator(ForkMem0NamespaceOperator):
     same ``fork_id`` and target, run at the cut, then copies only the memories added, updated or deleted
     since (an exact per-memory content-digest diff, see ``docs/memory-fork.md``). Same arguments. Retried,
     it runs one more delta round; a hosted-Mem0 connection makes it a no-op (the fork copies in full).
+
+    :param memory_journal_topic: production's memory journal (``production.memory_journal_topic``): its position
+        is noted before the source is read, so the cut in the stop window reads only what production wrote since
+        (an unreachable journal: noted nowhere, the cut reads the whole namespace).
+    :param kafka_config_id: the Kafka connection of the journal.
     """
 
+    template_fields: Sequence[str] = (*ForkMem0NamespaceOperator.template_fields, "memory_journal_topic")
     ui_color = "#f0f8f0"
 
+    def __init__(
+        self, *, memory_journal_topic: str | None = None, kafka_config_id: str = "kafka_default", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.memory_journal_topic = memory_journal_topic
+        self.kafka_config_id = kafka_config_id
+
     def _call(self, hook: Mem0Hook, source: Mem0Namespace, target: Mem0Namespace) -> ForkResult:
-        return hook.precopy(source, target, fork_id=str(self.fork_id))
+        journal = None
+        if self.memory_journal_topic:
+            journal = MemoryJournalHook(self.memory_journal_topic, kafka_config_id=self.kafka_config_id)
+            try:
+                journal.position()
+            except Exception as exc:  # the cut then reads everything, as without a journal
+                self.log.warning("memory journal %s not readable (%s: %s): the cut will read the whole namespace",
+                                 self.memory_journal_topic, type(exc).__name__, exc)
+                journal.close()
+                journal = None
+        try:
+            return hook.precopy(source, target, fork_id=str(self.fork_id), journal=journal)
+        finally:
+            if journal is not None:
+                journal.close()
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         """Pre-copy and return the :class:`ForkResult`; None when the store failed (the fork copies in full).

@@ -38,12 +38,13 @@ from airflow_flink_replay.core.flink_models import (
     ResumeResult,
     StopWindow,
 )
-from airflow_flink_replay.core.memory import Mem0Namespace
+from airflow_flink_replay.core.memory import Mem0Namespace, PrecopyManifest
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import SubmitterKind
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
+from airflow_flink_replay.hooks.mem0_journal import MemoryJournalHook
 from airflow_flink_replay.operators.flink import (
     QuiesceAndSavepointOperator,
     flink_time,
@@ -53,6 +54,9 @@ from airflow_flink_replay.operators.manifest import read_start_offsets
 
 #: The largest pre-copy whose delta cut the resubmission overlaps by default (``overlap_resume=None``).
 OVERLAP_MAX_MEMORIES = 20_000
+#: Milliseconds of clock difference between Airflow's worker and Flink's JobManager the journal check allows for
+#: (a failure or a job start this close before the pre-copy counts as after it).
+JOURNAL_CLOCK_MARGIN_MS = 1_000
 
 class StopWindowOperator(QuiesceAndSavepointOperator):
     """Quiesce production and, in ``drain``/``stop`` mode, do everything production's stop needs in the same
@@ -71,6 +75,9 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :param memory_source: production's memory namespace (templated; ``None``: no memory cut).
     :param memory_target: the baseline's fork namespace (templated); a pre-copy of the same ``fork_id`` there
         makes the cut a delta.
+    :param memory_journal_topic: production's memory journal (``production.memory_journal_topic``): when the
+        pre-copy noted its position and production did not fail over since (Flink's exception history), the cut
+        reads only the memories the journal names since (:meth:`_journal`); else it reads the whole namespace.
     :param fork_id: the fork's identity (default: the DAG run id).
     :param mem0_conn_id: the Mem0 connection.
     :param program: how to resubmit production (:class:`FlinkPythonProgram` or its dict; templated).
@@ -81,8 +88,9 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         and the memory cut are taken: its program and the job's deployment take seconds before any task RUNS, and
         the cut is checked to have finished before that (:meth:`_fence`; a cut that did not fails the run,
         production resumed). False: resubmit only after the cut. None (default): overlap when the cut is short —
-        no memory cut, or a delta over a pre-copy of at most ``OVERLAP_MAX_MEMORIES`` memories (the delta reads
-        the whole namespace again: ~1.5 s per 10k here, against ~7 s from resubmission to RUNNING).
+        no memory cut, a delta over a pre-copy of at most ``OVERLAP_MAX_MEMORIES`` memories (the delta reads
+        the whole namespace again: ~1.5 s per 10k here, against ~7 s from resubmission to RUNNING), or a delta
+        found in production's memory journal (it reads only what production wrote since the pre-copy).
 
     XCom: the :class:`QuiesceResult` with ``window`` (:class:`StopWindow`): the start offsets, the memory cut,
     production's :class:`ResumeResult` (``downtime_seconds``: stop request → every vertex RUNNING) and the
@@ -95,6 +103,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         "offsets_before",
         "memory_source",
         "memory_target",
+        "memory_journal_topic",
         "fork_id",
         "program",
         "job_name",
@@ -111,6 +120,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         cassette_topic: str | None = None,
         memory_source: Any = None,
         memory_target: Any = None,
+        memory_journal_topic: str | None = None,
         fork_id: str = "{{ run_id }}",
         mem0_conn_id: str = Mem0Hook.default_conn_name,
         job_name: str | None = None,
@@ -129,7 +139,9 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.cassette_topic = cassette_topic
         self.memory_source = memory_source
         self.memory_target = memory_target
+        self.memory_journal_topic = memory_journal_topic
         self.fork_id = fork_id
+        self._precopy: PrecopyManifest | None = None
         self.mem0_conn_id = mem0_conn_id
         self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
         self.job_name = job_name
@@ -141,19 +153,20 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         """Connect to the memory store first (mem0's import and the store client take seconds in a fresh task
         process: not inside production's downtime), then quiesce and run the window."""
         cut = self.memory_source is not None and self.memory_target is not None
-        precopied: int | None = None
         if self.mode in ("drain", "stop") and cut:
             started = time.monotonic()
             try:
                 self.mem0_hook.connect()
-                precopied = self.mem0_hook.precopied_count(self.memory_target)
+                self._precopy = self.mem0_hook.read_precopy(self.memory_target)
             except Exception as exc:  # the cut inside the window fails the same way and production comes back
                 self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
             else:
                 self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
         if self.overlap_resume is None:
-            self.overlap_resume = not cut or (precopied is not None and precopied <= OVERLAP_MAX_MEMORIES)
-            why = "no cut" if not cut else "no pre-copy" if precopied is None else f"pre-copy of {precopied} memories"
+            pre, journaled = self._precopy, self._journal_noted()
+            self.overlap_resume = not cut or journaled or (pre is not None and pre.count <= OVERLAP_MAX_MEMORIES)
+            why = ("no cut" if not cut else "no pre-copy" if pre is None
+                   else f"pre-copy of {pre.count} memories{', journaled' if journaled else ''}")  # fmt: skip
             self.log.info("production's resubmission %s the memory cut (%s)",
                           "overlaps" if self.overlap_resume else "follows", why)
         return super().execute(context)
@@ -196,7 +209,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             offsets = self._read_offsets(quiesce)
             steps["offsets"] = round(time.monotonic() - started, 3)
             started = time.monotonic()
-            cut = self._cut_memory()
+            cut = self._cut_memory(hook, quiesce)
             if cut is not None:
                 steps["memory_cut"] = round(time.monotonic() - started, 3)
             self.inside_window(context, quiesce)
@@ -266,19 +279,57 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.log.info("replay start offsets of %s: %s", start.topic, start.offsets)
         return start.model_dump(mode="json")
 
-    def _cut_memory(self) -> dict[str, Any] | None:
+    def _journal_noted(self) -> bool:
+        """Whether the pre-copy noted the position of this window's memory journal."""
+        pre = self._precopy
+        return bool(self.memory_journal_topic and pre is not None and pre.journal is not None
+                    and pre.journal.topic == self.memory_journal_topic)  # fmt: skip
+
+    def _journal(self, hook: FlinkRestHook, quiesce: QuiesceResult) -> MemoryJournalHook | None:
+        """Production's memory journal when the cut may trust it, else None (the cut reads the whole namespace).
+
+        Trusted when the pre-copy noted its position, and the job stopped now is the one that ran since the
+        pre-copy and did not fail over meanwhile: a memory write whose journal record was never sent is one whose
+        process died between the store and the broker, which Flink records as a failure in the job's exception
+        history (and a job started after the pre-copy replaced one whose end the window did not see).
+        """
+        pre = self._precopy
+        if not self._journal_noted() or pre is None or pre.journal is None or self.memory_journal_topic is None:
+            return None
+        since_ms = int(datetime.fromisoformat(pre.journal.noted_at).timestamp() * 1000) - JOURNAL_CLOCK_MARGIN_MS
+        try:
+            started = hook.get_job(quiesce.job_id).start_time
+            failures = [e.timestamp for e in hook.get_exceptions(quiesce.job_id).exception_history.entries
+                        if e.timestamp >= since_ms]  # fmt: skip
+        except Exception as exc:
+            why = f"Flink did not tell ({type(exc).__name__}: {exc})"
+        else:
+            why = (f"production failed over {len(failures)} time(s) since the pre-copy" if failures
+                   else "production's job started after the pre-copy" if started > since_ms else "")  # fmt: skip
+        if why:
+            self.log.warning("memory journal not trusted for this cut: %s; reading the whole namespace", why)
+            return None
+        return MemoryJournalHook(self.memory_journal_topic, kafka_config_id=self.kafka_config_id)
+
+    def _cut_memory(self, hook: FlinkRestHook, quiesce: QuiesceResult) -> dict[str, Any] | None:
         if self.memory_source is None or self.memory_target is None:
             return None
         source = Mem0Namespace.coerce(self.memory_source, what="memory_source")
         target = Mem0Namespace.coerce(self.memory_target, what="memory_target")
-        result = self.mem0_hook.fork(source, target, fork_id=str(self.fork_id))
+        journal = self._journal(hook, quiesce)
+        try:
+            result = self.mem0_hook.fork(source, target, fork_id=str(self.fork_id), journal=journal)
+        finally:
+            if journal is not None:
+                journal.close()
         self.log.info(
             "memory cut %s → %s: %d memories in %.3f s%s",
             source,
             target,
             result.count,
             result.duration_s,
-            f" (delta since the pre-copy: {result.added} added, {result.updated} updated, {result.removed} removed)"
+            f" (delta since the pre-copy: {result.added} added, {result.updated} updated, {result.removed} removed"
+            f"{', found in the memory journal' if result.journal else ''})"
             if result.delta
             else " (full copy)",
         )

@@ -167,6 +167,7 @@ def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) ->
         cassette_topic=prod.cassette_topic,
         memory_source=run[ids.XCOM_MEMORY_SOURCE_KEY],
         memory_target=run[ids.fork_key("baseline")],
+        memory_journal_topic=prod.memory_journal_topic,
         mem0_conn_id=spec.mem0_conn_id,
         program=prod.program,
         job_name=prod.job_name,
@@ -273,6 +274,8 @@ def memory(spec: ReplaySpec, run: Any, cap: Capture) -> Memory:
         source=run[ids.XCOM_MEMORY_SOURCE_KEY],
         target=run[ids.fork_key("baseline")],
         mem0_conn_id=spec.mem0_conn_id,
+        memory_journal_topic=spec.production.memory_journal_topic,
+        kafka_config_id=spec.kafka_conn_id,
     )
     forks = [
         ForkMem0NamespaceOperator(

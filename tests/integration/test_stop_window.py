@@ -3,7 +3,8 @@
 Production is the review agent (Flink Agents, Mem0 memory on the stack's Chroma) fed five reviews a second
 the whole time, so it writes memories from the pre-copy right up to the stop. Inside the window (production
 stopped: after the savepoint, before the resubmission) the test's probe reads production's namespace
-fingerprint and the capture topic's end offsets independently of the operator. Then:
+fingerprint and the capture topic's end offsets independently of the operator. Then, with production's memory
+journal (the cut reads only the memories it names since the pre-copy) and without (the cut reads them all):
 
 - the memory cut equals production's namespace at that instant (fingerprint and count), and it was a delta
   over the pre-copy: only what production wrote since was copied inside the window;
@@ -62,9 +63,10 @@ def flink(stack: Any) -> FlinkRestHook:
     return FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url, retries=2))
 
 
-def _window_dag(dag_id: str, spec: ReplaySpec, job_id: str, fork: str, mem0_conn_id: str, mem0: dict[str, Any]) -> Any:
+def _window_dag(dag_id: str, spec: ReplaySpec, job_id: str, fork: str, mem0_conn_id: str, mem0: dict[str, Any],
+                journal: str | None = None) -> Any:  # fmt: skip
     """precopy → offsets before → the window (with the probe inside) → resume → record, as the replay DAG
-    wires them."""
+    wires them (``journal``: production's memory journal topic, given to the pre-copy and the window)."""
     from airflow.sdk import DAG, task
 
     from airflow_flink_replay.operators.flink import ResumeJobOperator
@@ -89,7 +91,8 @@ def _window_dag(dag_id: str, spec: ReplaySpec, job_id: str, fork: str, mem0_conn
     prod = spec.production
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         precopy = PrecopyMem0NamespaceOperator(task_id="precopy", source=spec.memory_source(), target=fork,
-                                               mem0_conn_id=mem0_conn_id)
+                                               mem0_conn_id=mem0_conn_id, memory_journal_topic=journal,
+                                               kafka_config_id=spec.kafka_conn_id)
 
         @task
         def production_keeps_writing() -> None:
@@ -101,7 +104,8 @@ def _window_dag(dag_id: str, spec: ReplaySpec, job_id: str, fork: str, mem0_conn
             task_id="quiesce", job_id=job_id, mode="drain", target_directory=spec.savepoint_dir, timeout=120,
             capture_topic=prod.capture_topic, offsets_before=before.output, kafka_config_id=spec.kafka_conn_id,
             memory_source=spec.memory_source(), memory_target=fork, mem0_conn_id=mem0_conn_id,
-            program=prod.program, job_name=prod.job_name, retries=1, retry_delay=timedelta(seconds=1),
+            memory_journal_topic=journal, program=prod.program, job_name=prod.job_name, retries=1,
+            retry_delay=timedelta(seconds=1),
         )
         resume = ResumeJobOperator(task_id="resume_production", program=prod.program, quiesce_result=window.output,
                                    production_job_id=job_id, job_name=prod.job_name, quiesce_mode="drain",
@@ -122,22 +126,29 @@ def _current_job(flink: FlinkRestHook, name: str) -> str:
     return jobs[0]
 
 
+@pytest.mark.parametrize("journaled", [True, False], ids=["journal", "full-read"])
 def test_one_task_takes_the_cut_production_wrote_up_to_and_brings_production_back(
-    stack: Any, production: Any, flink: FlinkRestHook
+    stack: Any, production: Any, flink: FlinkRestHook, journaled: bool
 ) -> None:
+    """With production's memory journal the cut reads only what the journal names since the pre-copy; without,
+    the whole namespace: both equal production's memory at the stop, which production wrote right up to."""
     from airflow_flink_replay.core.flink_models import QuiesceResult
     from airflow_flink_replay.local.demo import ReviewFeeder
 
     spec = ReplaySpec.from_yaml(production["spec_path"])
+    journal = spec.production.memory_journal_topic if journaled else None
+    assert journal or not journaled
+    dag_id = f"stop_window_cut_{'journal' if journaled else 'full'}"
     job_id = _current_job(flink, production["job_name"])
-    fork = f"{production['identifier']}-window-fork"
-    dag = _window_dag("stop_window_cut", spec, job_id, fork, spec.mem0_conn_id, stack.mem0_config())
-    with ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=50_000, rate=5):
+    fork = f"{production['identifier']}-window-fork-{int(journaled)}"
+    dag = _window_dag(dag_id, spec, job_id, fork, spec.mem0_conn_id, stack.mem0_config(), journal)
+    with ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=50_000 + 1000 * journaled,
+                      rate=5):
         dagrun = harness.run_dag_test(dag, stack.connections_file)
-    assert str(dagrun.state) == "success", RESULTS.get("stop_window_cut")
+    assert str(dagrun.state) == "success", RESULTS.get(dag_id)
     try:
-        result = QuiesceResult.model_validate(RESULTS["stop_window_cut"]["window"])
-        probe = PROBES["stop_window_cut"]
+        result = QuiesceResult.model_validate(RESULTS[dag_id]["window"])
+        probe = PROBES[dag_id]
         window = result.window
         assert window is not None and window.error is None and window.resumed is not None
 
@@ -145,6 +156,7 @@ def test_one_task_takes_the_cut_production_wrote_up_to_and_brings_production_bac
         cut = window.memory_cut or {}
         assert (cut["source_fingerprint"], cut["count"]) == (probe["fingerprint"], probe["count"]), (cut, probe)
         assert cut["delta"] and cut["added"] + cut["updated"] > 0, cut
+        assert cut["journal"] is journaled, cut
         assert cut["added"] + cut["updated"] + cut["removed"] < cut["count"], cut  # not a full copy in the window
         # the start offsets are the capture topic's end at the savepoint
         assert window.start_offsets is not None
@@ -154,7 +166,7 @@ def test_one_task_takes_the_cut_production_wrote_up_to_and_brings_production_bac
         resumed = window.resumed
         assert running_jobs(stack, production["job_name"]) == [resumed.job_id]
         assert flink.restored_savepoint(resumed.job_id) == result.savepoint_path
-        assert RESULTS["stop_window_cut"]["resume"] == resumed.model_dump(mode="json")
+        assert RESULTS[dag_id]["resume"] == resumed.model_dump(mode="json")
         assert resumed.downtime_seconds == pytest.approx(
             (resumed.running_at - result.requested_at).total_seconds(), abs=0.01)
         assert {"savepoint", "offsets", "memory_cut", "resubmit", "running"} <= set(window.steps_s)

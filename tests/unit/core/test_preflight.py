@@ -102,3 +102,28 @@ def test_a_cassette_production_does_not_record_to_is_a_warning() -> None:
     assert any("production.cassette_topic is not set" in w for w in warnings(program=recording))
     own = {"entry_point": "/opt/jobs/main.py", "program_args": []}
     assert warnings(cassette_topic="tape", program=own) == []  # an own program: its arguments are not ours to read
+
+
+def test_a_memory_journal_production_does_not_write_is_refused() -> None:
+    """The cut trusts the journal to name every memory production wrote: a spec naming a journal production's own
+    program does not write would fork the wrong memory, so the run stops before anything is stopped."""
+    prod = _spec()["production"]
+    program = {"module": "airflow_flink_replay.flink.production_job", "program_args": ["--bootstrap", "k:9092"]}
+    running = [("j1", "review-triage-production")]
+    vertices = ["Source: source -> normalise", "action-execute-operator -> Map"]
+    topics = {"reviews", "reviews-capture", "reviews-action-state", "journal"}
+
+    def problems(**production: object) -> list[str]:
+        spec = ReplaySpec.model_validate(_spec(production={**prod, **production}))
+        return check_production(spec, running, vertices, topics).problems + check_names(spec, "t").problems
+
+    assert any("journals its memory writes to no topic (--memory-journal-topic)" in p
+               for p in problems(memory_journal_topic="journal", program=program))
+    journaling = {**program, "program_args": [*program["program_args"], "--memory-journal-topic", "journal"]}
+    assert problems(memory_journal_topic="journal", program=journaling) == []
+    assert problems(program=journaling) == []  # journaled but not read: the cut reads everything, still exact
+    assert any("memory_journal_topic 'journal-2' does not exist" in p
+               for p in problems(memory_journal_topic="journal-2",
+                                 program={**program, "program_args": ["--memory-journal-topic", "journal-2"]}))
+    assert any("memory_journal_topic 'reviews' is another of production's topics" in p
+               for p in problems(memory_journal_topic="reviews", program=program))

@@ -39,3 +39,20 @@ def test_timing_comes_from_the_arguments_else_from_the_definition() -> None:
     assert (overridden.watermark, overridden.idleness_ms) == ("none", None)
     default = production_timing(parse_args(["--agent-factory", "a:b", *REQUIRED]))
     assert (default.event_time, default.watermark, default.idleness_ms) == (EventTime(), "monotonous", None)
+
+
+def test_the_memory_journal_is_named_in_the_memory_bindings_config_with_productions_broker() -> None:
+    from airflow_flink_replay.flink.production_job import production_mem0_config
+    from airflow_flink_replay.memory.journal import JOURNAL_KEY, split_journal
+
+    store = '{"vector_store": {"provider": "chroma"}}'
+    plain = parse_args(["--agent-job", "a:b", *REQUIRED, "--mem0-config", store])
+    assert production_mem0_config(plain) == {"vector_store": {"provider": "chroma"}}
+    security = '{"protocol": "SASL_SSL", "password": "${env:KAFKA_PASSWORD}"}'
+    journaled = parse_args(["--agent-job", "a:b", *REQUIRED, "--mem0-config", store, "--memory-journal-topic", "mj",
+                            "--kafka-security", security])
+    config = production_mem0_config(journaled)
+    assert config is not None and JOURNAL_KEY in config
+    rest, journal = split_journal(config)
+    assert rest == {"vector_store": {"provider": "chroma"}}
+    assert journal is not None and (journal.topic, journal.bootstrap, journal.security) == ("mj", "k:9092", security)

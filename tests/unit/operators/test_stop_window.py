@@ -5,6 +5,7 @@ stop, a store that is down at the cut) is tests/integration/test_stop_window.py.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -47,7 +48,7 @@ class Window(StopWindowOperator):
         self.steps.append("offsets")
         return OFFSETS
 
-    def _cut_memory(self) -> dict[str, Any] | None:
+    def _cut_memory(self, hook: Any = None, quiesce: Any = None) -> dict[str, Any] | None:
         self.steps.append("memory_cut")
         if self.fail == "memory_cut":
             raise ConnectionError("the vector store at localhost:1 refused the connection")
@@ -149,10 +150,10 @@ def test_a_cut_that_ends_after_production_runs_again_fails_the_run_with_producti
     hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
     original = Window._cut_memory
 
-    def slow_cut(self: Window) -> Any:  # the resumed job is RUNNING before the cut is over
+    def slow_cut(self: Window, *args: Any) -> Any:  # the resumed job is RUNNING before the cut is over
         while RESUMED not in hook.jobs:
             pass
-        return original(self)
+        return original(self, *args)
 
     monkeypatch.setattr(Window, "_cut_memory", slow_cut)
     with pytest.raises(AirflowFailException) as failed:
@@ -219,8 +220,8 @@ def test_by_default_the_resubmission_overlaps_only_a_short_cut(
         def connect(self) -> None:
             pass
 
-        def precopied_count(self, target: Any) -> int | None:
-            return precopied
+        def read_precopy(self, target: Any) -> Any:
+            return None if precopied is None else SimpleNamespace(count=precopied, journal=None)
 
     op.__dict__["mem0_hook"] = Memory()
     _run(op, hook)
@@ -249,3 +250,43 @@ def test_the_downtime_ends_when_flink_says_every_task_ran_not_when_a_poll_saw_it
     assert result.window.resumed.running_at == hook.running_since[RESUMED]  # type: ignore[attr-defined]
     assert result.window.resumed.downtime_seconds == round(
         (hook.running_since[RESUMED] - result.requested_at).total_seconds(), 3)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("started_s", "failures_s", "trusted"),
+    [(-60, [], True), (-60, [-120], True), (-60, [5], False), (10, [], False), (-0.5, [], False)],
+    ids=["ran-since", "failed-before", "failed-over-since", "started-after", "started-within-margin"],
+)
+def test_the_cut_trusts_the_memory_journal_only_when_production_ran_without_failing_over_since_the_precopy(
+    started_s: float, failures_s: list[float], trusted: bool
+) -> None:
+    """A write whose journal record was never sent died with its process: Flink records that failover, and a job
+    started after the pre-copy replaced one whose end nobody saw; either way the cut reads the whole namespace."""
+    from datetime import UTC, datetime
+
+    from airflow_flink_replay.core.flink_models import ExceptionHistory, JobExceptions
+    from airflow_flink_replay.core.memory import JournalPosition
+
+    noted = datetime.now(UTC)
+    at = int(noted.timestamp() * 1000)
+    pre = SimpleNamespace(count=10, journal=JournalPosition(topic="j", offsets={0: 3}, noted_at=noted.isoformat()))
+    history = ExceptionHistory.model_validate(
+        {"entries": [{"exceptionName": "x", "stacktrace": "", "timestamp": at + int(1000 * f)} for f in failures_s]}
+    )
+
+    class Flink:
+        def get_job(self, job_id: str) -> Any:
+            return SimpleNamespace(start_time=at + int(1000 * started_s))
+
+        def get_exceptions(self, job_id: str) -> JobExceptions:
+            return JobExceptions(exceptionHistory=history)
+
+    op = Window(steps=[], memory_journal_topic="j")
+    op._precopy = pre  # type: ignore[assignment]
+    quiesce = SimpleNamespace(job_id="prod")
+    journal = op._journal(Flink(), quiesce)  # type: ignore[arg-type]
+    assert (journal is not None) is trusted
+    if journal is not None:
+        assert journal.topic == "j"
+    op.memory_journal_topic = "another"  # a pre-copy noted another journal: not this one's
+    assert op._journal(Flink(), quiesce) is None  # type: ignore[arg-type]
