@@ -34,6 +34,8 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from airflow_flink_replay.local.raw_restore import raw_drain_and_restore, wait_all_running  # noqa: E402
+
 
 class _TaskInstance:
     """Stand-in for the task instance: identity for the trigger id, XCom pushes dropped."""
@@ -63,59 +65,6 @@ def raw_savepoint(base: str, job_id: str, target: str, poll: float) -> float:
             assert "location" in status["operation"], status
             return time.perf_counter() - start
         time.sleep(poll)
-
-
-def wait_all_running(base: str, job_id: str, poll: float, timeout: float = 180) -> float:
-    """Poll until every vertex of the job runs; returns the epoch time it was seen."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = requests.get(f"{base}/jobs/{job_id}", timeout=30).json()
-        if job["state"] == "RUNNING" and job["vertices"] and all(v["status"] == "RUNNING" for v in job["vertices"]):
-            return time.time()
-        if job["state"] in ("FAILED", "CANCELED", "FINISHED"):
-            raise RuntimeError(f"job {job_id} ended {job['state']}")
-        time.sleep(poll)
-    raise TimeoutError(f"job {job_id} not RUNNING after {timeout} s")
-
-
-def flink_running_at(base: str, job_id: str) -> float | None:
-    """When the job's last subtask started RUNNING by Flink's own timestamps (epoch seconds): a poll of
-    ``/jobs/{id}`` sees it up to the REST cache's ``web.refresh-interval`` late, in both procedures alike."""
-    latest = 0
-    for vertex in requests.get(f"{base}/jobs/{job_id}", timeout=30).json()["vertices"]:
-        times = requests.get(f"{base}/jobs/{job_id}/vertices/{vertex['id']}/subtasktimes", timeout=30).json()
-        for subtask in times.get("subtasks") or []:
-            latest = max(latest, int((subtask.get("timestamps") or {}).get("RUNNING") or 0))
-    return latest / 1000 if latest else None
-
-
-def raw_drain_and_restore(
-    base: str, job_id: str, jar_id: str, driver_args: list[str], target: str, poll: float
-) -> tuple[float, str]:
-    """Stop with drain and restore by hand; returns (downtime seconds, new job id)."""
-    stop_at = time.time()
-    trigger = requests.post(
-        f"{base}/jobs/{job_id}/stop", json={"targetDirectory": target, "drain": True}, timeout=30
-    ).json()["request-id"]
-    while True:
-        status = requests.get(f"{base}/jobs/{job_id}/savepoints/{trigger}", timeout=30).json()
-        if status["status"]["id"] == "COMPLETED":
-            location = status["operation"]["location"]
-            break
-        time.sleep(poll)
-    body = {"entryClass": "org.apache.flink.client.python.PythonDriver", "programArgsList": driver_args,
-            "savepointPath": location, "allowNonRestoredState": False}  # fmt: skip
-    for _ in range(10):
-        response = requests.post(f"{base}/jars/{jar_id}/run", json=body, timeout=180)
-        if response.status_code != 400 or "setGatewayServer" not in response.text:
-            break
-        time.sleep(1.0)  # another helper's PythonDriver run holds the JobManager's gateway: retry as by hand
-    if response.status_code != 200:
-        raise RuntimeError(f"run jar failed: {response.text[:2000]}")
-    new_id = response.json()["jobid"]
-    seen = wait_all_running(base, new_id, poll)
-    ran = flink_running_at(base, new_id)
-    return (ran if ran is not None and ran <= seen else seen) - stop_at, new_id
 
 
 def main() -> int:

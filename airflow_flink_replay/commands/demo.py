@@ -8,8 +8,9 @@
    for the late-delivery reviews, notify_support called for new customers) — then v1 as its own candidate
    → PASS, while reviews keep flowing into production; the tasks run in parallel, the waits in the triggerer;
 4. prints one line per chain step of each run (its duration and key figure: savepoint, downtime, records in
-   the window, fork size, outputs per variant), the verdict and its reasons, the report's path; everything
-   Airflow prints goes to a log file under ``.stack/demo/logs/`` whose path is printed first.
+   the window, fork size, outputs per variant), the verdict and its reasons, the report's path, and the run's
+   production downtime against production stopped and restored by hand once before the runs (the floor);
+   everything Airflow prints goes to a log file under ``.stack/demo/logs/`` whose path is printed first.
 
 The spec gives Mem0's LLM key by reference (a placeholder key in ``.stack/demo/llm-api-key``, fresh each
 run; Mem0 never calls its LLM here): it is read where Mem0 is built, never written to XCom, logs or reports.
@@ -121,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         server.wait_healthy()
         server.wait_for_dag(DAG_IDS["gate"])
         print(f"Airflow (scheduler, triggerer, UI): {server.base}")
-        verdicts = {label: _gate_run(stack, server, runs, label, candidate, start, DAG_IDS["gate"], setup)
+        raw = _raw_downtime(stack, setup)
+        verdicts = {label: _gate_run(stack, server, runs, label, candidate, start, DAG_IDS["gate"], setup, raw)
                     for label, candidate, start in _candidates(setup)}
         ok = verdicts["candidate v2"] == "FAIL" and verdicts["candidate v1"] == "PASS"
         print("\ndemo", "OK: v2 is stopped at the gate, v1 passes" if ok else "did NOT end as expected",
@@ -143,15 +145,33 @@ def _serve(stack: Any, server: Any, setup: Any) -> None:
         server.wait()
 
 
+def _raw_downtime(stack: Any, setup: Any) -> float | None:
+    """Stop production and bring it back by hand once, reviews flowing as in the gate runs: the floor their
+    downtime is printed against (None when it could not be measured: the demo goes on)."""
+    from airflow_flink_replay.local.demo import ReviewFeeder, raw_downtime
+
+    with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=10_000, rate=setup.feed_rate):
+        try:
+            raw = raw_downtime(stack, setup)
+        except Exception as exc:  # a figure for the console, not a step of the demo
+            print(f"raw stop + restore by hand could not be measured ({type(exc).__name__}: {exc})")
+            return None
+    print(f"raw stop + restore by hand (drain, resubmit from the savepoint, RUNNING): {raw:.1f} s of downtime — "
+          "the floor for the gate runs' stop windows")
+    return raw
+
+
 def _candidates(setup: Any) -> tuple[tuple[str, str, int], ...]:
     return (("candidate v2", setup.v2, 20_000), ("candidate v1", setup.v1, 30_000))
 
 
 def _gate_run(
-    stack: Any, server: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str, setup: Any
+    stack: Any, server: Any, runs: Path, label: str, candidate: str, feed_from: int, dag_id: str, setup: Any,
+    raw: float | None = None,
 ) -> str | None:
     """One release-gate run for ``candidate``, triggered over the REST API while reviews flow into
-    production; prints its view, returns its verdict."""
+    production; prints its view (and its downtime against ``raw``, the stop + restore by hand), returns its
+    verdict."""
     from airflow_flink_replay.local.airflow_runner import run_result
     from airflow_flink_replay.local.demo import ReviewFeeder
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
@@ -166,6 +186,10 @@ def _gate_run(
     result = run_result(dag_id, run_id, state, server.task_instances(dag_id, run_id).values(), runs)
     for line in result.lines:
         print(line)
+    downtime = (result.record or {}).get("downtime_s")
+    if downtime is not None and raw:
+        print(f"  production's downtime {downtime:.1f} s against {raw:.1f} s stopped and restored by hand: "
+              f"{downtime / raw:.2f}x")
     if result.verdict is None:
         print(f"  the failed tasks' errors are in {server.home / 'logs'} (run {run_id})")
     return result.verdict

@@ -382,6 +382,30 @@ class FlinkRestHook(BaseHook):
                 latest = max(latest, running)
         return datetime.fromtimestamp(latest / 1000, UTC) if latest else None
 
+    def first_running_at(self, job: JobDetails) -> datetime | None:
+        """When the first subtask of ``job`` started RUNNING, by Flink's own timestamps; None when none has."""
+        first = 0
+        for vertex in job.vertices:
+            data = self._request("GET", f"/jobs/{job.jid}/vertices/{vertex.id}/subtasktimes",
+                                 operation="subtask times", job_id=job.jid)
+            for subtask in data.get("subtasks") or []:
+                running = int((subtask.get("timestamps") or {}).get("RUNNING") or 0)
+                if running > 0:
+                    first = min(first, running) if first else running
+        return datetime.fromtimestamp(first / 1000, UTC) if first else None
+
+    def rest_cache_seconds(self) -> float:
+        """How old a job state the REST API may serve: ``web.refresh-interval`` (milliseconds, or a duration such
+        as ``3 s``; Flink's default 3 s)."""
+        value = str(self.get_jobmanager_config().get("web.refresh-interval", "3000")).strip().lower()
+        number = value.rstrip("smilecondu ").strip()
+        try:
+            amount = float(number)
+        except ValueError:
+            return 3.0
+        unit = value[len(number):].strip()
+        return amount / 1000 if unit in ("", "ms", "milli", "millis", "millisecond", "milliseconds") else amount
+
     def get_plan(self, job_id: str) -> JobPlan:
         """``GET /jobs/{id}/plan``."""
         data = self._request("GET", f"/jobs/{job_id}/plan", operation="get job plan", job_id=job_id)

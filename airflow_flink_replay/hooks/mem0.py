@@ -225,7 +225,13 @@ class Mem0Hook(BaseHook):
 
     # ----------------------------------------------------------------------------- fork/drop/verify
     def fork(
-        self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str, journal: MemoryJournalReader | None = None
+        self,
+        source: NamespaceLike,
+        target: NamespaceLike,
+        *,
+        fork_id: str,
+        journal: MemoryJournalReader | None = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
         """Copy every memory of ``source`` into ``target`` (vector store: payloads and stored vectors, no
         embedding; hosted: export + re-add).
@@ -237,11 +243,13 @@ class Mem0Hook(BaseHook):
         With ``journal`` (production's memory journal, :class:`~.mem0_journal.MemoryJournalHook`) and a pre-copy
         that noted its position, only the memories the journal names since are read (``journal=True`` in the
         result); pass it only when production did not fail over since the pre-copy (the stop window checks).
+        ``on_source_read`` is called once ``source`` was read for the last time, before the fork's markers are
+        written (the stop window's fence; an error it raises fails the fork like any other).
         Leftovers of an interrupted fork of the same ``fork_id`` are removed first. On any error what this
         call wrote is removed and the error re-raised.
         """
         src, tgt = _fork_pair(source, target, fork_id)
-        return self.get_backend().fork(src, tgt, fork_id=str(fork_id), journal=journal)
+        return self.get_backend().fork(src, tgt, fork_id=str(fork_id), journal=journal, on_source_read=on_source_read)
 
     def read_precopy(self, target: NamespaceLike) -> PrecopyManifest | None:
         """The pre-copy in ``target`` (how many memories it holds, when it was read, the memory journal's position

@@ -12,7 +12,7 @@ Backends receive checked arguments: the hook coerces namespaces, checks the fork
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -95,7 +95,13 @@ class Mem0Backend(Protocol):
         ...
 
     def fork(
-        self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: MemoryJournalReader | None = None
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        *,
+        fork_id: str,
+        journal: MemoryJournalReader | None = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
         """Copy ``source`` into ``target``: no-op when this fork is complete, refuse a target in use,
         remove what it wrote on error (see :meth:`~.mem0.Mem0Hook.fork`)."""

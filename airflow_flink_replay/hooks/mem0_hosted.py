@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -338,7 +338,13 @@ class HostedMem0Backend:
             time.sleep(self.poll_interval_s)
 
     def fork(
-        self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: Any = None
+        self,
+        source: Mem0Namespace,
+        target: Mem0Namespace,
+        *,
+        fork_id: str,
+        journal: Any = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
         """Export ``source`` and re-add every memory into ``target`` (``infer=False``; the platform re-embeds;
         a memory journal is not used: there is no pre-copy to complete).
@@ -360,6 +366,8 @@ class HostedMem0Backend:
         timings = {"check": time.monotonic() - started}
         mark = time.monotonic()
         digests, payloads = self.digests(source)
+        if on_source_read is not None:
+            on_source_read()
         fingerprint = combine_digests(digests.values())
         forked_at = datetime.now(UTC).isoformat()
         timings["read"] = time.monotonic() - mark

@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
 from datetime import UTC, datetime
@@ -294,6 +294,7 @@ class OssMem0Backend:
         *,
         fork_id: str,
         journal: MemoryJournalReader | None = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
         """Copy every memory of ``source`` into ``target`` (payloads and stored vectors, no embedding).
 
@@ -301,10 +302,11 @@ class OssMem0Backend:
         copied (:meth:`_delta`); otherwise everything. With ``journal`` (production's memory journal, trusted
         by the caller: no failover of production since the pre-copy) and a pre-copy that noted its position,
         the changes are the memories the journal names since (:meth:`_journal_changes`), not a read of the
-        whole source. Leftovers of an interrupted fork of the same ``fork_id`` are removed first; on any error
-        what this call wrote is removed (a delta: the pre-copy is restored) and the error re-raised.
+        whole source. ``on_source_read`` is called once the source was read for the last time. Leftovers of an
+        interrupted fork of the same ``fork_id`` are removed first; on any error what this call wrote is removed
+        (a delta: the pre-copy is restored) and the error re-raised.
         """
-        return self._fork(source, target, fork_id, precopy=False, journal=journal)
+        return self._fork(source, target, fork_id, precopy=False, journal=journal, on_source_read=on_source_read)
 
     def precopy(
         self,
@@ -348,6 +350,7 @@ class OssMem0Backend:
         *,
         precopy: bool,
         journal: MemoryJournalReader | None = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
         started = time.monotonic()
         store = self.store
@@ -364,7 +367,8 @@ class OssMem0Backend:
                     "Fix: drop it first (DropMem0ForkOperator) or choose another target namespace"
                 )
             position = journal.position() if precopy and journal is not None else None
-            result = self._delta(pre, started, precopy=precopy, journal=None if precopy else journal, position=position)
+            result = self._delta(pre, started, precopy=precopy, journal=None if precopy else journal, position=position,
+                                 on_source_read=on_source_read)
             if result is not None:
                 return result
         leftovers = {r.id: r.payload for b in store.iter_where(target.fields(), with_vectors=False) for r in b}
@@ -373,7 +377,8 @@ class OssMem0Backend:
             log.warning("removing %d leftovers of an interrupted fork %s in %s", len(leftovers), fork_id, target)
             self._remove(target, list(leftovers), parts=0)
         position = journal.position() if precopy and journal is not None else None
-        return self._full_copy(source, target, fork_id, started, precopy=precopy, position=position)
+        return self._full_copy(source, target, fork_id, started, precopy=precopy, position=position,
+                               on_source_read=on_source_read)
 
     def _full_copy(
         self,
@@ -384,8 +389,10 @@ class OssMem0Backend:
         *,
         precopy: bool,
         position: JournalPosition | None = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
-        """Copy everything, then write the marker (the fork's manifest, or the pre-copy's)."""
+        """Copy everything, then write the marker (the fork's manifest, or the pre-copy's); ``on_source_read``
+        once the source was read for the last time."""
         store = self.store
         forked_at = datetime.now(UTC).isoformat()
         written: list[str] = []
@@ -394,6 +401,8 @@ class OssMem0Backend:
             page = min(store.copy_read_page or store.batch_size, store.batch_size)
             pages = store.iter_where(source.fields(), with_vectors=True, page_size=page)
             id_map, digests, contents = self._copy(pages, source, target, fork_id, forked_at, written, timings)
+            if on_source_read is not None:
+                on_source_read()
             mark = time.monotonic()
             history_rows = self._copy_history(id_map, fork_id, target)
             timings["history"] = time.monotonic() - mark
@@ -516,6 +525,7 @@ class OssMem0Backend:
         precopy: bool,
         journal: MemoryJournalReader | None = None,
         position: JournalPosition | None = None,
+        on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult | None:
         """Copy only what changed in the source since the pre-copy ``pre``; None when the target no longer
         holds what ``pre`` recorded (the caller then copies in full).
@@ -524,14 +534,12 @@ class OssMem0Backend:
         SHA-256 (first 128 bits) over everything a copy carries — id, whole payload, document, every
         stored vector (:func:`~airflow_flink_replay.core.memory.content_digest`). Here the source is read
         once more (production stopped: one consistent state) and each record's digest compared: a new id
-        is *added*, a different digest *updated*, a recorded id now absent *removed*. This is exact — any
-        change to any copied byte changes the digest — where ``updated_at`` is not (writers with skewed
-        clocks, two writes in one tick, writes that bypass mem0) and mem0's history db is not (one per
-        mem0 process; writes without history). Only the changes are written; the unchanged copies
-        already hold exactly the source's bytes.
+        is *added*, a different digest *updated*, a recorded id now absent *removed*. Exact — any change to
+        any copied byte changes the digest — where ``updated_at`` and mem0's history db are not
+        (docs/memory-fork.md). Only the changes are written.
 
         With production's memory journal (``journal``, and ``pre`` noted its position) only the memories it
-        names are read and diffed (:meth:`_journal_changes`).
+        names are read and diffed (:meth:`_journal_changes`). ``on_source_read``: after the last read of the source.
 
         **Nothing half-applied.** The target's ids are checked against ``pre`` first (a journal cut checks the
         copies it touches). The pre-copy's copies of the updated and removed memories (and their history
@@ -548,6 +556,8 @@ class OssMem0Backend:
         found = self._delta_changes(pre, before, journal, started, timings)
         if found is None:
             return None
+        if on_source_read is not None:
+            on_source_read()  # before anything is written: a fence that fails leaves the pre-copy as it was
         changed, digests, contents, removed, saved, fingerprint = found
         journaled = fingerprint is not None
         added = [r.id for r in changed if r.id not in before]

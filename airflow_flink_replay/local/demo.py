@@ -324,6 +324,34 @@ def deploy_demo(stack: StackInfo, setup: DemoSetup) -> str:
                              agent=AgentRef(reference=setup.v1))
 
 
+def raw_downtime(stack: StackInfo, setup: DemoSetup, *, poll: float = 0.1) -> float:
+    """Production's downtime when stopped and brought back by hand (:mod:`~airflow_flink_replay.local.raw_restore`:
+    drain, resubmit from the savepoint, every vertex RUNNING; no offsets, no memory cut): the floor the gate
+    runs' stop windows are measured against. Production keeps running afterwards, as a new job."""
+    import shutil
+
+    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+    from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
+    from airflow_flink_replay.local.raw_restore import raw_drain_and_restore
+
+    flink = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    running = flink.list_jobs().by_name(setup.job_name, states=frozenset({"RUNNING"}))
+    if not running:
+        raise RuntimeError(f"production {setup.job_name!r} is not running")
+    program = production_program(stack, setup.topics, setup.job_name, setup.job_identifier,
+                                 AgentRef(reference=setup.v1))
+    jar_id = RestPythonSubmitter(flink, flink_home=stack.flink_home).python_jar_id()
+    folder = Path(stack.savepoint_dir) / f"{setup.prefix}-raw"
+    try:
+        downtime, _ = raw_drain_and_restore(stack.flink_rest_url, running[0].jid, jar_id,
+                                            FlinkPythonProgram.model_validate(program).driver_args(),
+                                            f"file://{folder}", poll)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return downtime
+
+
 def deploy_production(
     stack: StackInfo,
     topics: DemoTopics,

@@ -23,9 +23,9 @@ production runs). A failure of the resubmission itself fails the task for a retr
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -204,17 +204,24 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         error: str | None = None
         interrupted: BaseException | None = None
         resuming = self._start_resume(context, hook, quiesce, name, steps) if self.overlap_resume else None
+        read_at: list[datetime] = []
+
+        def fence() -> None:  # after the last read of what production wrote (offsets, memory): the fence's instant
+            if not read_at:
+                read_at.append(datetime.now(UTC))
+
         try:
             started = time.monotonic()
             offsets = self._read_offsets(quiesce)
             steps["offsets"] = round(time.monotonic() - started, 3)
+            self.inside_window(context, quiesce)
             started = time.monotonic()
-            cut = self._cut_memory(hook, quiesce)
+            cut = self._cut_memory(hook, quiesce, fence)
             if cut is not None:
                 steps["memory_cut"] = round(time.monotonic() - started, 3)
-            self.inside_window(context, quiesce)
+            fence()
             if resuming is not None:
-                self._fence(hook, name, quiesce)
+                self._fence(hook, name, quiesce, read_at[0])
         except Exception as exc:  # production comes back first; the task fails after
             error = f"{type(exc).__name__}: {exc}"
             self.log.error("Inside the stop window: %s; resuming production first", error)
@@ -236,26 +243,42 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         finally:
             pool.shutdown(wait=False)
 
-    def _fence(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult) -> None:
-        """Check that production's resumed job has no task RUNNING yet, after the offsets and the cut were taken:
-        a task processes records only once it RUNS, so nothing production did after the savepoint is in them.
+    def _fence(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult, read_at: datetime | None = None) -> None:
+        """Check that no task of production's resumed job RAN before ``read_at``, when the offsets and the memory
+        cut had read what production wrote (before the cut writes its fork; default: now): a task processes
+        records only once it RUNS, so nothing production did after the savepoint is in what they read.
+
+        Flink's REST API serves job states from a cache up to ``web.refresh-interval`` old, so the check waits
+        until that long after ``read_at`` (the cut's writes overlap the wait), then compares the subtasks' own
+        RUNNING timestamps with ``read_at`` (a JobManager clock up to ``JOURNAL_CLOCK_MARGIN_MS`` ahead counts
+        as too early).
 
         :raises AirflowException: a task already ran: the offsets or the cut may hold production's work after
             the savepoint (production is resumed all the same; this run's replay cannot go on).
         """
+        read_at = read_at or datetime.now(UTC)
+        cache_s = hook.rest_cache_seconds()
+        wait = (read_at - datetime.now(UTC)).total_seconds() + cache_s
+        if wait > 0:
+            time.sleep(wait)
+        latest_ok = read_at + timedelta(milliseconds=JOURNAL_CLOCK_MARGIN_MS)
         for listed in hook.list_jobs().by_name(name, states=LIVE_STATES):
             if listed.jid == quiesce.job_id:
                 continue
-            running = [v.name for v in hook.get_job(listed.jid).vertices if v.processing]
-            if running:
+            job = hook.get_job(listed.jid)
+            running = [v.name for v in job.vertices if v.processing]
+            first = hook.first_running_at(job) if running else None
+            if running and (first is None or first <= latest_ok):
                 raise AirflowException(
-                    f"production's resumed job {listed.jid} was already running ({', '.join(running)}) when the "
-                    "offsets and the memory cut had been taken: they may hold work done after the savepoint. "
-                    "Fix: run the replay again; if it recurs (a slow memory cut), set overlap_resume=False"
+                    f"production's resumed job {listed.jid} was already running ({', '.join(running)}"
+                    f"{f' since {first.isoformat()}' if first else ''}) when the offsets and the memory cut had "
+                    f"read production's state (at {read_at.isoformat()}): they may hold work done after the "
+                    "savepoint. Fix: run the replay again; if it recurs (a slow memory cut), set overlap_resume=False"
                 )
 
     def inside_window(self, context: Any, quiesce: QuiesceResult) -> None:
-        """Runs last inside the window, production still stopped (a seam for checks; nothing by default)."""
+        """Runs inside the window after the offsets and before the memory cut, production still stopped and
+        fenced (a seam for checks; nothing by default)."""
 
     def _refuse_closed_window(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult) -> None:
         """A retry after an earlier try resumed production: the cut would no longer be the savepoint's."""
@@ -311,14 +334,19 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             return None
         return MemoryJournalHook(self.memory_journal_topic, kafka_config_id=self.kafka_config_id)
 
-    def _cut_memory(self, hook: FlinkRestHook, quiesce: QuiesceResult) -> dict[str, Any] | None:
+    def _cut_memory(
+        self, hook: FlinkRestHook, quiesce: QuiesceResult, fence: Callable[[], None] | None = None
+    ) -> dict[str, Any] | None:
+        """The memory cut; ``fence`` runs once it read production's namespace for the last time (its writes into
+        the fork, the history rows and the markers follow: they touch no memory production can change)."""
         if self.memory_source is None or self.memory_target is None:
             return None
         source = Mem0Namespace.coerce(self.memory_source, what="memory_source")
         target = Mem0Namespace.coerce(self.memory_target, what="memory_target")
         journal = self._journal(hook, quiesce)
         try:
-            result = self.mem0_hook.fork(source, target, fork_id=str(self.fork_id), journal=journal)
+            result = self.mem0_hook.fork(source, target, fork_id=str(self.fork_id), journal=journal,
+                                         on_source_read=fence)
         finally:
             if journal is not None:
                 journal.close()

@@ -155,9 +155,15 @@ def test_demo_v2_fails_v1_passes_in_a_few_lines(demo) -> None:
     assert [b.split("(", 1)[0].split("with ")[1].strip() for b in blocks] == ["candidate v2", "candidate v1"], out
     verdicts = [re.search(r"^  => (\w+)", b, re.M) for b in blocks]
     assert [v.group(1) if v else None for v in verdicts] == ["FAIL", "PASS"], out
+    raw = re.search(r"raw stop \+ restore by hand \(drain, resubmit from the savepoint, RUNNING\): (\d+\.\d) s", out)
+    assert raw, out  # production stopped and restored by hand once, before the runs: the floor
     for block in blocks:
         assert [s for s in STEPS if re.search(rf"^  {s} +\d+\.\ds", block, re.M)] == list(STEPS), block
         assert re.search(r"downtime \d+\.\d s", block) and re.search(r"\d+ records in the window", block), block
+        against = re.search(r"production's downtime (\d+\.\d) s against (\d+\.\d) s stopped and restored by hand: "
+                            r"(\d+\.\d\d)x", block)
+        assert against and against.group(2) == raw.group(1), block
+        assert float(against.group(3)) == pytest.approx(float(against.group(1)) / float(raw.group(1)), abs=0.03)
         assert "report: " in block and "run record: " in block, block
         # the baseline reproduces what production itself output for the window (deterministic chat model)
         assert "baseline = production for 100.0% of its outputs" in block, block

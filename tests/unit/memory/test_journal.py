@@ -150,3 +150,26 @@ def test_a_precopy_without_a_journal_position_makes_the_cut_read_everything(tmp_
     done = hook.fork("prod", "replay-1", fork_id="run-1", journal=journal)
     assert (done.delta, done.journal, done.added) == (True, False, 1)
     assert done.source_fingerprint == hook.fingerprint("prod").digest
+
+
+def test_the_fence_runs_after_the_last_read_of_production_and_before_any_write(tmp_path: Path) -> None:
+    """The stop window's fence runs once the cut read production's namespace: a fence that fails (production's
+    resumed job already ran) leaves the pre-copy untouched, and the cut can be taken again."""
+    hook = _hook(tmp_path)
+    journal = ListJournal()
+    memory = _journaled(hook, journal)
+    _add(memory, "customer 1 likes tea")
+    hook.precopy("prod", "replay-1", fork_id="run-1", journal=journal)
+    _add(memory, "customer 2 likes tea")
+    before = {m.id for m in hook.list_memories("replay-1")}
+
+    def fence() -> None:
+        assert {m.id for m in hook.list_memories("replay-1")} == before  # nothing written into the fork yet
+        raise RuntimeError("production's resumed job was already running")
+
+    with pytest.raises(RuntimeError, match="already running"):
+        hook.fork("prod", "replay-1", fork_id="run-1", journal=journal, on_source_read=fence)
+    assert {m.id for m in hook.list_memories("replay-1")} == before and hook.read_precopy("replay-1") is not None
+    calls: list[str] = []
+    done = hook.fork("prod", "replay-1", fork_id="run-1", journal=journal, on_source_read=lambda: calls.append("x"))
+    assert calls == ["x"] and (done.journal, done.added, done.count) == (True, 1, 2)

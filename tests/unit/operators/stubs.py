@@ -74,6 +74,14 @@ class StubFlinkHook:
         """Flink's own instant every task ran (``running_since``: job id -> datetime), None when not given."""
         return getattr(self, "running_since", {}).get(job.jid)
 
+    def first_running_at(self, job: JobDetails) -> Any:
+        """Flink's own instant the first task ran (``running_since`` too; None when not given)."""
+        return getattr(self, "running_since", {}).get(job.jid)
+
+    def rest_cache_seconds(self) -> float:
+        """The REST API's cache age (a real cluster's ``web.refresh-interval``): none here."""
+        return 0.0
+
     def get_job(self, job_id: str) -> JobDetails:
         self.calls.append(("get_job", job_id))
         if job_id not in self.jobs:

@@ -48,15 +48,17 @@ class Window(StopWindowOperator):
         self.steps.append("offsets")
         return OFFSETS
 
-    def _cut_memory(self, hook: Any = None, quiesce: Any = None) -> dict[str, Any] | None:
+    def _cut_memory(self, hook: Any = None, quiesce: Any = None, fence: Any = None) -> dict[str, Any] | None:
         self.steps.append("memory_cut")
         if self.fail == "memory_cut":
             raise ConnectionError("the vector store at localhost:1 refused the connection")
+        if fence is not None:
+            fence()  # the cut read production's namespace; its writes into the fork follow
         return CUT
 
-    def _fence(self, hook: Any, name: str, quiesce: QuiesceResult) -> None:
+    def _fence(self, hook: Any, name: str, quiesce: QuiesceResult, read_at: Any = None) -> None:
         self.steps.append("fence")
-        super()._fence(hook, name, quiesce)
+        super()._fence(hook, name, quiesce, read_at)
         if self.started is not None:
             self.started()
 
@@ -290,3 +292,35 @@ def test_the_cut_trusts_the_memory_journal_only_when_production_ran_without_fail
         assert journal.topic == "j"
     op.memory_journal_topic = "another"  # a pre-copy noted another journal: not this one's
     assert op._journal(Flink(), quiesce) is None  # type: ignore[arg-type]
+
+
+def test_the_fence_waits_out_the_rest_cache_and_judges_by_flinks_own_running_timestamps() -> None:
+    """A resumed job RUNNING since after the cut read production is fine; one RUNNING since before (or without a
+    timestamp) fails the window. The check looks only once Flink's REST cache is fresher than the reads."""
+    import time as clock
+    from datetime import UTC, datetime, timedelta
+
+    from airflow.sdk.exceptions import AirflowException
+
+    read_at = datetime.now(UTC)
+    hook = StubFlinkHook([job(PROD, "prod", "FINISHED"), job(RESUMED, "prod", "RUNNING")])
+    hook.rest_cache_seconds = lambda: 0.3  # type: ignore[method-assign]
+    quiesce = SimpleNamespace(job_id=PROD)
+    op = Window(steps=[])
+    hook.running_since = {RESUMED: read_at + timedelta(seconds=2)}  # type: ignore[attr-defined]
+    started = clock.monotonic()
+    op._fence(hook, "prod", quiesce, read_at)  # type: ignore[arg-type]
+    assert clock.monotonic() - started >= 0.25  # waited until the cache was younger than the reads
+    for since in (read_at - timedelta(seconds=1), read_at + timedelta(milliseconds=500), None):
+        hook.running_since = {RESUMED: since}  # type: ignore[attr-defined]
+        with pytest.raises(AirflowException, match="already running"):
+            op._fence(hook, "prod", quiesce, read_at)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("200", 0.2), ("3000", 3.0), ("3 s", 3.0), ("500 ms", 0.5), ("?", 3.0)])
+def test_the_rest_cache_age_is_read_from_flinks_configuration(value: str, seconds: float) -> None:
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url="http://flink.test"))
+    hook.get_jobmanager_config = lambda: {"web.refresh-interval": value}  # type: ignore[method-assign]
+    assert hook.rest_cache_seconds() == pytest.approx(seconds)
