@@ -263,7 +263,7 @@ class MemoryFingerprint(BaseModel):
 def encode_snapshot(digests: Mapping[str, bytes], digest_bytes: int = SNAPSHOT_DIGEST_BYTES) -> str:
     """Compact text form of ``{memory id: digest}`` (digests truncated to ``digest_bytes``, zlib, base64)."""
     raw = json.dumps({k: v[:digest_bytes].hex() for k, v in sorted(digests.items())}, separators=(",", ":")).encode()
-    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+    return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")
 
 
 def decode_snapshot(text: str) -> dict[str, str]:

@@ -251,13 +251,18 @@ class Mem0Hook(BaseHook):
         src, tgt = _fork_pair(source, target, fork_id)
         return self.get_backend().fork(src, tgt, fork_id=str(fork_id), journal=journal, on_source_read=on_source_read)
 
-    def read_precopy(self, target: NamespaceLike) -> PrecopyManifest | None:
+    def read_precopy(self, target: NamespaceLike, *, with_snapshot: bool = False) -> PrecopyManifest | None:
         """The pre-copy in ``target`` (how many memories it holds, when it was read, the memory journal's position
-        then), or None: no pre-copy there, or a backend without one (hosted)."""
+        then), or None: no pre-copy there, or a backend without one (hosted). ``with_snapshot``: also read its
+        per-memory record now and keep it for the :meth:`fork` that completes it (the stop window does this
+        before the stop, so the cut inside does not read it)."""
         backend = self.get_backend()
         if not isinstance(backend, OssMem0Backend):
             return None
-        return backend.read_precopy(Mem0Namespace.coerce(target, what="target"))
+        pre = backend.read_precopy(Mem0Namespace.coerce(target, what="target"))
+        if pre is not None and with_snapshot:
+            backend.precopy_snapshot(pre)
+        return pre
 
     def precopy(
         self, source: NamespaceLike, target: NamespaceLike, *, fork_id: str, journal: MemoryJournalReader | None = None

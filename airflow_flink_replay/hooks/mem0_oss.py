@@ -113,6 +113,7 @@ class OssMem0Backend:
         self.reembed = reembed
         self._memory = memory
         self._store: StoreAdapter | None = None
+        self._snapshot_cache: dict[str, Any] = {}
 
     @property
     def memory(self) -> Any:
@@ -331,6 +332,15 @@ class OssMem0Backend:
         """The pre-copy marker in ``target``, or None."""
         found = self._marker_json(precopy_marker_id(target), target, MARKER_KIND_PRECOPY)
         return PrecopyManifest.model_validate_json(found) if found is not None else None
+
+    def precopy_snapshot(self, pre: PrecopyManifest) -> dict[str, str]:
+        """The pre-copy's per-memory record (content digest + fingerprint digest, hex), read from its marker parts
+        once and kept for this pre-copy (the stop window reads it before the stop, so the cut does not)."""
+        key = pre.model_dump_json()
+        if self._snapshot_cache.get("key") != key:
+            ids = [precopy_marker_id(pre.target, i) for i in range(pre.snapshot_parts)]
+            self._snapshot_cache = {"key": key, "snapshot": self._read_parts(ids, pre.fork_id)}
+        return dict(self._snapshot_cache["snapshot"])
 
     def _marker_json(self, record_id: str, target: Mem0Namespace, kind: str) -> str | None:
         """The JSON a marker record of ``kind`` for ``target`` holds, or None when there is none."""
@@ -552,7 +562,7 @@ class OssMem0Backend:
         source, target, fork_id = pre.source, pre.target, pre.fork_id
         tgt_key = target.key()
         timings = {"check": 0.0, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
-        before = self._read_parts([precopy_marker_id(target, i) for i in range(pre.snapshot_parts)], pre.fork_id)
+        before = self.precopy_snapshot(pre)
         found = self._delta_changes(pre, before, journal, started, timings)
         if found is None:
             return None

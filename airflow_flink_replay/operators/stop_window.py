@@ -157,7 +157,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             started = time.monotonic()
             try:
                 self.mem0_hook.connect()
-                self._precopy = self.mem0_hook.read_precopy(self.memory_target)
+                self._precopy = self.mem0_hook.read_precopy(self.memory_target, with_snapshot=True)
             except Exception as exc:  # the cut inside the window fails the same way and production comes back
                 self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
             else:

@@ -107,6 +107,8 @@ def test_the_journal_cut_reads_only_what_production_wrote_since_the_precopy(tmp_
     memory.delete(kept[1])  # removed
     added_and_gone = _add(memory, "customer 8 is passing through")
     memory.delete(added_and_gone)  # added, then removed: nothing to copy
+    noted = hook.read_precopy("replay-1", with_snapshot=True)  # as the stop window does before the stop
+    assert noted is not None and noted.journal is not None and noted.journal.offsets == {0: 6}
     done = hook.fork("prod", "replay-1", fork_id="run-1", journal=journal)
     assert (done.delta, done.journal, done.added, done.updated, done.removed, done.count) == (True, True, 1, 1, 1, 6)
     now = hook.fingerprint("prod")

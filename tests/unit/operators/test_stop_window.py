@@ -222,7 +222,7 @@ def test_by_default_the_resubmission_overlaps_only_a_short_cut(
         def connect(self) -> None:
             pass
 
-        def read_precopy(self, target: Any) -> Any:
+        def read_precopy(self, target: Any, *, with_snapshot: bool = False) -> Any:
             return None if precopied is None else SimpleNamespace(count=precopied, journal=None)
 
     op.__dict__["mem0_hook"] = Memory()
