@@ -81,18 +81,25 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
 _PRODUCTION_PROGRAM = "production_job"
 
 
-def _cassette_mismatch(spec: ReplaySpec) -> str | None:
-    """A warning when production runs this package's program but does not record to the spec's cassette topic
-    (its tool calls would all be unmatched in the replays), or records to one the spec does not read."""
-    prod, program = spec.production, spec.production.program
+def _our_program_arg(spec: ReplaySpec, option: str) -> str | None:
+    """The value production's program gives ``option`` ('' when it does not), or None when production does not
+    run this package's program (its arguments are not ours to read)."""
+    program = spec.production.program
     ours = (program.module or "").endswith(_PRODUCTION_PROGRAM) or (program.entry_point or "").endswith(
         f"{_PRODUCTION_PROGRAM}.py"
     )
     if not ours:
         return None
     args = program.program_args
-    recorded = args[args.index("--cassette-topic") + 1] if "--cassette-topic" in args[:-1] else ""
-    if (prod.cassette_topic or "") == recorded:
+    return args[args.index(option) + 1] if option in args[:-1] else ""
+
+
+def _cassette_mismatch(spec: ReplaySpec) -> str | None:
+    """A warning when production runs this package's program but does not record to the spec's cassette topic
+    (its tool calls would all be unmatched in the replays), or records to one the spec does not read."""
+    prod = spec.production
+    recorded = _our_program_arg(spec, "--cassette-topic")
+    if recorded is None or (prod.cassette_topic or "") == recorded:
         return None
     if not prod.cassette_topic:
         return (f"production records its calls to {recorded!r} (--cassette-topic) but production.cassette_topic is "
@@ -105,15 +112,9 @@ def _cassette_mismatch(spec: ReplaySpec) -> str | None:
 def _journal_mismatch(spec: ReplaySpec) -> str | None:
     """A problem when production runs this package's program but does not journal its memory writes to the spec's
     journal topic: the memory cut would trust a journal that misses writes, and fork the wrong memory."""
-    prod, program = spec.production, spec.production.program
-    ours = (program.module or "").endswith(_PRODUCTION_PROGRAM) or (program.entry_point or "").endswith(
-        f"{_PRODUCTION_PROGRAM}.py"
-    )
-    if not ours or not prod.memory_journal_topic:
-        return None
-    args = program.program_args
-    journaled = args[args.index("--memory-journal-topic") + 1] if "--memory-journal-topic" in args[:-1] else ""
-    if journaled == prod.memory_journal_topic:
+    prod = spec.production
+    journaled = _our_program_arg(spec, "--memory-journal-topic")
+    if journaled is None or not prod.memory_journal_topic or journaled == prod.memory_journal_topic:
         return None
     return (f"production.memory_journal_topic is {prod.memory_journal_topic!r} but production's program journals "
             f"its memory writes to {journaled or 'no topic'} (--memory-journal-topic): the memory cut would miss "

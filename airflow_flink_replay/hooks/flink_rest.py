@@ -366,33 +366,29 @@ class FlinkRestHook(BaseHook):
         data = self._request("GET", f"/jobs/{job_id}", operation="get job", job_id=job_id)
         return JobDetails.model_validate(data)
 
-    def all_running_since(self, job: JobDetails) -> datetime | None:
-        """When the last subtask of ``job`` (every vertex RUNNING) started RUNNING, by Flink's own timestamps
-        (``GET /jobs/{id}/vertices/{vid}/subtasktimes``): the REST API serves job states from a cache up to
-        ``web.refresh-interval`` old (3 s by default), so a poll sees RUNNING late. None when a subtask has no
-        RUNNING time."""
-        latest = 0
+    def _running_times(self, job: JobDetails) -> list[int]:
+        """Each subtask's RUNNING timestamp (epoch ms; 0 for one that has none), by Flink's own times
+        (``GET /jobs/{id}/vertices/{vid}/subtasktimes``)."""
+        times: list[int] = []
         for vertex in job.vertices:
             data = self._request("GET", f"/jobs/{job.jid}/vertices/{vertex.id}/subtasktimes",
                                  operation="subtask times", job_id=job.jid)
-            for subtask in data.get("subtasks") or []:
-                running = int((subtask.get("timestamps") or {}).get("RUNNING") or 0)
-                if running <= 0:
-                    return None
-                latest = max(latest, running)
-        return datetime.fromtimestamp(latest / 1000, UTC) if latest else None
+            times += [int((s.get("timestamps") or {}).get("RUNNING") or 0) for s in data.get("subtasks") or []]
+        return times
+
+    def all_running_since(self, job: JobDetails) -> datetime | None:
+        """When the last subtask of ``job`` (every vertex RUNNING) started RUNNING, by Flink's own timestamps:
+        the REST API serves job states from a cache up to ``web.refresh-interval`` old (3 s by default), so a
+        poll sees RUNNING late. None when a subtask has no RUNNING time."""
+        times = self._running_times(job)
+        if not times or min(times) <= 0:
+            return None
+        return datetime.fromtimestamp(max(times) / 1000, UTC)
 
     def first_running_at(self, job: JobDetails) -> datetime | None:
         """When the first subtask of ``job`` started RUNNING, by Flink's own timestamps; None when none has."""
-        first = 0
-        for vertex in job.vertices:
-            data = self._request("GET", f"/jobs/{job.jid}/vertices/{vertex.id}/subtasktimes",
-                                 operation="subtask times", job_id=job.jid)
-            for subtask in data.get("subtasks") or []:
-                running = int((subtask.get("timestamps") or {}).get("RUNNING") or 0)
-                if running > 0:
-                    first = min(first, running) if first else running
-        return datetime.fromtimestamp(first / 1000, UTC) if first else None
+        started = [t for t in self._running_times(job) if t > 0]
+        return datetime.fromtimestamp(min(started) / 1000, UTC) if started else None
 
     def rest_cache_seconds(self) -> float:
         """How old a job state the REST API may serve: ``web.refresh-interval`` (milliseconds, or a duration such
