@@ -69,6 +69,7 @@ class _ReaderConsumerHook(KafkaConsumerHook):
         cfg["enable.partition.eof"] = True
         cfg.setdefault("auto.offset.reset", "earliest")
         cfg.setdefault("session.timeout.ms", 6000)
+        cfg.setdefault("fetch.wait.max.ms", 50)  # a range read waits for the end of the log, not for more data
         return super()._get_client(cfg)
 
 

@@ -32,6 +32,11 @@ class MemoryJournalHook(KafkaOffsetsHook):
         super().__init__(kafka_config_id=kafka_config_id)
         self.topic = topic
 
+    def ready(self) -> None:
+        """Connect the reading consumer and learn the journal's partitions now (a cut then only fetches)."""
+        self._reader().list_topics(self.topic, timeout=self.timeout)
+        self.end_offsets(self.topic)
+
     def position(self) -> JournalPosition:
         """The journal's end offsets now (each journal record is a batch of its own: they are exact)."""
         noted_at = datetime.now(UTC).isoformat()

@@ -162,6 +162,11 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
                 self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
             else:
                 self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
+            if self._journal_noted():
+                try:  # the consumer connected and the journal's partitions known before the stop
+                    self.journal_hook.ready()
+                except Exception as exc:  # the cut reads it inside the window and fails there the same way
+                    self.log.warning("memory journal not reachable before the stop (%s: %s)", type(exc).__name__, exc)
         if self.overlap_resume is None:
             pre, journaled = self._precopy, self._journal_noted()
             self.overlap_resume = not cut or journaled or (pre is not None and pre.count <= OVERLAP_MAX_MEMORIES)
@@ -170,6 +175,11 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             self.log.info("production's resubmission %s the memory cut (%s)",
                           "overlaps" if self.overlap_resume else "follows", why)
         return super().execute(context)
+
+    @cached_property
+    def journal_hook(self) -> MemoryJournalHook:
+        """Production's memory journal as the cut reads it (connected before the stop when the pre-copy noted it)."""
+        return MemoryJournalHook(str(self.memory_journal_topic), kafka_config_id=self.kafka_config_id)
 
     @cached_property
     def mem0_hook(self) -> Mem0Hook:
@@ -332,7 +342,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         if why:
             self.log.warning("memory journal not trusted for this cut: %s; reading the whole namespace", why)
             return None
-        return MemoryJournalHook(self.memory_journal_topic, kafka_config_id=self.kafka_config_id)
+        return self.journal_hook
 
     def _cut_memory(
         self, hook: FlinkRestHook, quiesce: QuiesceResult, fence: Callable[[], None] | None = None
