@@ -125,7 +125,7 @@ class KafkaClientSecurity(BaseModel):
 
 def flushed_producer_config(bootstrap: str, security: str | None) -> dict[str, Any]:
     """librdkafka config of a producer that sends each record on its own and waits for it
-    (:class:`~airflow_flink_replay.flink.flushed_producer.FlushedProducer`): no lingering, no idempotence (tansu
+    (:class:`~airflow_flink_replay.core.flushed_producer.FlushedProducer`): no lingering, no idempotence (tansu
     reports wrong end offsets for batched writes);
     ``security`` is :meth:`KafkaClientSecurity.to_arg`'s text, resolved here."""
     return {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": False,

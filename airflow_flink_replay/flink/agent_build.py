@@ -131,6 +131,7 @@ _RUNTIME_FILES = (
     "core/policy.py",
     "core/audit.py",
     "core/cassette.py",
+    "core/flushed_producer.py",
     "core/kafka_security.py",
     "core/results.py",
     "core/secrets.py",
@@ -138,7 +139,6 @@ _RUNTIME_FILES = (
     "flink/audit_context.py",
     "flink/audit_sink.py",
     "flink/cassette_io.py",
-    "flink/flushed_producer.py",
     "flink/proxies.py",
     "flink/unmediated.py",
 )

@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 
 from airflow_flink_replay.core.audit import AuditRecord, append_audit
+from airflow_flink_replay.core.flushed_producer import FlushedProducer
 from airflow_flink_replay.core.results import AuditTopic
-from airflow_flink_replay.flink.flushed_producer import FlushedProducer
 
 __all__ = ["KafkaAuditWriter", "is_folder", "write_audit"]
 

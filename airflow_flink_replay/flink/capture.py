@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_flink_replay.flink.flushed_producer import FlushedProducer
+from airflow_flink_replay.core.flushed_producer import FlushedProducer
 
 __all__ = ["CaptureConfig", "CaptureWriter", "key_bytes"]
 

@@ -31,7 +31,7 @@ from airflow_flink_replay.core.cassette import (
     CassetteWindow,
     encode_result,
 )
-from airflow_flink_replay.flink.flushed_producer import FlushedProducer
+from airflow_flink_replay.core.flushed_producer import FlushedProducer
 
 __all__ = ["CassetteRecorder", "consumer_config", "load_cassette", "recorder_for"]
 

@@ -80,7 +80,7 @@ def _ids(value: Any) -> list[str]:
 
 class JournaledVectorStore:
     """A mem0 vector store whose ``insert``/``update``/``delete`` each send a journal record once the store
-    returned (``send(value=...)`` of a :class:`~airflow_flink_replay.flink.flushed_producer.FlushedProducer`:
+    returned (``send(value=...)`` of a :class:`~airflow_flink_replay.core.flushed_producer.FlushedProducer`:
     back when the broker has it). Everything else is the wrapped store's."""
 
     def __init__(self, inner: Any, send: Any) -> None:
@@ -118,7 +118,7 @@ def journal_memory(memory: Any, target: JournalTarget) -> Any:
     returns ``memory``. Idempotent."""
     if isinstance(memory.vector_store, JournaledVectorStore):
         return memory
-    from airflow_flink_replay.flink.flushed_producer import FlushedProducer
+    from airflow_flink_replay.core.flushed_producer import FlushedProducer
 
     producer = FlushedProducer(target.bootstrap, target.security, target.topic, what="memory journal")
     memory.vector_store = JournaledVectorStore(memory.vector_store, producer.send)

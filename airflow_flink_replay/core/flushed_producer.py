@@ -1,13 +1,14 @@
 """A Kafka producer that sends each record on its own and waits until the broker has it.
 
-The job side writes three kinds of records this way: production's capture tee and cassette recorder, and a
-replay's audit records. Each record is its own batch (no lingering, no idempotence:
+The job side writes four kinds of records this way: production's capture tee, cassette recorder and memory
+journal, and a replay's audit records. Each record is its own batch (no lingering, no idempotence:
 :func:`~airflow_flink_replay.core.kafka_security.flushed_producer_config`), so a record written before a
 stop-with-savepoint is in the topic when the savepoint completes, and the local broker's end offsets stay right.
 The producer is created at the first record, in the Flink worker, with the job side's Kafka security resolved
 there.
 
-Imports confluent-kafka only (no Airflow, no PyFlink): runs in Flink's Python workers.
+Imports confluent-kafka only (no Airflow, no PyFlink): runs in Flink's Python workers, and sits in ``core`` so that
+both job-side packages (``flink`` and ``memory``) can use it.
 """
 
 from __future__ import annotations
