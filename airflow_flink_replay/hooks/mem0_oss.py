@@ -224,30 +224,29 @@ class OssMem0Backend:
             return None
         return conn
 
-    def _copy_history(self, id_map: Mapping[str, str], fork_id: str, target: Mem0Namespace) -> int:
-        """Copy history rows of the source memories, remapped to the forked ids (idempotent)."""
-        conn = self._history_conn()
-        if conn is None or not id_map:
+    def _copy_history(
+        self,
+        id_map: Mapping[str, str],
+        fork_id: str,
+        target: Mem0Namespace,
+        source_rows: tuple[list[str], list[tuple[Any, ...]]] | None = None,
+    ) -> int:
+        """Copy history rows of the source memories, remapped to the forked ids (idempotent). ``source_rows``: the
+        rows as :meth:`_history_rows` read them earlier (the stop window's cut reads them before its fence), else
+        read now."""
+        if not id_map:
             return 0
-        copied = 0
-        with closing(conn), conn:
-            cols = [r[1] for r in conn.execute("PRAGMA table_info(history)")]
-            sel = ", ".join(cols)
-            ids = list(id_map)
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                rows = conn.execute(
-                    f"SELECT {sel} FROM history WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk
-                ).fetchall()
-                out = []
-                for row in rows:
-                    rec = dict(zip(cols, row, strict=True))
-                    rec["id"] = fork_history_id(fork_id, target, str(rec["id"]))
-                    rec["memory_id"] = id_map[rec["memory_id"]]
-                    out.append(tuple(rec[c] for c in cols))
-                conn.executemany(f"INSERT OR REPLACE INTO history ({sel}) VALUES ({','.join('?' * len(cols))})", out)
-                copied += len(out)
-        return copied
+        cols, rows = source_rows if source_rows is not None else self._history_rows(list(id_map))
+        out = []
+        for row in rows:
+            rec = dict(zip(cols, row, strict=True))
+            if rec["memory_id"] not in id_map:
+                continue
+            rec["id"] = fork_history_id(fork_id, target, str(rec["id"]))
+            rec["memory_id"] = id_map[rec["memory_id"]]
+            out.append(tuple(rec[c] for c in cols))
+        self._put_history(cols, out)
+        return len(out)
 
     def _history_rows(self, memory_ids: Sequence[str]) -> tuple[list[str], list[tuple[Any, ...]]]:
         """``(columns, rows)`` of the history rows of these memories (kept to restore them)."""
@@ -411,10 +410,11 @@ class OssMem0Backend:
             page = min(store.copy_read_page or store.batch_size, store.batch_size)
             pages = store.iter_where(source.fields(), with_vectors=True, page_size=page)
             id_map, digests, contents = self._copy(pages, source, target, fork_id, forked_at, written, timings)
+            mark = time.monotonic()
+            source_history = self._history_rows(list(id_map))  # production's rows, read before the fence
             if on_source_read is not None:
                 on_source_read()
-            mark = time.monotonic()
-            history_rows = self._copy_history(id_map, fork_id, target)
+            history_rows = self._copy_history(id_map, fork_id, target, source_history)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
             record = self._finish(
@@ -553,22 +553,21 @@ class OssMem0Backend:
 
         **Nothing half-applied.** The target's ids are checked against ``pre`` first (a journal cut checks the
         copies it touches). The pre-copy's copies of the updated and removed memories (and their history
-        rows) are kept in memory, then the pre-copy marker is deleted *before* the first write: an error
-        restores the pre-copy exactly (:meth:`_restore_precopy`, a retry runs the delta again); a process
-        killed mid-round leaves provenance-tagged copies without any marker, which the next attempt removes
-        before copying in full.
+        rows) are kept, then the pre-copy marker is deleted *before* the first write: an error restores the
+        pre-copy exactly (:meth:`_restore_precopy`); a process killed mid-round leaves copies without any
+        marker, which the next attempt removes before copying in full.
         """
         store = self.store
         source, target, fork_id = pre.source, pre.target, pre.fork_id
-        tgt_key = target.key()
-        timings = {"check": 0.0, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
+        tgt_key, timings = target.key(), {"check": 0.0, "read": 0.0, "write": 0.0, "history": 0.0, "marker": 0.0}
         before = self.precopy_snapshot(pre)
         found = self._delta_changes(pre, before, journal, started, timings)
         if found is None:
             return None
+        changed, digests, contents, removed, saved, fingerprint = found
+        source_history = self._history_rows([r.id for r in changed])  # production's rows, read before the fence
         if on_source_read is not None:
             on_source_read()  # before anything is written: a fence that fails leaves the pre-copy as it was
-        changed, digests, contents, removed, saved, fingerprint = found
         journaled = fingerprint is not None
         added = [r.id for r in changed if r.id not in before]
         updated = [r.id for r in changed if r.id in before]
@@ -585,7 +584,8 @@ class OssMem0Backend:
             store.delete_ids([fork_memory_id(fork_id, tgt_key, s) for s in removed])
             timings["write"] += time.monotonic() - mark
             mark = time.monotonic()
-            history = pre.history_rows - self._delete_history(touched) + self._copy_history(id_map, fork_id, target)
+            history = pre.history_rows - self._delete_history(touched)  # the pre-copy's rows of those, then the new
+            history += self._copy_history(id_map, fork_id, target, source_history)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
             record = self._finish(

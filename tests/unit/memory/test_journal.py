@@ -175,3 +175,24 @@ def test_the_fence_runs_after_the_last_read_of_production_and_before_any_write(t
     calls: list[str] = []
     done = hook.fork("prod", "replay-1", fork_id="run-1", journal=journal, on_source_read=lambda: calls.append("x"))
     assert calls == ["x"] and (done.journal, done.added, done.count) == (True, 1, 2)
+
+
+def test_the_cut_copies_productions_history_as_it_was_when_the_fence_ran(tmp_path: Path) -> None:
+    """mem0's history rows of the changed memories are read with them, before the fence: an update production makes
+    once it runs again (here, inside the fence) reaches neither the fork's memories nor their history."""
+    hook = _hook(tmp_path)
+    journal = ListJournal()
+    memory = _journaled(hook, journal)
+    kept = _add(memory, "customer 1 likes tea")
+    hook.precopy("prod", "replay-1", fork_id="run-1", journal=journal)
+    memory.update(kept, "customer 1 likes green tea")  # before the stop: in the cut, with its history row
+
+    def production_runs_again() -> None:
+        memory.update(kept, "customer 1 likes coffee now")  # after the savepoint: not in the cut
+
+    done = hook.fork("prod", "replay-1", fork_id="run-1", journal=journal, on_source_read=production_runs_again)
+    assert (done.journal, done.updated) == (True, 1)
+    (copy,) = hook.list_memories("replay-1")
+    assert copy.payload["data"] == "customer 1 likes green tea"
+    history = [h["new_memory"] for h in hook.get_memory().history(copy.id)]
+    assert "customer 1 likes green tea" in history and "customer 1 likes coffee now" not in history, history
