@@ -186,6 +186,14 @@ def settings_from_connection(conn: Any, retries: int | None = None, timeout: flo
     )
 
 
+#: A Flink duration setting: a number and an optional unit (none: milliseconds).
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+#: Seconds per unit of a Flink duration setting.
+_DURATION_UNITS = {"": 0.001, "ms": 0.001, "milli": 0.001, "millis": 0.001, "millisecond": 0.001,
+                   "milliseconds": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+                   "min": 60.0, "m": 60.0, "minute": 60.0, "minutes": 60.0}
+
+
 class FlinkRestHook(BaseHook):
     """Talks to a Flink cluster's REST endpoint (JobManager, port 8081 by default).
 
@@ -392,15 +400,11 @@ class FlinkRestHook(BaseHook):
 
     def rest_cache_seconds(self) -> float:
         """How old a job state the REST API may serve: ``web.refresh-interval`` (milliseconds, or a duration such
-        as ``3 s``; Flink's default 3 s)."""
+        as ``3 s``; Flink's default 3 s when absent or unreadable)."""
         value = str(self.get_jobmanager_config().get("web.refresh-interval", "3000")).strip().lower()
-        number = value.rstrip("smilecondu ").strip()
-        try:
-            amount = float(number)
-        except ValueError:
-            return 3.0
-        unit = value[len(number):].strip()
-        return amount / 1000 if unit in ("", "ms", "milli", "millis", "millisecond", "milliseconds") else amount
+        found = _DURATION.fullmatch(value)
+        unit = _DURATION_UNITS.get(found.group(2)) if found else None
+        return float(found.group(1)) * unit if found and unit is not None else 3.0
 
     def get_plan(self, job_id: str) -> JobPlan:
         """``GET /jobs/{id}/plan``."""

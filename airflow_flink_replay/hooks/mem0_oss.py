@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,9 +79,19 @@ log = logging.getLogger(__name__)
 
 EMBEDDERS: tuple[EmbedderChoice, ...] = ("hashing", "minilm", "config")
 
-#: What a delta round found: changed records, digests, content digests, removed source ids, the pre-copy's copies
-#: of the updated and removed memories, and the fingerprint (only when the journal gave the changes).
-_Changes = tuple[list[StoredMemory], dict[str, bytes], dict[str, bytes], list[str], list[StoredMemory], str | None]
+
+
+@dataclass(frozen=True)
+class _DeltaFound:
+    """What a delta round found since the pre-copy."""
+
+    changed: list[StoredMemory]  #: source records new or changed
+    digests: dict[str, bytes]  #: fingerprint digest per source id at the cut
+    contents: dict[str, bytes]  #: content digest per source id at the cut
+    removed: list[str]  #: source ids gone
+    touched: list[str]  #: the fork ids of the updated and removed memories
+    saved: list[StoredMemory]  #: the pre-copy's copies of those (to restore them)
+    fingerprint: str | None  #: the source's fingerprint, when the journal gave the changes
 
 
 class OssMem0Backend:
@@ -113,7 +124,7 @@ class OssMem0Backend:
         self.reembed = reembed
         self._memory = memory
         self._store: StoreAdapter | None = None
-        self._snapshot_cache: dict[str, Any] = {}
+        self._snapshot_cache: tuple[str, dict[str, str]] | None = None
 
     @property
     def memory(self) -> Any:
@@ -332,14 +343,14 @@ class OssMem0Backend:
         found = self._marker_json(precopy_marker_id(target), target, MARKER_KIND_PRECOPY)
         return PrecopyManifest.model_validate_json(found) if found is not None else None
 
-    def precopy_snapshot(self, pre: PrecopyManifest) -> dict[str, str]:
+    def precopy_snapshot(self, pre: PrecopyManifest) -> Mapping[str, str]:
         """The pre-copy's per-memory record (content digest + fingerprint digest, hex), read from its marker parts
         once and kept for this pre-copy (the stop window reads it before the stop, so the cut does not)."""
         key = pre.model_dump_json()
-        if self._snapshot_cache.get("key") != key:
+        if self._snapshot_cache is None or self._snapshot_cache[0] != key:
             ids = [precopy_marker_id(pre.target, i) for i in range(pre.snapshot_parts)]
-            self._snapshot_cache = {"key": key, "snapshot": self._read_parts(ids, pre.fork_id)}
-        return dict(self._snapshot_cache["snapshot"])
+            self._snapshot_cache = (key, self._read_parts(ids, pre.fork_id))
+        return self._snapshot_cache[1]
 
     def _marker_json(self, record_id: str, target: Mem0Namespace, kind: str) -> str | None:
         """The JSON a marker record of ``kind`` for ``target`` holds, or None when there is none."""
@@ -564,16 +575,15 @@ class OssMem0Backend:
         found = self._delta_changes(pre, before, journal, started, timings)
         if found is None:
             return None
-        changed, digests, contents, removed, saved, fingerprint = found
+        changed, digests, contents, removed = found.changed, found.digests, found.contents, found.removed
         source_history = self._history_rows([r.id for r in changed])  # production's rows, read before the fence
         if on_source_read is not None:
             on_source_read()  # before anything is written: a fence that fails leaves the pre-copy as it was
-        journaled = fingerprint is not None
+        journaled = found.fingerprint is not None
         added = [r.id for r in changed if r.id not in before]
         updated = [r.id for r in changed if r.id in before]
-        touched = [fork_memory_id(fork_id, tgt_key, s) for s in updated + removed]
         mark = time.monotonic()
-        saved_history = self._history_rows(touched)
+        saved_history = self._history_rows(found.touched)
         timings["read"] += time.monotonic() - mark
         forked_at = datetime.now(UTC).isoformat()
         written: list[str] = []
@@ -584,18 +594,18 @@ class OssMem0Backend:
             store.delete_ids([fork_memory_id(fork_id, tgt_key, s) for s in removed])
             timings["write"] += time.monotonic() - mark
             mark = time.monotonic()
-            history = pre.history_rows - self._delete_history(touched)  # the pre-copy's rows of those, then the new
+            history = pre.history_rows - self._delete_history(found.touched)  # the pre-copy's rows, then the new
             history += self._copy_history(id_map, fork_id, target, source_history)
             timings["history"] = time.monotonic() - mark
             mark = time.monotonic()
             record = self._finish(
                 source, target, fork_id, forked_at, digests, contents, history, precopy=precopy, pre=pre,
-                position=position, fingerprint=fingerprint,
+                position=position, fingerprint=found.fingerprint,
             )  # fmt: skip
             timings["marker"] = time.monotonic() - mark
         except BaseException as exc:
             log.error("delta of fork %s into %s failed: restoring the pre-copy", fork_id, target)
-            self._restore_precopy(exc, pre, before, written, saved, saved_history)
+            self._restore_precopy(exc, pre, before, written, found.saved, saved_history)
             raise
         log.info(
             "fork %s into %s: %d added, %d updated, %d removed since the pre-copy of %s%s",
@@ -615,10 +625,9 @@ class OssMem0Backend:
         journal: MemoryJournalReader | None,
         started: float,
         timings: dict[str, float],
-    ) -> _Changes | None:
-        """What changed since the pre-copy: ``(changed records, digests, content digests, removed source ids, the
-        pre-copy's copies of the updated and removed ones, the fingerprint when the journal gave the changes)``;
-        None when the target no longer holds what the pre-copy recorded (the caller copies in full)."""
+    ) -> _DeltaFound | None:
+        """What changed since the pre-copy; None when the target no longer holds what the pre-copy recorded (the
+        caller copies in full)."""
         store, target, fork_id = self.store, pre.target, pre.fork_id
         tgt_key = target.key()
         journaled = journal is not None and self._journal_usable(pre, before)
@@ -641,7 +650,7 @@ class OssMem0Backend:
             return None
         fingerprint = self._journal_fingerprint(pre, saved, changed, digests) if journaled else None
         timings["read"] = time.monotonic() - mark
-        return changed, digests, contents, removed, saved, fingerprint
+        return _DeltaFound(changed, digests, contents, removed, touched, saved, fingerprint)
 
     @staticmethod
     def _journal_usable(pre: PrecopyManifest, before: Mapping[str, str]) -> bool:

@@ -159,7 +159,7 @@ class PrecopyMem0NamespaceOperator(ForkMem0NamespaceOperator):
         if self.memory_journal_topic:
             journal = MemoryJournalHook(self.memory_journal_topic, kafka_config_id=self.kafka_config_id)
             try:
-                journal.position()
+                journal.ready()
             except Exception as exc:  # the cut then reads everything, as without a journal
                 self.log.warning("memory journal %s not readable (%s: %s): the cut will read the whole namespace",
                                  self.memory_journal_topic, type(exc).__name__, exc)

@@ -38,7 +38,7 @@ from airflow_flink_replay.core.flink_models import (
     ResumeResult,
     StopWindow,
 )
-from airflow_flink_replay.core.memory import Mem0Namespace, PrecopyManifest
+from airflow_flink_replay.core.memory import JournalPosition, Mem0Namespace, PrecopyManifest
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import SubmitterKind
@@ -54,9 +54,10 @@ from airflow_flink_replay.operators.manifest import read_start_offsets
 
 #: The largest pre-copy whose delta cut the resubmission overlaps by default (``overlap_resume=None``).
 OVERLAP_MAX_MEMORIES = 20_000
-#: Milliseconds of clock difference between Airflow's worker and Flink's JobManager the journal check allows for
-#: (a failure or a job start this close before the pre-copy counts as after it).
-JOURNAL_CLOCK_MARGIN_MS = 1_000
+#: Milliseconds of clock difference between Airflow's worker and Flink's JobManager the window allows for: a
+#: failure or a job start this close before the pre-copy counts as after it (the journal check), a task RUNNING
+#: this close after the cut's last read of production counts as before it (the fence).
+CLOCK_MARGIN_MS = 1_000
 
 class StopWindowOperator(QuiesceAndSavepointOperator):
     """Quiesce production and, in ``drain``/``stop`` mode, do everything production's stop needs in the same
@@ -86,11 +87,11 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :param resume_timeout: seconds the resubmission and the wait until RUNNING may take.
     :param overlap_resume: start production's resubmission as soon as the savepoint completes, while the offsets
         and the memory cut are taken: its program and the job's deployment take seconds before any task RUNS, and
-        the cut is checked to have finished before that (:meth:`_fence`; a cut that did not fails the run,
-        production resumed). False: resubmit only after the cut. None (default): overlap when the cut is short —
-        no memory cut, a delta over a pre-copy of at most ``OVERLAP_MAX_MEMORIES`` memories (the delta reads
-        the whole namespace again: ~1.5 s per 10k here, against ~7 s from resubmission to RUNNING), or a delta
-        found in production's memory journal (it reads only what production wrote since the pre-copy).
+        the cut's last read of production is checked to have come before that (:meth:`_fence`; one that did not
+        fails the run, production resumed). False: resubmit only after the cut. None (default): overlap when the
+        cut is short — no memory cut, a delta over a pre-copy of at most ``OVERLAP_MAX_MEMORIES`` memories (the
+        delta reads the whole namespace again: ~1.5 s per 10k here, against ~7 s from resubmission to RUNNING), or
+        a delta found in production's memory journal (it reads only what production wrote since the pre-copy).
 
     XCom: the :class:`QuiesceResult` with ``window`` (:class:`StopWindow`): the start offsets, the memory cut,
     production's :class:`ResumeResult` (``downtime_seconds``: stop request → every vertex RUNNING) and the
@@ -162,13 +163,13 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
                 self.log.warning("memory store not reachable before the stop (%s: %s)", type(exc).__name__, exc)
             else:
                 self.log.info("memory store client ready in %.2f s, before the stop", time.monotonic() - started)
-            if self._journal_noted():
+            if self._noted_journal() is not None:
                 try:  # the consumer connected and the journal's partitions known before the stop
                     self.journal_hook.ready()
                 except Exception as exc:  # the cut reads it inside the window and fails there the same way
                     self.log.warning("memory journal not reachable before the stop (%s: %s)", type(exc).__name__, exc)
         if self.overlap_resume is None:
-            pre, journaled = self._precopy, self._journal_noted()
+            pre, journaled = self._precopy, self._noted_journal() is not None
             self.overlap_resume = not cut or journaled or (pre is not None and pre.count <= OVERLAP_MAX_MEMORIES)
             why = ("no cut" if not cut else "no pre-copy" if pre is None
                    else f"pre-copy of {pre.count} memories{', journaled' if journaled else ''}")  # fmt: skip
@@ -216,7 +217,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         resuming = self._start_resume(context, hook, quiesce, name, steps) if self.overlap_resume else None
         read_at: list[datetime] = []
 
-        def fence() -> None:  # after the last read of what production wrote (offsets, memory): the fence's instant
+        def mark_read() -> None:  # the last read of what production wrote (offsets, memory): the fence's instant
             if not read_at:
                 read_at.append(datetime.now(UTC))
 
@@ -226,10 +227,10 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
             steps["offsets"] = round(time.monotonic() - started, 3)
             self.inside_window(context, quiesce)
             started = time.monotonic()
-            cut = self._cut_memory(hook, quiesce, fence)
+            cut = self._cut_memory(hook, quiesce, mark_read)
             if cut is not None:
                 steps["memory_cut"] = round(time.monotonic() - started, 3)
-            fence()
+            mark_read()
             if resuming is not None:
                 self._fence(hook, name, quiesce, read_at[0])
         except Exception as exc:  # production comes back first; the task fails after
@@ -253,25 +254,24 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         finally:
             pool.shutdown(wait=False)
 
-    def _fence(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult, read_at: datetime | None = None) -> None:
+    def _fence(self, hook: FlinkRestHook, name: str, quiesce: QuiesceResult, read_at: datetime) -> None:
         """Check that no task of production's resumed job RAN before ``read_at``, when the offsets and the memory
-        cut had read what production wrote (before the cut writes its fork; default: now): a task processes
+        cut had read what production wrote (before the cut writes its fork): a task processes
         records only once it RUNS, so nothing production did after the savepoint is in what they read.
 
         Flink's REST API serves job states from a cache up to ``web.refresh-interval`` old, so the check waits
         until that long after ``read_at`` (the cut's writes overlap the wait), then compares the subtasks' own
-        RUNNING timestamps with ``read_at`` (a JobManager clock up to ``JOURNAL_CLOCK_MARGIN_MS`` ahead counts
+        RUNNING timestamps with ``read_at`` (a JobManager clock up to ``CLOCK_MARGIN_MS`` ahead counts
         as too early).
 
         :raises AirflowException: a task already ran: the offsets or the cut may hold production's work after
             the savepoint (production is resumed all the same; this run's replay cannot go on).
         """
-        read_at = read_at or datetime.now(UTC)
         cache_s = hook.rest_cache_seconds()
         wait = (read_at - datetime.now(UTC)).total_seconds() + cache_s
         if wait > 0:
             time.sleep(wait)
-        latest_ok = read_at + timedelta(milliseconds=JOURNAL_CLOCK_MARGIN_MS)
+        latest_ok = read_at + timedelta(milliseconds=CLOCK_MARGIN_MS)
         for listed in hook.list_jobs().by_name(name, states=LIVE_STATES):
             if listed.jid == quiesce.job_id:
                 continue
@@ -312,11 +312,11 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         self.log.info("replay start offsets of %s: %s", start.topic, start.offsets)
         return start.model_dump(mode="json")
 
-    def _journal_noted(self) -> bool:
-        """Whether the pre-copy noted the position of this window's memory journal."""
-        pre = self._precopy
-        return bool(self.memory_journal_topic and pre is not None and pre.journal is not None
-                    and pre.journal.topic == self.memory_journal_topic)  # fmt: skip
+    def _noted_journal(self) -> JournalPosition | None:
+        """Where this window's memory journal stood when the pre-copy began reading, or None (no journal, no
+        pre-copy, or one that noted another journal or none)."""
+        noted = self._precopy.journal if self._precopy is not None else None
+        return noted if noted is not None and noted.topic == self.memory_journal_topic else None
 
     def _journal(self, hook: FlinkRestHook, quiesce: QuiesceResult) -> MemoryJournalHook | None:
         """Production's memory journal when the cut may trust it, else None (the cut reads the whole namespace).
@@ -326,10 +326,10 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         process died between the store and the broker, which Flink records as a failure in the job's exception
         history (and a job started after the pre-copy replaced one whose end the window did not see).
         """
-        pre = self._precopy
-        if not self._journal_noted() or pre is None or pre.journal is None or self.memory_journal_topic is None:
+        noted = self._noted_journal()
+        if noted is None:
             return None
-        since_ms = int(datetime.fromisoformat(pre.journal.noted_at).timestamp() * 1000) - JOURNAL_CLOCK_MARGIN_MS
+        since_ms = int(datetime.fromisoformat(noted.noted_at).timestamp() * 1000) - CLOCK_MARGIN_MS
         try:
             started = hook.get_job(quiesce.job_id).start_time
             failures = [e.timestamp for e in hook.get_exceptions(quiesce.job_id).exception_history.entries
@@ -345,10 +345,10 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         return self.journal_hook
 
     def _cut_memory(
-        self, hook: FlinkRestHook, quiesce: QuiesceResult, fence: Callable[[], None] | None = None
+        self, hook: FlinkRestHook, quiesce: QuiesceResult, mark_read: Callable[[], None] | None = None
     ) -> dict[str, Any] | None:
-        """The memory cut; ``fence`` runs once it read production's namespace for the last time (its writes into
-        the fork, the history rows and the markers follow: they touch no memory production can change)."""
+        """The memory cut; ``mark_read`` runs once it read production's namespace for the last time (its writes
+        into the fork and the markers follow: they touch no memory production can change)."""
         if self.memory_source is None or self.memory_target is None:
             return None
         source = Mem0Namespace.coerce(self.memory_source, what="memory_source")
@@ -356,7 +356,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         journal = self._journal(hook, quiesce)
         try:
             result = self.mem0_hook.fork(source, target, fork_id=str(self.fork_id), journal=journal,
-                                         on_source_read=fence)
+                                         on_source_read=mark_read)
         finally:
             if journal is not None:
                 journal.close()

@@ -48,15 +48,15 @@ class Window(StopWindowOperator):
         self.steps.append("offsets")
         return OFFSETS
 
-    def _cut_memory(self, hook: Any = None, quiesce: Any = None, fence: Any = None) -> dict[str, Any] | None:
+    def _cut_memory(self, hook: Any = None, quiesce: Any = None, mark_read: Any = None) -> dict[str, Any] | None:
         self.steps.append("memory_cut")
         if self.fail == "memory_cut":
             raise ConnectionError("the vector store at localhost:1 refused the connection")
-        if fence is not None:
-            fence()  # the cut read production's namespace; its writes into the fork follow
+        if mark_read is not None:
+            mark_read()  # the cut read production's namespace; its writes into the fork follow
         return CUT
 
-    def _fence(self, hook: Any, name: str, quiesce: QuiesceResult, read_at: Any = None) -> None:
+    def _fence(self, hook: Any, name: str, quiesce: QuiesceResult, read_at: Any) -> None:
         self.steps.append("fence")
         super()._fence(hook, name, quiesce, read_at)
         if self.started is not None:
