@@ -630,15 +630,19 @@ class OssMem0Backend:
         caller copies in full)."""
         store, target, fork_id = self.store, pre.target, pre.fork_id
         tgt_key = target.key()
-        journaled = journal is not None and self._journal_usable(pre, before)
+        timings["check"] = time.monotonic() - started
+        mark = time.monotonic()
+        from_journal = None
+        if journal is not None and pre.journal is not None and self._journal_usable(pre, before):
+            from_journal = self._journal_changes(pre.source, before, journal.ids_since(pre.journal))
+            if not self._journal_complete(pre, from_journal[1]):
+                from_journal = None
+        journaled = from_journal is not None
         if not journaled and store.ids_where(target.fields()) != {fork_memory_id(fork_id, tgt_key, s) for s in before}:
             log.warning("pre-copy %s in %s no longer matches its record: copying in full", fork_id, target)
             return None
-        timings["check"] = time.monotonic() - started
-        mark = time.monotonic()
-        if journaled and journal is not None and pre.journal is not None:
-            named = journal.ids_since(pre.journal)
-            changed, digests, contents, removed = self._journal_changes(pre.source, before, named)
+        if from_journal is not None:
+            changed, digests, contents, removed = from_journal
         else:
             changed, digests, contents = self._changes(pre.source, before)
             removed = sorted(set(before) - set(contents))
@@ -651,6 +655,25 @@ class OssMem0Backend:
         fingerprint = self._journal_fingerprint(pre, saved, changed, digests) if journaled else None
         timings["read"] = time.monotonic() - mark
         return _DeltaFound(changed, digests, contents, removed, touched, saved, fingerprint)
+
+    def _journal_complete(self, pre: PrecopyManifest, digests: Mapping[str, bytes]) -> bool:
+        """Whether the journal cut's namespace (``digests``: the pre-copy's memories, plus the journal's adds,
+        minus its deletes) has exactly the ids production's namespace has now (one ids-only query). A memory
+        added or removed by a writer that does not journal (a program that names the journal but does not wrap
+        its memory, another process) makes them differ: the cut then reads the whole namespace. An update made
+        around the journal keeps the ids and is not seen (docs/memory-fork.md)."""
+        listed = self.store.ids_where(pre.source.fields())
+        if listed == digests.keys():
+            return True
+        unnamed, vanished = len(listed - digests.keys()), len(digests.keys() - listed)
+        log.warning(
+            "production's memory journal does not name every write since the pre-copy of %s: %d memories in %s "
+            "it did not journal as added, %d gone it did not journal as deleted (a writer around the journal). "
+            "The cut reads the whole namespace instead. Fix: build production's memory with the journal "
+            "(journal_memory, or production_job.py --memory-journal-topic) in every process that writes it",
+            pre.fork_id, unnamed, pre.source, vanished,
+        )  # fmt: skip
+        return False
 
     @staticmethod
     def _journal_usable(pre: PrecopyManifest, before: Mapping[str, str]) -> bool:

@@ -120,25 +120,51 @@ def test_the_journal_cut_reads_only_what_production_wrote_since_the_precopy(tmp_
     assert report.ok and report.unchanged and report.count_at_fork == 6
 
 
-def test_a_write_the_journal_missed_is_missed_by_the_journal_cut_but_not_by_the_full_read(tmp_path: Path) -> None:
-    """What the journal does not name, the journal cut does not read (it reads only the named ids): a writer that
-    bypasses production's journaled memory is why the journal is opt-in, and why the window falls back to the
-    full read when production failed over."""
+def test_a_memory_added_or_removed_around_the_journal_makes_the_cut_read_everything(tmp_path: Path) -> None:
+    """A writer that bypasses production's journaled memory (a program naming the journal without wrapping its
+    memory, another process): the cut's ids-only check sees the namespace's ids differ from what the pre-copy
+    and the journal account for, and reads the whole namespace instead of trusting the journal."""
     hook = _hook(tmp_path)
     journal = ListJournal()
     memory = _journaled(hook, journal)
-    for i in range(4):
-        _add(memory, f"customer {i} likes tea")
-    hook.precopy("prod", "replay-j", fork_id="run-j", journal=journal)
-    hook.precopy("prod", "replay-f", fork_id="run-f", journal=journal)
+    kept = [_add(memory, f"customer {i} likes tea") for i in range(4)]
+    hook.precopy("prod", "replay-a", fork_id="run-a", journal=journal)
+    hook.precopy("prod", "replay-d", fork_id="run-d", journal=journal)
     journaled = memory.vector_store
     memory.vector_store = journaled._afr_inner  # a writer around the journal
     _add(memory, "customer 5 wrote around the journal")
     memory.vector_store = journaled
+    _add(memory, "customer 6 wrote through it")  # the journal is not silent: only incomplete
+    added = hook.fork("prod", "replay-a", fork_id="run-a", journal=journal)
+    assert (added.delta, added.journal, added.added, added.count) == (True, False, 2, 6)
+    assert added.source_fingerprint == hook.fingerprint("prod").digest
+
+    memory.vector_store = journaled._afr_inner
+    memory.delete(kept[0])
+    memory.vector_store = journaled
+    removed = hook.fork("prod", "replay-d", fork_id="run-d", journal=journal)
+    assert (removed.journal, removed.added, removed.removed, removed.count) == (False, 2, 1, 5)
+    assert removed.source_fingerprint == hook.fingerprint("prod").digest
+
+
+def test_an_update_around_the_journal_is_missed_by_the_journal_cut_but_not_by_the_full_read(tmp_path: Path) -> None:
+    """What the journal does not name and leaves the ids as they were (an update around it), the journal cut does
+    not read: why the journal is opt-in, and why the window falls back to the full read when production failed
+    over (docs/limitations.md)."""
+    hook = _hook(tmp_path)
+    journal = ListJournal()
+    memory = _journaled(hook, journal)
+    kept = [_add(memory, f"customer {i} likes tea") for i in range(4)]
+    hook.precopy("prod", "replay-j", fork_id="run-j", journal=journal)
+    hook.precopy("prod", "replay-f", fork_id="run-f", journal=journal)
+    journaled = memory.vector_store
+    memory.vector_store = journaled._afr_inner
+    memory.update(kept[0], "customer 0 changed their mind around the journal")
+    memory.vector_store = journaled
     cut = hook.fork("prod", "replay-j", fork_id="run-j", journal=journal)
     full = hook.fork("prod", "replay-f", fork_id="run-f")
-    assert (cut.journal, cut.added, cut.count) == (True, 0, 4)
-    assert (full.journal, full.added, full.count) == (False, 1, 5)
+    assert (cut.journal, cut.updated, cut.count) == (True, 0, 4)
+    assert (full.journal, full.updated, full.count) == (False, 1, 4)
     assert full.source_fingerprint == hook.fingerprint("prod").digest != cut.source_fingerprint
 
 
