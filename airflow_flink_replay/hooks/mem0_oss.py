@@ -634,9 +634,9 @@ class OssMem0Backend:
         mark = time.monotonic()
         from_journal = None
         if journal is not None and pre.journal is not None and self._journal_usable(pre, before):
-            from_journal = self._journal_changes(pre.source, before, journal.ids_since(pre.journal))
-            if not self._journal_complete(pre, from_journal[1]):
-                from_journal = None
+            named = journal.ids_since(pre.journal)
+            if self._journal_complete(pre, before, named):
+                from_journal = self._journal_changes(pre.source, before, named)
         journaled = from_journal is not None
         if not journaled and store.ids_where(target.fields()) != {fork_memory_id(fork_id, tgt_key, s) for s in before}:
             log.warning("pre-copy %s in %s no longer matches its record: copying in full", fork_id, target)
@@ -656,16 +656,18 @@ class OssMem0Backend:
         timings["read"] = time.monotonic() - mark
         return _DeltaFound(changed, digests, contents, removed, touched, saved, fingerprint)
 
-    def _journal_complete(self, pre: PrecopyManifest, digests: Mapping[str, bytes]) -> bool:
-        """Whether the journal cut's namespace (``digests``: the pre-copy's memories, plus the journal's adds,
-        minus its deletes) has exactly the ids production's namespace has now (one ids-only query). A memory
-        added or removed by a writer that does not journal (a program that names the journal but does not wrap
-        its memory, another process) makes them differ: the cut then reads the whole namespace. An update made
-        around the journal keeps the ids and is not seen (docs/memory-fork.md)."""
+    def _journal_complete(self, pre: PrecopyManifest, before: Mapping[str, str], named: set[str]) -> bool:
+        """Whether every memory of production's namespace the journal does not name (``named``) is one the pre-copy
+        recorded (``before``), and every recorded one it does not name is still there (one ids-only query): then
+        the namespace's ids are the pre-copy's plus the journal's adds minus its deletes. A memory added or removed
+        by a writer that does not journal (a program that names the journal but does not wrap its memory, another
+        process) breaks this: the cut then reads the whole namespace. An update made around the journal keeps the
+        ids and is not seen (docs/memory-fork.md)."""
         listed = self.store.ids_where(pre.source.fields())
-        if listed == digests.keys():
+        unnamed = len(listed - named - before.keys())
+        vanished = len(before.keys() - named - listed)
+        if not unnamed and not vanished:
             return True
-        unnamed, vanished = len(listed - digests.keys()), len(digests.keys() - listed)
         log.warning(
             "production's memory journal does not name every write since the pre-copy of %s: %d memories in %s "
             "it did not journal as added, %d gone it did not journal as deleted (a writer around the journal). "
