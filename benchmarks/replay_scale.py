@@ -195,18 +195,6 @@ def run_window(stack: Any, production: dict[str, Any], n: int, start_index: int)
     }
 
 
-def _xcoms(dagrun: Any) -> dict[tuple[str, str], Any]:
-    """The DAG run's XComs by (task id, key)."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.execute(select(XComModel.task_id, XComModel.key, XComModel.value).where(
-            XComModel.dag_id == dagrun.dag_id, XComModel.run_id == dagrun.run_id)).all()  # fmt: skip
-    return {(task, key): value for task, key, value in rows}
-
-
 def solo_replay(stack: Any, dagrun: Any, spec: Any, variant: str = SOLO) -> dict[str, Any]:
     """``variant`` of a finished DAG run (``keep_fork``) replayed once more, alone on the replay cluster: the same
     window, savepoint, pins and agent through the DAG's own operators (isolate, submit, await, delete topics),
@@ -223,9 +211,9 @@ def solo_replay(stack: Any, dagrun: Any, spec: Any, variant: str = SOLO) -> dict
     from airflow_flink_replay.operators.mem0 import DropMem0ForkOperator
     from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, SubmitReplayJobsOperator
     from airflow_flink_replay.replay_dag import ids
-    from tests.dag_testing import register_dag
+    from tests.dag_testing import register_dag, xcoms_of
 
-    xcom = _xcoms(dagrun)
+    xcom = xcoms_of(dagrun)
     tag = f"solo{uuid.uuid4().hex[:6]}"
     first = ReplayJobSpec.model_validate(xcom[(ids.TASK_RESOLVE, ids.job_spec_key(variant))])
     solo = first.model_copy(update={
@@ -259,9 +247,9 @@ def solo_replay(stack: Any, dagrun: Any, spec: Any, variant: str = SOLO) -> dict
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     if str(run.state) != "success":
         raise SystemExit(f"the solo {variant} replay ended {run.state}: {states}")
-    done = _xcoms(run)[("replay", "return_value")]
-    job_id = _xcoms(run)[("submit", "return_value")][variant]["job_id"]
-    return {"job_s": _job_seconds(stack, job_id), "outputs": done.get("output_records")}
+    result = xcoms_of(run)
+    job_id = result[("submit", "return_value")][variant]["job_id"]
+    return {"job_s": _job_seconds(stack, job_id), "outputs": result[("replay", "return_value")].get("output_records")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,6 +155,18 @@ def run_replay_dag(
     return dagrun, {"states": states, "record": run_record_of(spec.runs_uri, dagrun.run_id), "spec": spec}
 
 
+def xcoms_of(dagrun: Any) -> dict[tuple[str, str], Any]:
+    """Every XCom of ``dagrun``, by ``(task id, key)``."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(XComModel.task_id, XComModel.key, XComModel.value).where(
+            XComModel.dag_id == dagrun.dag_id, XComModel.run_id == dagrun.run_id)).all()  # fmt: skip
+    return {(task, key): value for task, key, value in rows}
+
+
 def run_record_of(runs_uri: str, run_id: str) -> dict[str, Any]:
     """The run record of ``run_id`` below ``runs_uri`` (a local folder or any fsspec URI: ``memory://`` is the
     test process's own), or ``{}``."""

@@ -30,6 +30,7 @@ from tests.dag_testing import (
     run_replay_dag,
     running_jobs,
     stop_production,
+    xcoms_of,
 )
 
 pytestmark = pytest.mark.timeout(1500)
@@ -327,17 +328,12 @@ def _leak_places(stack: Any, nightly_run: dict[str, Any], captured: str) -> dict
     TaskManager, the PythonDriver's), and what the run printed (the task logs under ``dag.test``; not with
     ``-s``, which sends them to the terminal)."""
     import requests
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
 
     dagrun, record = nightly_run["dagrun"], nightly_run["record"]
     places: dict[str, str] = {"printed by the run": captured} if captured else {}
-    with create_session() as session:
-        rows = session.execute(select(XComModel.task_id, XComModel.key, XComModel.value).where(
-            XComModel.dag_id == dagrun.dag_id, XComModel.run_id == dagrun.run_id)).all()
-    assert rows, "no XCom of the run found"
-    places.update({f"xcom {task}.{key}": json.dumps(value, default=str) for task, key, value in rows})
+    xcoms = xcoms_of(dagrun)
+    assert xcoms, "no XCom of the run found"
+    places.update({f"xcom {task}.{key}": json.dumps(value, default=str) for (task, key), value in xcoms.items()})
     run_dir = Path(record["manifest"].removeprefix("file://")).parent
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert {"manifest.json", "run_record.json", "report.html"} <= {p.name for p in files}, files

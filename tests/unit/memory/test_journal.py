@@ -7,6 +7,8 @@ integration test ``tests/integration/test_memory_journal.py`` runs the real topi
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,17 @@ def _journaled(hook: Mem0Hook, journal: ListJournal) -> Any:
     memory = hook.get_memory()
     memory.vector_store = JournaledVectorStore(memory.vector_store, journal.send)
     return memory
+
+
+@contextmanager
+def _around_the_journal(memory: Any) -> Iterator[Any]:
+    """Writes through ``memory`` bypass its journal inside the block (a writer around production's journal)."""
+    journaled = memory.vector_store
+    memory.vector_store = journaled._afr_inner
+    try:
+        yield memory
+    finally:
+        memory.vector_store = journaled
 
 
 def _add(memory: Any, text: str) -> str:
@@ -130,18 +143,15 @@ def test_a_memory_added_or_removed_around_the_journal_makes_the_cut_read_everyth
     kept = [_add(memory, f"customer {i} likes tea") for i in range(4)]
     hook.precopy("prod", "replay-a", fork_id="run-a", journal=journal)
     hook.precopy("prod", "replay-d", fork_id="run-d", journal=journal)
-    journaled = memory.vector_store
-    memory.vector_store = journaled._afr_inner  # a writer around the journal
-    _add(memory, "customer 5 wrote around the journal")
-    memory.vector_store = journaled
+    with _around_the_journal(memory):
+        _add(memory, "customer 5 wrote around the journal")
     _add(memory, "customer 6 wrote through it")  # the journal is not silent: only incomplete
     added = hook.fork("prod", "replay-a", fork_id="run-a", journal=journal)
     assert (added.delta, added.journal, added.added, added.count) == (True, False, 2, 6)
     assert added.source_fingerprint == hook.fingerprint("prod").digest
 
-    memory.vector_store = journaled._afr_inner
-    memory.delete(kept[0])
-    memory.vector_store = journaled
+    with _around_the_journal(memory):
+        memory.delete(kept[0])
     removed = hook.fork("prod", "replay-d", fork_id="run-d", journal=journal)
     assert (removed.journal, removed.added, removed.removed, removed.count) == (False, 2, 1, 5)
     assert removed.source_fingerprint == hook.fingerprint("prod").digest
@@ -157,10 +167,8 @@ def test_an_update_around_the_journal_is_missed_by_the_journal_cut_but_not_by_th
     kept = [_add(memory, f"customer {i} likes tea") for i in range(4)]
     hook.precopy("prod", "replay-j", fork_id="run-j", journal=journal)
     hook.precopy("prod", "replay-f", fork_id="run-f", journal=journal)
-    journaled = memory.vector_store
-    memory.vector_store = journaled._afr_inner
-    memory.update(kept[0], "customer 0 changed their mind around the journal")
-    memory.vector_store = journaled
+    with _around_the_journal(memory):
+        memory.update(kept[0], "customer 0 changed their mind around the journal")
     cut = hook.fork("prod", "replay-j", fork_id="run-j", journal=journal)
     full = hook.fork("prod", "replay-f", fork_id="run-f")
     assert (cut.journal, cut.updated, cut.count) == (True, 0, 4)
