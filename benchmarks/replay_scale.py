@@ -83,7 +83,7 @@ class _OutputClock:
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"afr-bench-{uuid.uuid4().hex[:8]}"})
         self.topic = topic
         self._parts: list[int] | None = None
-        self.base = self._end() or 0
+        self.base = 0  # set by start()
         self.first: float | None = None
         self.last: float | None = None
         self._last_growth = 0.0
@@ -254,7 +254,6 @@ def solo_replay(
     variant: str = SOLO,
     *,
     records: int | None = None,
-    update: dict[str, Any] | None = None,
     drop: bool = True,
 ) -> dict[str, Any]:
     """``variant`` of a finished DAG run (``keep_fork``) replayed once more, alone on the replay cluster: the same
@@ -262,8 +261,8 @@ def solo_replay(
     into topics of its own, on the variant's kept memory fork. Then every kept fork of the run is dropped.
 
     The fork holds what the variant's first replay wrote (the window's memories once more), so the solo run's
-    memory reads are a little larger than the first run's: if anything, it is slower for it. ``update``: fields of
-    the variant's spec changed for this run (an experiment on what a replay costs); ``drop=False`` keeps the forks.
+    memory reads are a little larger than the first run's: if anything, it is slower for it. ``drop=False`` keeps
+    the forks.
     Returns the Flink job's seconds (``job_s``), its outputs, and its first → last output scaled to ``records``
     (``span_s``: measured as production's is, the per-record part of the job without its start and end)."""
     import uuid
@@ -284,7 +283,6 @@ def solo_replay(
         "job_name": f"{first.job_name or 'replay'}-{tag}",
         "action_state_topic": spec.action_state_topic(tag, variant),
         "results": spec.result_topics(tag, variant),
-        **(update or {}),
     })  # fmt: skip
     forks = [xcom[(ids.TASK_RESOLVE, ids.fork_key(v))] for v in VARIANTS]
     replay_conn = spec.replay_flink_conn_id or spec.flink_conn_id
@@ -308,14 +306,12 @@ def solo_replay(
                  for v, ns in zip(VARIANTS, forks, strict=True) if drop]  # fmt: skip
         isolate >> submit >> wait >> delete >> drops
     register_dag(dag, "bench")
-    clock = _OutputClock(stack.kafka_bootstrap, solo.results.outputs) if solo.results else None
-    if clock:
-        clock.start(n=sys.maxsize)  # stopped once the DAG run is over: the job is FINISHED, every output is in
+    clock = _OutputClock(stack.kafka_bootstrap, solo.results.outputs)
+    clock.start(n=sys.maxsize)  # stopped once the DAG run is over: the job is FINISHED, every output is in
     try:
         run = dag.test(conn_file_path=stack.connections_file)
     finally:
-        if clock:
-            clock.stop()
+        clock.stop()
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     if str(run.state) != "success":
         raise SystemExit(f"the solo {variant} replay ended {run.state}: {states}")
@@ -323,7 +319,7 @@ def solo_replay(
     job_id = result[("submit", "return_value")][variant]["job_id"]
     outputs = result[("replay", "return_value")].get("output_records")
     return {"job_s": _job_seconds(stack, job_id), "outputs": outputs,
-            "span_s": clock.seconds_for(records or outputs or clock.grown) if clock else float("nan")}  # fmt: skip
+            "span_s": clock.seconds_for(records or outputs or clock.grown)}  # fmt: skip
 
 
 def print_solo(rows: list[dict[str, Any]], xs: list[float], prod_b: float) -> None:
