@@ -36,6 +36,7 @@ __all__ = [
     "ManifestError",
     "ManifestTamperedError",
     "NestingError",
+    "NoForkError",
     "NotAForkError",
     "OwnJobError",
     "PathError",
@@ -199,6 +200,10 @@ class ForkConflictError(FlinkReplayError, RuntimeError):
 
 class NotAForkError(FlinkReplayError, RuntimeError):
     """A namespace without this project's fork provenance was asked to be dropped."""
+
+
+class NoForkError(FlinkReplayError, RuntimeError):
+    """A namespace holds no complete fork to verify production against (the fork never ran, or failed)."""
 
 
 # ----------------------------------------------------------------------------- job side and stack

@@ -54,7 +54,7 @@ from airflow_flink_replay.core.memory import (
     memory_digest,
     rewrite_payload,
 )
-from airflow_flink_replay.exceptions import ForkConflictError
+from airflow_flink_replay.exceptions import ForkConflictError, NoForkError
 from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
 from airflow_flink_replay.hooks.mem0_stores import StoredMemory
 
@@ -460,7 +460,7 @@ class HostedMem0Backend:
         else:  # copies deleted by the replay: compare with what is left (and say so)
             state = max(states.values(), key=lambda s: s.present) if states else None
         if state is None:
-            raise RuntimeError(
+            raise NoForkError(
                 f"no fork copies in {target}: the fork never ran, or it copied an empty source namespace (on "
                 "the hosted backend an empty fork leaves no record naming its source, so there is nothing to "
                 "verify against; the fork task's XCom shows count=0)"

@@ -58,7 +58,7 @@ from airflow_flink_replay.core.memory import (
     rewrite_payload,
     split_chunks,
 )
-from airflow_flink_replay.exceptions import ForkConflictError
+from airflow_flink_replay.exceptions import ForkConflictError, NoForkError
 from airflow_flink_replay.hooks.mem0_backend import (
     ForkBaseline,
     MemoryJournalReader,
@@ -210,7 +210,7 @@ class OssMem0Backend:
         """The manifest and snapshot of the fork in ``target``."""
         manifest = self.read_manifest(target)
         if manifest is None:
-            raise RuntimeError(
+            raise NoForkError(
                 f"no complete fork in {target}: nothing to compare against. Fix: run the fork first "
                 "(ForkMem0NamespaceOperator), or name the namespace the fork wrote into"
             )

@@ -62,6 +62,10 @@ class CompareReplayOutputsOperator(BaseOperator):
         would count as unfaithful. Polls while the outputs production wrote for the baseline's keys grow.
     :param gate: fail the task when the verdict is FAIL (True), or only report (False).
     :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
+    :param submit_task_id: the task that submitted the replays: its XCom ``cassette_coverage`` tells how far
+        production had processed the window when the replays read its cassette; a window not covered with
+        baseline calls the cassette did not match makes the verdict INCONCLUSIVE
+        (:func:`~airflow_flink_replay.core.window_coverage.with_coverage`).
     """
 
     template_fields: Sequence[str] = (
@@ -101,9 +105,11 @@ class CompareReplayOutputsOperator(BaseOperator):
         production_output_wait: float = 60.0,
         gate: bool = True,
         fail_on_inconclusive: bool = False,
+        submit_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.submit_task_id = submit_task_id
         self.baseline = baseline
         self.candidate = candidate
         self.baseline_2 = baseline_2
@@ -194,6 +200,7 @@ class CompareReplayOutputsOperator(BaseOperator):
                     )
             except CompareInputError as err:
                 raise AirflowFailException(f"cannot compare: {err}") from None
+        result = self._with_coverage(context, result)
         result.reasons.extend(self._provenance())
         from airflow_flink_replay.core.compare.reports import write_reports
 
@@ -261,6 +268,20 @@ class CompareReplayOutputsOperator(BaseOperator):
             else None
         )
         return with_fidelity(result, stat, not_enforced=racing)
+
+    def _with_coverage(self, context: Any, result: ComparisonResult) -> ComparisonResult:
+        """``result`` judged with the submission's window coverage and the baselines' unmatched calls."""
+        if not self.submit_task_id:
+            return result
+        from airflow_flink_replay.core.window_coverage import WindowCoverage, with_coverage
+        from airflow_flink_replay.operators.replay import XCOM_CASSETTE_COVERAGE_KEY, audit_counts
+
+        found = context["ti"].xcom_pull(task_ids=self.submit_task_id, key=XCOM_CASSETTE_COVERAGE_KEY)
+        if not found:
+            return result
+        audits = {"baseline": self.baseline_audit, "baseline_2": self.baseline_2_audit}
+        unmatched = {v: audit_counts(str(a))[1].get("unmatched", 0) for v, a in audits.items() if a}
+        return with_coverage(result, WindowCoverage.model_validate(found), unmatched)
 
     def _output_offsets(self, topic: str) -> tuple[dict[int, int] | None, str | None]:
         """The output topic's offsets at the savepoint and the quiesce mode, from the manifest (no offsets: no

@@ -17,10 +17,10 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace, check_fork_pair
-from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
+from airflow_flink_replay.exceptions import ForkConflictError, NoForkError, NotAForkError
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
 from airflow_flink_replay.hooks.mem0_journal import MemoryJournalHook
 
@@ -207,7 +207,9 @@ class VerifyMem0UntouchedOperator(BaseOperator):
     Recomputes the digests of the fork's source namespace and compares them with the snapshot recorded
     at fork time. Changes carrying fork provenance are the replay's and fail the task; other changes are
     production's own writes since it resumed and are reported, not failed — unless
-    ``production_writes_expected=False`` (production stayed stopped), where any change fails.
+    ``production_writes_expected=False`` (production stayed stopped), where any change fails. A target that
+    holds no complete fork (the run stopped before the fork: a refused agent check, a failed preflight) skips
+    the task: no replay ran against that fork, so there is nothing to verify and no second failure to report.
 
     :param target: the fork (replay) namespace; its manifest names the source.
     """
@@ -240,6 +242,8 @@ class VerifyMem0UntouchedOperator(BaseOperator):
                 _namespace(self.target, "target"),
                 production_writes_expected=_flag(self.production_writes_expected, "production_writes_expected"),
             )
+        except NoForkError as exc:  # nothing forked (e.g. the agent check refused): no replay read production
+            raise AirflowSkipException(f"nothing to verify: {exc}") from exc
         except RuntimeError as exc:
             raise AirflowFailException(str(exc)) from exc
         self.log.info(

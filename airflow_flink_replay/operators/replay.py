@@ -25,6 +25,7 @@ from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, identity_report, pin_to_production
+from airflow_flink_replay.core.window_coverage import WindowCoverage
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
@@ -39,6 +40,13 @@ REPLAY_JOB_MODULE = "airflow_flink_replay.flink.replay_job"
 #: The job side's program that plans every variant in one PythonDriver run (:class:`PlanReplayJobsOperator`).
 REPLAY_PLANS_MODULE = "airflow_flink_replay.flink.replay_plans"
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
+
+#: XCom key of the submission's :class:`~airflow_flink_replay.core.window_coverage.WindowCoverage`: how far
+#: production had processed the window when the replays were given its cassette (the comparison reads it).
+XCOM_CASSETTE_COVERAGE_KEY = "cassette_coverage"
+#: Seconds a submission waits, at most, for production to process the window before the replays read its
+#: cassette.
+DEFAULT_WINDOW_WAIT_S = 300.0
 
 
 def collected_files(output_dir: str, variant: str) -> tuple[str, str]:
@@ -291,6 +299,8 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param kafka_config_id: the Kafka connection: reads the end of production's cassette topic when the manifest
         links one, and the replay's result topics (``spec.results``) back once it FINISHED.
+    :param window_wait: seconds to wait, at most, until production has processed the window before the
+        cassette's end is read (see :class:`SubmitReplayJobsOperator`).
     """
 
     template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan", "identity_preflight")
@@ -306,10 +316,12 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         replay_program: str = REPLAY_JOB_MODULE,
         wait_for_completion: bool = True,
         identity_preflight: dict[str, str] | str | None = None,
+        window_wait: float = DEFAULT_WINDOW_WAIT_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(spec=spec, **kwargs)
         self.identity_preflight = identity_preflight
+        self.window_wait = float(window_wait)
         self.replay_program = replay_program
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -364,7 +376,9 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             job_id, state = existing
             self.log.info("reattaching to %s job %s of this run (%s)", state, job_id, spec.variant)
         else:
-            spec = with_cassette([spec], self.kafka_config_id, self.log)[0]
+            served, coverage = with_cassette([spec], self.kafka_config_id, self.log, window_wait=self.window_wait)
+            spec = served[0]
+            _push_coverage(context, coverage)
             program = self._program(spec)
             preflight = self._preflight(hook, spec, program)
             if spec.results is None:  # the job writes files there (a folder Flink and Airflow share)
@@ -531,6 +545,9 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param submit_timeout: seconds the submission (and each job's appearance on the cluster) may take.
     :param kafka_config_id: the Kafka connection, to read the end of production's cassette topic when the
         manifest links one: every variant of the submission is served the same recorded calls.
+    :param window_wait: seconds to wait, at most, before reading the cassette's end, until production has
+        processed the window (its outputs reach every window record); what the wait found is pushed as XCom
+        ``cassette_coverage`` (:data:`XCOM_CASSETTE_COVERAGE_KEY`) for the comparison.
     """
 
     template_fields: Sequence[str] = ("specs", "savepoint_path", "production_plan", "identity_preflight")
@@ -550,10 +567,12 @@ class SubmitReplayJobsOperator(BaseOperator):
         replay_program: str = REPLAY_JOB_MODULE,
         submit_timeout: float = 300.0,
         kafka_config_id: str = "kafka_default",
+        window_wait: float = DEFAULT_WINDOW_WAIT_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.kafka_config_id = kafka_config_id
+        self.window_wait = float(window_wait)
         self.specs = [s.model_dump(mode="json") if isinstance(s, ReplayJobSpec) else s for s in specs]
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -641,7 +660,8 @@ class SubmitReplayJobsOperator(BaseOperator):
             else:
                 missing.append(spec)
         if missing:
-            missing = with_cassette(missing, self.kafka_config_id, self.log)
+            missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait)
+            _push_coverage(context, coverage)
             self._submit(hook, missing, production)
             appeared = self._appeared(hook, missing)
             refused: list[str] = []
@@ -735,31 +755,53 @@ def _pinned(specs: Sequence[ReplayJobSpec | dict[str, Any]], ti: Any, production
     return [pin_to_production(_named(raw, ti), production, agent_uid).with_manifest_carried() for raw in specs]
 
 
-def with_cassette(specs: list[ReplayJobSpec], kafka_config_id: str, log: Any) -> list[ReplayJobSpec]:
+def with_cassette(
+    specs: list[ReplayJobSpec], kafka_config_id: str, log: Any, *, window_wait: float = DEFAULT_WINDOW_WAIT_S
+) -> tuple[list[ReplayJobSpec], WindowCoverage | None]:
     """``specs`` served production's cassette when their manifest links one: the cassette topic from its offsets
-    at the savepoint to its end now, read once for all of them (the same recorded calls for every variant)."""
+    at the savepoint to its end now, read once for all of them (the same recorded calls for every variant).
+
+    First waits, at most ``window_wait`` seconds, until production has processed the window (its outputs reach
+    every window record: :func:`~airflow_flink_replay.hooks.window_progress.await_window`), so that the
+    calls production makes for the window are in the cassette; returns what that wait found (None without a
+    cassette, or without an output topic to tell production's progress by)."""
     from airflow_flink_replay.core.cassette import CassetteWindow
     from airflow_flink_replay.core.manifest import ReplayManifest
     from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+    from airflow_flink_replay.hooks.window_progress import await_window
 
+    linked = [
+        (spec, ReplayManifest.model_validate_json(spec.manifest_text) if spec.manifest_text else None)
+        for spec in specs
+    ]
+    if not any(m is not None and m.capture.cassette is not None and s.cassette is None for s, m in linked):
+        return specs, None
     ends: dict[str, dict[int, int]] = {}
     out: list[ReplayJobSpec] = []
-    for spec in specs:
-        link = ReplayManifest.model_validate_json(spec.manifest_text).capture.cassette if spec.manifest_text else None
-        if link is None or spec.cassette is not None:
-            out.append(spec)
-            continue
-        if link.topic not in ends:
-            hook = KafkaOffsetsHook(kafka_config_id=kafka_config_id)
-            try:
+    coverage: WindowCoverage | None = None
+    hook = KafkaOffsetsHook(kafka_config_id=kafka_config_id)
+    try:
+        for spec, manifest in linked:
+            link = manifest.capture.cassette if manifest is not None else None
+            if manifest is None or link is None or spec.cassette is not None:
+                out.append(spec)
+                continue
+            if link.topic not in ends:
+                coverage = await_window(hook, manifest, timeout=window_wait, log=log)
                 ends[link.topic] = hook.end_offsets(link.topic)
-            finally:
-                hook.close()
-        window = CassetteWindow(topic=link.topic, start_offsets=link.start_offsets, end_offsets=ends[link.topic])
-        log.info("replay %s: production's cassette %s, %d recorded calls since the savepoint", spec.variant,
-                 link.topic, window.size)
-        out.append(spec.model_copy(update={"cassette": window}))
-    return out
+            window = CassetteWindow(topic=link.topic, start_offsets=link.start_offsets, end_offsets=ends[link.topic])
+            log.info("replay %s: production's cassette %s, %d recorded calls since the savepoint", spec.variant,
+                     link.topic, window.size)
+            out.append(spec.model_copy(update={"cassette": window}))
+    finally:
+        hook.close()
+    return out, coverage
+
+
+def _push_coverage(context: Any, coverage: WindowCoverage | None) -> None:
+    """Push the window coverage for the comparison (nothing when it was not judged)."""
+    if coverage is not None:
+        context["ti"].xcom_push(key=XCOM_CASSETTE_COVERAGE_KEY, value=coverage.model_dump(mode="json"))
 
 
 def _named(spec: ReplayJobSpec | dict[str, Any], ti: Any) -> ReplayJobSpec:

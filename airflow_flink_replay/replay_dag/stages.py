@@ -374,6 +374,7 @@ def compare(spec: ReplaySpec, run: Any, *, gate: bool) -> Compare:
         kafka_conn_id=spec.kafka_conn_id,
         gate=gate,
         fail_on_inconclusive=gate,
+        submit_task_id=ids.TASK_SUBMIT_REPLAYS,
     )
     if not gate:
         return Compare(comparison, None)
