@@ -74,6 +74,9 @@ class RunRecord(BaseModel):
     manifest: str | None = None
     manifest_digest: str | None = None
     agent_check: dict[str, Any] | None = None
+    refusal: str | None = Field(
+        default=None, description="why the agent check refused the run (nothing was stopped, forked or replayed)"
+    )
     savepoint: dict[str, Any] | None = None
     production_resumed: dict[str, Any] | None = None
     downtime_s: float | None = None

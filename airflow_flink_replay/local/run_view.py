@@ -123,7 +123,7 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
     if record.get("verdict"):
         out["compare"] = f"verdict {record['verdict']}" + _noise(record) + _fidelity(record)
     drops = ((record.get("cleanup") or {}).get("forks_dropped") or {}).values()
-    dropped = [d for d in drops if d and not d.get("kept")]
+    dropped = [d for d in drops if d and not d.get("kept") and d.get("existed", True)]
     deleted = (((record.get("action_state") or {}).get("cleanup")) or {}).get("deleted")
     if dropped or deleted:
         out["cleanup"] = f"{len(dropped)} memory forks dropped, {len(deleted or [])} replay topics deleted"
@@ -173,7 +173,8 @@ def _window_records(manifest_uri: str | None) -> int | None:
 
 
 def _verdict_lines(record: dict[str, Any], record_path: str | None) -> list[str]:
-    lines = [f"  => {record.get('verdict') or 'no verdict'}"]
+    verdict = record.get("verdict") or ("REFUSED by the agent check" if record.get("refusal") else "no verdict")
+    lines = [f"  => {verdict}"]
     reasons = [r for r in record.get("reasons") or [] if r.get("severity") in ("fail", "inconclusive")]
     for reason in reasons[:MAX_REASONS]:
         text = f"[{reason.get('code')}] {reason.get('message', '')}"

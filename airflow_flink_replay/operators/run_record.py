@@ -67,6 +67,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
     resumed = pull(ids.TASK_RESUME_PRODUCTION) or {}
     compare = pull(ids.TASK_COMPARE) or pull(ids.TASK_COMPARE, ids.XCOM_COMPARISON_KEY) or {}
     states = _task_states(ti)
+    checked = pull(ids.TASK_AGENT_CHECK) or pull(ids.TASK_AGENT_CHECK, ids.XCOM_AGENT_CHECK_KEY)
     record = RunRecord(
         spec_name=spec_name,
         dag_id=ti.dag_id,
@@ -74,7 +75,8 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         created_at=datetime.now(UTC),
         manifest=manifest_uri,
         manifest_digest=run_storage.digest(manifest_uri) if manifest_uri else None,
-        agent_check=pull(ids.TASK_AGENT_CHECK) or pull(ids.TASK_AGENT_CHECK, ids.XCOM_AGENT_CHECK_KEY),
+        agent_check=checked,
+        refusal=refusal_of(checked),
         savepoint=pull(ids.TASK_QUIESCE) or pull(ids.TASK_REUSE_MANIFEST),
         production_resumed=resumed or None,
         downtime_s=resumed.get("downtime_seconds") if isinstance(resumed, dict) else None,
@@ -113,6 +115,14 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         "downtime_s": record.downtime_s,
         "failed_tasks": failed_tasks(states, ti.task_id),
     }
+
+
+def refusal_of(checked: Any) -> str | None:
+    """The agent check's problems when it refused the run (its XCom result), else None."""
+    if not isinstance(checked, dict) or not checked.get("refused"):
+        return None
+    problems = (checked.get("checked") or {}).get("problems") or []
+    return "agent check refused: " + ("; ".join(str(p) for p in problems) or str(checked.get("report", "")))
 
 
 def _agent_ref(job_spec: dict[str, Any]) -> str:

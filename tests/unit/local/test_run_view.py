@@ -132,3 +132,14 @@ def test_every_task_of_the_gate_dag_is_in_a_chain_step(tmp_path: Path) -> None:
     dag = build_replay_dag(ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}")), dag_id="g", kind="gate")
     shown = {task_id for _, task_ids in chain_steps() for task_id in task_ids}
     assert {t.task_id for t in dag.tasks} <= shown, {t.task_id for t in dag.tasks} - shown
+
+
+def test_a_refused_run_says_so_and_drops_no_fork_it_never_made(tmp_path: Path) -> None:
+    record = {"refusal": "agent check refused: empty plan", "verdict": None, "reasons": [],
+              "cleanup": {"forks_dropped": {"baseline": {"existed": False, "dropped": 0}, "candidate": None}},
+              "action_state": {"cleanup": {"deleted": []}}}
+    path = tmp_path / "run_record.json"
+    path.write_text(json.dumps(record))
+    lines = render_run([_task("agent_check", 1, 2, "failed")], record, str(path))
+    assert "  => REFUSED by the agent check" in lines
+    assert not any(line.split()[0] == "cleanup" and "dropped" in line for line in lines if line.strip())

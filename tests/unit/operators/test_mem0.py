@@ -106,3 +106,26 @@ def test_one_task_drops_every_fork_and_names_what_it_could_not(
     # the retry drops what is left (nothing) and succeeds
     drop.namespaces = {"baseline": "replay-1", "candidate": "replay-2"}
     assert set(drop.execute({"ti": TI()})) == {"baseline", "candidate"}
+
+
+def test_verify_skips_when_nothing_was_forked_and_fails_on_a_leak(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """A run stopped before its fork (a refused agent check) has nothing to verify: skipped, not a second
+    failure. After a fork the same task verifies as before (a leak failing it: tests/integration/test_mem0_operators.py)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_flink_replay.operators.mem0 import VerifyMem0UntouchedOperator
+
+    collection = f"afr_unit_{uuid.uuid4().hex[:8]}"
+    _connection(monkeypatch, {"provider": "qdrant", "config": {"path": str(tmp_path / "q"),
+                                                               "collection_name": collection}}, tmp_path)
+    verify = VerifyMem0UntouchedOperator(task_id="verify", target="replay-1", mem0_conn_id="mem0_ops")
+    memory = verify.hook.get_memory()
+    memory.add("customer 1 likes tea", user_id="prod", agent_id="k", run_id="ltm", infer=False)
+    with pytest.raises(AirflowSkipException, match="nothing to verify: no complete fork in user_id=replay-1"):
+        verify.execute({})
+    fork = ForkMem0NamespaceOperator(task_id="fork", source="prod", target="replay-1", fork_id="run-1",
+                                     mem0_conn_id="mem0_ops")
+    fork.hook = verify.hook
+    fork.execute({})
+    assert verify.execute({})["ok"]

@@ -63,9 +63,13 @@ def test_a_clean_run_returns_the_summary(tmp_path: Path) -> None:
 
 
 def test_the_agent_check_s_report_is_recorded_also_when_it_refused(tmp_path: Path) -> None:
-    refused = {"refused": True, "report": "agent check (job side): REFUSED\nproblems:\n  - empty plan", "checked": {}}
+    refused = {"refused": True, "report": "agent check (job side): REFUSED\nproblems:\n  - empty plan",
+               "checked": {"problems": ["candidate's agent Plain has an empty plan"]}}
     xcoms = {("resolve", "run_dir"): str(tmp_path), ("agent_check", "agent_check"): refused}  # pushed, then failed
     ti = RecordTI(xcoms, {"agent_check": "failed", "run_record": None})
     with pytest.raises(AirflowFailException, match="failed at agent_check"):
         RunRecordOperator(task_id="run_record", spec_name="s").execute({"ti": ti})
-    assert json.loads((tmp_path / "run_record.json").read_text())["agent_check"] == refused
+    record = json.loads((tmp_path / "run_record.json").read_text())
+    assert record["agent_check"] == refused
+    assert record["refusal"] == "agent check refused: candidate's agent Plain has an empty plan"
+    assert record["verdict"] is None
