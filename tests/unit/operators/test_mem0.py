@@ -111,7 +111,8 @@ def test_one_task_drops_every_fork_and_names_what_it_could_not(
 def test_verify_skips_when_nothing_was_forked_and_fails_on_a_leak(monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: Path) -> None:
     """A run stopped before its fork (a refused agent check) has nothing to verify: skipped, not a second
-    failure. After a fork the same task verifies as before (a leak failing it: tests/integration/test_mem0_operators.py)."""
+    failure. After a fork the same task verifies as before (a leak that fails it:
+    tests/integration/test_mem0_operators.py)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from airflow_flink_replay.operators.mem0 import VerifyMem0UntouchedOperator
