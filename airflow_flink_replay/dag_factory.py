@@ -33,7 +33,7 @@ from typing import Any, Literal
 from airflow.sdk import DAG
 
 from airflow_flink_replay.core.replay_spec import ReplaySpec
-from airflow_flink_replay.replay_dag import stages
+from airflow_flink_replay.replay_dag import ids, stages
 from airflow_flink_replay.replay_dag.run import approved_asset, resolve_run, resolve_task, run_params
 
 __all__ = ["Kind", "approved_asset", "build_replay_dag", "load_spec", "resolve_run", "run_params"]
@@ -72,8 +72,9 @@ def build_replay_dag(
         run = resolve_task(spec, dag_id)  # an XComArg: run[key] pulls that key of the resolved run
         capture = stages.capture(spec, run)
         memory = stages.memory(spec, run, capture)
-        replay = stages.replay(spec, run)
-        compare = stages.compare(spec, run, gate=gate)
+        changed = capture.agent_check.output[ids.XCOM_CHANGED_RESOURCES_KEY]  # kept off the cassette, reported
+        replay = stages.replay(spec, run, changed=changed)
+        compare = stages.compare(spec, run, gate=gate, changed=changed)
         cleanup = stages.cleanup(spec, run, isolate=replay.isolate, cap=capture)
         stages.wire(capture, memory, replay, compare, cleanup)
     return dag

@@ -4,14 +4,22 @@ Submits the production entry (``airflow_flink_replay/flink/production_job.py``) 
 (``--agent-job module:attr``) or agent factory (``--agent-factory module:attr``) to the stack's
 production cluster, reading ``<name>-input`` and writing ``<name>-outputs``, with the capture tee to
 ``<name>-capture`` and the action-state store on ``<name>-action-state`` (topics created if missing).
-``--spec-out`` writes the ReplaySpec of that production, ready for ``flink-replay run-dag --spec``.
+``--spec-out`` writes the ReplaySpec of that production, ready for ``flink-replay run-dag --spec``, and checks
+its ``compare_key`` against the outputs production already wrote (when it did: a fresh topic has none yet).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_flink_replay.local.stack import StackInfo
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -78,5 +86,68 @@ def run(args: argparse.Namespace) -> int:
                    window_records=args.window, runs_dir=Path(stack.workdir) / "runs" / args.name, agent=agent,
                    candidate=args.candidate)
         print(f"  spec: {args.spec_out} (flink-replay run-dag gate --spec {args.spec_out})")
+        check_compare_key(stack, topics.outputs, args.spec_out)
     return 0
+
+
+#: Production outputs read to check the spec's compare key, and how long the topic may stay quiet meanwhile.
+KEY_CHECK_OUTPUTS = 500
+KEY_CHECK_IDLE_S = 2.0
+
+
+def check_compare_key(stack: StackInfo, topic: str, spec: Path) -> None:
+    """Warn when the spec's ``compare_key`` is not unique among the outputs production already wrote: several
+    outputs per key are aligned per input record (key + event time), which works, but a field unique per output
+    (if the agent has one) aligns them exactly. A check that cannot run is said, never fatal: the spec is
+    written, and the comparison states its alignment anyway (reason ALIGNMENT)."""
+    import yaml
+
+    from airflow_flink_replay.core.compare.alignment import KeyShape
+
+    key = str((yaml.safe_load(spec.read_text()) or {}).get("compare_key") or "$.id")
+    try:
+        outputs = first_outputs(stack.kafka_bootstrap, topic)
+    except Exception as err:  # the deploy succeeded; the check is advice
+        print(f"  compare_key {key} not checked: cannot read {topic}: {err}")
+        return
+    if not outputs:
+        print(f"  compare_key {key} not checked: no outputs on {topic} yet")
+        return
+    shape = KeyShape.of(outputs, key)
+    if shape.several:
+        print(f"warning: in production's first {len(outputs)} outputs on {topic}, {shape.not_unique(key)}. "
+              "The comparison aligns such outputs per input record (key + event time) and says so (reason "
+              f"ALIGNMENT).\nFix: set compare_key in {spec} to a field unique per output if there is one",
+              file=sys.stderr)
+
+
+def first_outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Up to :data:`KEY_CHECK_OUTPUTS` JSON-object outputs from the start of ``topic``, read until it stays
+    quiet for :data:`KEY_CHECK_IDLE_S` (counted by consuming: tansu's high watermark is wrong for the batches
+    Flink's sink writes)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    parts = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"flink-replay-deploy-{uuid.uuid4().hex[:12]}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    out: list[dict[str, Any]] = []
+    quiet_since = time.monotonic()
+    try:
+        while len(out) < KEY_CHECK_OUTPUTS and time.monotonic() - quiet_since < KEY_CHECK_IDLE_S:
+            msg = consumer.poll(0.5)
+            raw = msg.value() if msg is not None and not msg.error() else None
+            if not raw:
+                continue
+            quiet_since = time.monotonic()
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+    finally:
+        consumer.close()
+    return out
 

@@ -17,6 +17,12 @@ The check refuses (``problems``):
 - a candidate that keys records differently from production (another key type or key serializer): the
   savepoint's per-key agent state would not be found.
 
+The job side also fingerprints every resource of both plans (:mod:`airflow_flink_replay.flink.fingerprint`: a
+tool's code, a prompt's text, a descriptor's class and arguments); :func:`changed_resources` names the candidate's
+resources whose fingerprint differs from production's (or that production lacks). The report marks them, and the
+replay DAG keeps them off production's cassette in the candidate's replay (``ReplayPolicy.changed``): a changed
+tool is never served production's recorded answer.
+
 A plain ``class Mine(ExistingAgent): pass`` is the common cause of the two plan refusals: flink-agents builds an
 agent's plan from ``type(agent).__dict__``, so actions and resources declared on a base class are not in it.
 The job side lists what a base class declares that the plan lacks (``invisible``), and the message names them.
@@ -45,6 +51,7 @@ __all__ = [
     "DefinitionFacts",
     "PythonFailure",
     "ResourceDecision",
+    "changed_resources",
     "decode_facts",
     "encode_facts",
     "judge",
@@ -92,6 +99,11 @@ class ResourceFact(BaseModel):
     level: Literal["agent", "env", "memory"] = "agent"
     clazz: str = ""
     mediated: bool | None = Field(default=None, description="the replay's policy proxy can wrap it (None: not a call)")
+    fingerprint: str | None = Field(
+        default=None,
+        description="digest of its code, text or class and arguments (flink.fingerprint); None: not computed",
+    )
+    fingerprint_error: str | None = Field(default=None, description="why the fingerprint could not be computed")
 
 
 class InputTrial(BaseModel):
@@ -182,6 +194,9 @@ class AgentIdentity(BaseModel):
         return None if expected is None else expected == self.production_vertex
 
 
+Change = Literal["changed", "added"]
+
+
 class ResourceDecision(BaseModel):
     """A resource of one definition and what the replay policy will do with its calls."""
 
@@ -189,6 +204,19 @@ class ResourceDecision(BaseModel):
     type: str
     level: str
     decision: str
+    change: Change | None = Field(
+        default=None,
+        description="candidate only: its fingerprint differs from production's (changed) or production has no "
+        "such resource (added); its calls are then never served production's cassette",
+    )
+
+    def shown(self) -> str:
+        """The decision as the table shows it: with the change and what it means for the cassette."""
+        if self.change is None:
+            return self.decision
+        if self.decision.startswith("- ") or self.decision.startswith("UNMEDIATED"):
+            return f"{self.decision} ({self.change})"
+        return f"{self.decision} ({self.change}: not replayed)"
 
 
 class AgentCheckReport(BaseModel):
@@ -197,6 +225,11 @@ class AgentCheckReport(BaseModel):
     facts: CheckFacts
     identity: AgentIdentity = Field(default_factory=AgentIdentity)
     decisions: dict[str, list[ResourceDecision]] = Field(default_factory=dict)
+    changed: dict[str, Change] = Field(
+        default_factory=dict,
+        description="the candidate's resources whose fingerprint differs from production's (changed) or that "
+        "production lacks (added), by name: the replays never serve them production's cassette",
+    )
     problems: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
@@ -213,6 +246,10 @@ class AgentCheckReport(BaseModel):
         lines = [f"agent check ({side or 'job side'}): {'REFUSED' if self.refused else 'OK'}"]
         for d in facts.definitions:
             lines += _render_definition(d, self.decisions.get(d.role, []))
+        if self.changed:
+            typed = {r.name: r.type for r in self.decisions.get("candidate", [])}
+            listed = ", ".join(f"{typed.get(n, 'resource')} {n} ({c})" for n, c in sorted(self.changed.items()))
+            lines.append(f"candidate changed: {listed}; the replays never serve them production's recorded results")
         lines.append(f"agent operator identity: {self.identity.describe()}")
         if facts.sample is not None:
             s = facts.sample
@@ -235,7 +272,7 @@ def _render_definition(d: DefinitionFacts, decisions: list[ResourceDecision]) ->
     lines.append("  resources:" + ("" if decisions else " NONE"))
     width = max((len(r.type) for r in decisions), default=0)
     name_width = max((len(r.name) for r in decisions), default=0)
-    lines += [f"    {r.type:<{width}}  {r.name:<{name_width}}  {r.level:<6}  {r.decision}" for r in decisions]
+    lines += [f"    {r.type:<{width}}  {r.name:<{name_width}}  {r.level:<6}  {r.shown()}" for r in decisions]
     if d.invisible:
         lines.append(f"  declared on a base class, NOT in the plan: {', '.join(d.invisible)}")
     if d.input is not None:
@@ -278,19 +315,68 @@ def decision_of(policy: ReplayPolicy, resource: ResourceFact) -> str:
     return policy.decide(resource.type, resource.name, _CALL.get(resource.type, "call")).value
 
 
+def changed_resources(facts: CheckFacts) -> dict[str, Change]:
+    """The candidate's resources that are not production's, by name: ``changed`` (the same type and name, another
+    fingerprint) or ``added`` (production has no such resource). Empty without both plans; a resource either
+    side could not fingerprint is not compared (:func:`judge` warns)."""
+    production, candidate = facts.definition("production"), facts.definition("candidate")
+    if not (production and candidate) or production.error or candidate.error:
+        return {}
+    theirs = {(r.type, r.name): r for r in production.resources}
+    found: dict[str, Change] = {}
+    for r in candidate.resources:
+        prod = theirs.get((r.type, r.name))
+        if prod is None:
+            found.setdefault(r.name, "added")
+        elif r.fingerprint and prod.fingerprint and r.fingerprint != prod.fingerprint:
+            found[r.name] = "changed"
+    return dict(sorted(found.items()))
+
+
+def _decisions(d: DefinitionFacts, policy: ReplayPolicy, changed: dict[str, Change]) -> list[ResourceDecision]:
+    """``d``'s resources with what the policy does with their calls (``changed``: the candidate's changes)."""
+    decisions = []
+    for r in d.resources:
+        applied = policy.with_memory(r.name) if r.level == "memory" else policy
+        change = changed.get(r.name)
+        if change is not None:
+            applied = applied.with_changed([r.name])
+        decisions.append(
+            ResourceDecision(name=r.name, type=r.type, level=r.level, decision=decision_of(applied, r), change=change)
+        )
+    return decisions
+
+
+def _unfingerprinted(facts: CheckFacts) -> list[str]:
+    """Warnings for the resources both plans have that could not be compared (a fingerprint missing)."""
+    production, candidate = facts.definition("production"), facts.definition("candidate")
+    if not (production and candidate) or production.error or candidate.error:
+        return []
+    if not any(r.fingerprint for r in (*production.resources, *candidate.resources)):
+        return [
+            "the job side sent no resource fingerprints (an older airflow-flink-replay in the cluster's Python?): "
+            "resources the candidate changed cannot be told apart, and a cassette would serve their calls "
+            "production's recorded results. Fix: install this version in the Flink cluster's Python"
+        ] if production.resources or candidate.resources else []
+    theirs = {(r.type, r.name): r for r in production.resources}
+    warnings = []
+    for r in candidate.resources:
+        prod = theirs.get((r.type, r.name))
+        if prod is not None and not (r.fingerprint and prod.fingerprint):
+            why = r.fingerprint_error or prod.fingerprint_error or "not fingerprinted"
+            warnings.append(
+                f"{r.type} {r.name!r} could not be fingerprinted ({why}): whether the candidate changed it is "
+                "unknown, and a cassette would serve its calls production's recorded results"
+            )
+    return warnings
+
+
 def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | None = None) -> AgentCheckReport:
     """Decide per resource and list what refuses the replay (``problems``) or deserves a look (``warnings``)."""
-    report = AgentCheckReport(facts=facts, identity=identity or AgentIdentity())
+    report = AgentCheckReport(facts=facts, identity=identity or AgentIdentity(), changed=changed_resources(facts))
+    report.warnings += _unfingerprinted(facts)
     for d in facts.definitions:
-        report.decisions[d.role] = [
-            ResourceDecision(
-                name=r.name,
-                type=r.type,
-                level=r.level,
-                decision=decision_of(policy.with_memory(r.name) if r.level == "memory" else policy, r),
-            )
-            for r in d.resources
-        ]
+        report.decisions[d.role] = _decisions(d, policy, report.changed if d.role == "candidate" else {})
         report.problems += _definition_problems(d)
         report.warnings += [
             f"{d.role}: {r.type} {r.name!r} ({r.level}-level) cannot be mediated by the replay policy: "

@@ -103,6 +103,11 @@ class AuditRecord(BaseModel):
         default=None,
         description="decision 'replay' with no recorded call matching: the decision applied instead (unmatched)",
     )
+    changed: bool = Field(
+        default=False,
+        description="the candidate changed this resource (the agent check's fingerprints): its call was never "
+        "served production's cassette",
+    )
     ts: float = Field(default_factory=time.time)
     id: str = Field(
         default_factory=lambda: uuid.uuid4().hex,
@@ -130,6 +135,7 @@ class AuditRecord(BaseModel):
         error: str | None = None,
         replace: Mapping[str, str] | None = None,
         fallback: str | None = None,
+        changed: bool = False,
     ) -> AuditRecord:
         """Build a record, digesting and previewing the arguments (``replace``: see :func:`args_digest`)."""
         return cls(
@@ -144,6 +150,7 @@ class AuditRecord(BaseModel):
             outcome=outcome,  # type: ignore[arg-type]
             error=error,
             fallback=fallback,  # type: ignore[arg-type]
+            changed=changed,
         )
 
 

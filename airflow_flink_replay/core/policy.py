@@ -26,6 +26,10 @@ Decisions are looked up from the most to the least specific rule:
 6. the built-in defaults above — except the agent's long-term memory (the job definition's ``memory``
    binding), whose reads and writes go to the replay's own fork: ``allow`` (:meth:`ReplayPolicy.with_memory`).
 
+A resource the candidate changed (``changed``: filled by the run, for the candidate only, from the agent check's
+fingerprints) never gets ``replay``, by any rule: production's recording is of other code, so its calls get the
+decision they would get without a cassette (:meth:`ReplayPolicy.fallback`).
+
 Calls an action makes *outside* every resource (raw sockets and DNS, subprocesses, file writes) are
 "unmediated": the replay job's guard (:mod:`airflow_flink_replay.flink.unmediated`) sees them and applies
 ``unmediated`` — ``block`` fails the call, ``record`` and ``allow`` let it happen; every one is audited. Left
@@ -39,6 +43,7 @@ Flink side (the resource proxies in :mod:`airflow_flink_replay.flink.proxies` ap
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from enum import Enum, StrEnum
 from typing import Any
 
@@ -130,6 +135,12 @@ class ReplayPolicy(BaseModel):
         description="Tools without side effects whose answer a replay may ask for again (lookups, calculators): "
         "allow unless a rule names them. Other tools are replayed from production's cassette, or recorded.",
     )
+    changed: list[str] = Field(
+        default_factory=list,
+        description="Resources the candidate changed (set by the run from the agent check's fingerprints, for the "
+        "candidate only): never served production's cassette; a call that would be replayed gets its fallback "
+        "decision instead (allow for a pure tool, else the rules without replay, then the defaults).",
+    )
     unmediated: Decision | None = Field(
         default=None,
         description="Calls made outside every resource (sockets, DNS, subprocesses, file writes): block fails "
@@ -169,14 +180,26 @@ class ReplayPolicy(BaseModel):
 
     def decide(self, resource_type: str, resource_name: str, method: str, *, cassette: bool = False) -> Decision:
         """The decision for one call of ``resource_name.method`` (a resource of ``resource_type``); ``cassette``:
-        whether the replay has production's recorded calls (without one, ``replay`` becomes :meth:`fallback`)."""
+        whether the replay has production's recorded calls (without one, ``replay`` becomes :meth:`fallback`).
+        A resource in :attr:`changed` never gets ``replay``: production's recording is of other code."""
         rtype = resource_type.value if isinstance(resource_type, Enum) else str(resource_type)
+        cassette = cassette and not self.is_changed(resource_name)
         explicit = self._rule(rtype, resource_name, method)
         if explicit is not None and (explicit != Decision.REPLAY or cassette):
             return explicit
         if explicit is None and cassette and rtype == ResourceKind.TOOL.value and resource_name not in self.pure_tools:
             return Decision.REPLAY
         return self.fallback(rtype, resource_name, method)
+
+    def is_changed(self, resource_name: str) -> bool:
+        """Whether the candidate changed ``resource_name`` (see :attr:`changed`)."""
+        return resource_name in self.changed
+
+    def with_changed(self, resource_names: Iterable[str]) -> ReplayPolicy:
+        """This policy for a candidate that changed ``resource_names``: none of them is served production's
+        cassette (:meth:`decide`)."""
+        names = sorted(set(self.changed) | set(resource_names))
+        return self if names == self.changed else self.model_copy(update={"changed": names})
 
     def fallback(self, resource_type: str, resource_name: str, method: str) -> Decision:
         """The decision for a call no recorded result matches: the rules without their ``replay`` entries,

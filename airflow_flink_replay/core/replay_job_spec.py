@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import itertools
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -308,6 +309,12 @@ class ReplayJobSpec(BaseModel):
         description="Production's recorded calls for the window (its cassette topic and offsets): served to the "
         "policy's `replay` decisions; without one, `replay` falls back. bootstrap/security are the spec's own.",
     )
+    changed_resources: tuple[str, ...] = Field(
+        default=(),
+        description="The candidate's resources the agent check found changed or added (their fingerprints differ "
+        "from production's): never served production's cassette (ReplayPolicy.changed). Set for the candidate "
+        "only, by the submit task from the agent check's XCom.",
+    )
     agent_uid: str | None = Field(default=None, description="setUid on the agent operator (jobs built with a uid).")
     agent_uid_hash: str | None = Field(default=None, description="setUidHash: production's 32-hex agent vertex id.")
     max_parallelism: int | None = Field(
@@ -575,6 +582,12 @@ class ReplayJobSpec(BaseModel):
         if not specs:
             raise ValueError("replay_job needs --spec-json <json> or --spec-file <path> (repeatable)")
         return specs
+
+    def with_changed_resources(self, names: Iterable[str]) -> ReplayJobSpec:
+        """This spec never serving production's cassette to ``names`` (the candidate's changed resources) on top
+        of those it already names."""
+        changed = tuple(sorted(set(self.changed_resources) | set(names)))
+        return self if changed == self.changed_resources else self.model_copy(update={"changed_resources": changed})
 
     def cassette_json(self) -> str:
         """The cassette window as the replay's proxies read it (the spec's bootstrap and security), or ''."""

@@ -46,10 +46,10 @@ class WindowCoverage(BaseModel):
         """One line for logs and reasons."""
         if self.note:
             return self.note
-        state = "every" if self.complete else f"{self.reached} of {self.records}"
+        state = f"all {self.records}" if self.complete else f"{self.reached} of {self.records}"
         return (
-            f"production had processed {state} window record(s) ({self.records} in the window) when the replays "
-            f"read its cassette, after waiting {self.waited_s:.1f} s (at most {self.timeout_s:.0f} s)"
+            f"production had output something for {state} window records when the replays read its cassette, "
+            f"after waiting {self.waited_s:.1f} s (at most {self.timeout_s:.0f} s)"
         )
 
 

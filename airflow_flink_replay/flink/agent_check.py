@@ -209,7 +209,8 @@ def invisible_declarations(agent_class: type) -> list[str]:
 
 
 def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
-    """Fill ``facts`` with ``plan``'s actions and resources, and which of them the policy proxy can wrap."""
+    """Fill ``facts`` with ``plan``'s actions and resources, which of them the policy proxy can wrap, and each
+    resource's fingerprint (the Airflow side compares production's and the candidate's)."""
     from flink_agents.plan.agent_plan import BUILT_IN_ACTIONS
 
     from airflow_flink_replay.core.policy import ReplayPolicy
@@ -230,7 +231,9 @@ def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
             level: Literal["agent", "env", "memory"] = (
                 "env" if name in env_names else "memory" if name == memory else "agent"
             )
-            resources.append(ResourceFact(name=name, type=rtype.value, level=level, clazz=_provider_class(provider)))
+            fingerprint, why = _fingerprint(provider, plan.config)  # before the rewrite below wraps it
+            resources.append(ResourceFact(name=name, type=rtype.value, level=level, clazz=_provider_class(provider),
+                                          fingerprint=fingerprint, fingerprint_error=why))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="afr-agent-check-") as audit_dir:
         # rewrites this plan in place: it was built for this check only
         wrapped = rewrite_plan_resources(plan, ReplayPolicy(), "agent-check", audit_dir)
@@ -239,6 +242,18 @@ def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
         if res.type in _GOVERNED:
             res.mediated = f"{res.type}:{res.name}" not in unmediated
     facts.resources = sorted(resources, key=lambda r: (r.type, r.name))
+
+
+def _fingerprint(provider: Any, config: Any) -> tuple[str | None, str | None]:
+    """A provider's fingerprint, or None and why: what tells the Airflow side which resources the candidate
+    changed (:mod:`~airflow_flink_replay.flink.fingerprint`)."""
+    from airflow_flink_replay.flink.fingerprint import provider_fingerprint
+
+    try:
+        found = provider_fingerprint(provider, config)
+    except Exception as exc:  # the user's code: reported, never raised
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+    return found, None if found else f"a {type(provider).__name__} is not fingerprinted"
 
 
 def _provider_class(provider: Any) -> str:

@@ -93,9 +93,11 @@ def guarded_call(
     """Apply ``policy`` to one call and audit it (see the module docstring); ``replace`` names the strings the
     audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call;
     ``cassette``: production's recorded calls, served to ``replay`` decisions (an unmatched one gets the
-    policy's fallback decision, audited with it)."""
+    policy's fallback decision, audited with it). A resource the candidate changed (``policy.changed``) is never
+    served them (:meth:`ReplayPolicy.decide`); its calls are audited with ``changed``."""
     decision = policy.decide(resource_type, resource_name, method, cassette=cassette is not None)
     fallback: Decision | None = None
+    changed = policy.is_changed(resource_name)  # the candidate changed it: never replayed, audited as such
 
     def audit(outcome: str, error: str | None = None) -> None:
         write_audit(
@@ -113,6 +115,7 @@ def guarded_call(
                 error=error,
                 replace=replace,
                 fallback=fallback.value if fallback is not None else None,
+                changed=changed,
             ),
         )
 

@@ -30,8 +30,9 @@ the variant, the record's event time (``event_time_ms``) and the watermark when 
 
 The agent runs with ``job-identifier`` = the fork namespace, ``kafkaActionStateTopic`` = the isolated topic,
 and every governed resource — the agent's and the job definition's env-level ones — wrapped in a policy proxy that
-audits to the variant's audit topic (``<audit_dir>`` without result topics). The job definition (``agent_job``;
-or the older ``agent_factory``, adapted by
+audits to the variant's audit topic (``<audit_dir>`` without result topics); the resources the candidate
+changed (``spec.changed_resources``, from the agent check) are never served production's cassette. The job
+definition (``agent_job``; or the older ``agent_factory``, adapted by
 :meth:`~airflow_flink_replay.flink.agent_job.AgentJob.from_factory`) is imported under a content-hashed module
 name (see :mod:`airflow_flink_replay.flink.agent_build`); its memory binding gets the spec's ``mem0_config``. The job
 finishes by itself when every partition reached its end offset. Submit with allowNonRestoredState: the only
@@ -245,6 +246,9 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
         if getattr(job, "memory", None) is not None:  # the memory binding writes to this replay's own fork
             policy = policy.with_memory(job.memory.resource_name)
+        if spec.changed_resources:  # the candidate's changed resources: never served production's cassette
+            policy = policy.with_changed(spec.changed_resources)
+            logging.info("replay %s: changed resources, never replayed: %s", spec.variant, spec.changed_resources)
         report = proxies.rewrite_plan_resources(
             plan, policy, spec.variant, spec.audit_target(), key_field, namespace=spec.job_identifier,
             cassette=spec.cassette_json(),

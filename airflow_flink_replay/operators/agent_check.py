@@ -7,6 +7,10 @@ Agents plans and deserialises a few captured records. :func:`~airflow_flink_repl
 turns what it found into the report this task logs, returns (the run record keeps it) and, when it refuses,
 fails with: the Python error with its traceback, an empty plan (the subclassing trap named), a candidate
 that lost production's actions or resources, or a deserializer that cannot read a captured record.
+
+The result's ``changed`` (also pushed as :data:`XCOM_CHANGED_RESOURCES_KEY`) names the resources the candidate
+changed, by their fingerprints: the replay DAG's submit task keeps them off production's cassette in the
+candidate's replay, and the comparison lists them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ from airflow_flink_replay.hooks.flink_submit import get_submitter
 
 #: XCom key of the check's result when the task fails (a failed task pushes no return value).
 XCOM_AGENT_CHECK_KEY = "agent_check"
+#: XCom key of the candidate's changed resources, ``{name: "changed" | "added"}`` (also the result's
+#: ``changed``): the submit task keeps them off production's cassette in the candidate's replay, the comparison
+#: lists them.
+XCOM_CHANGED_RESOURCES_KEY = "changed_resources"
 #: The job-side program (a module of this package: the cluster's Python must have it installed).
 CHECK_PROGRAM = "airflow_flink_replay.flink.agent_check"
 
@@ -131,10 +139,12 @@ class AgentCheckOperator(BaseOperator):
             raise AirflowFailException(f"the agent check could not run on the job side: {err}") from err
         report = judge(facts, spec.policy, production_identity(spec, self.production_details))
         text = report.render()
-        result = {"refused": report.refused, "report": text, "checked": report.model_dump(mode="json")}
+        result = {"refused": report.refused, "report": text, "changed": dict(report.changed),
+                  "checked": report.model_dump(mode="json")}  # fmt: skip
         if report.refused:
             context["ti"].xcom_push(key=XCOM_AGENT_CHECK_KEY, value=result)
             self.log.error("%s", text)
             raise AirflowFailException(text)
         self.log.info("%s", text)
+        context["ti"].xcom_push(key=XCOM_CHANGED_RESOURCES_KEY, value=dict(report.changed))
         return result

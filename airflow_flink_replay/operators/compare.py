@@ -48,6 +48,9 @@ class CompareReplayOutputsOperator(BaseOperator):
     :param baseline_audit: side-effect audit of the baseline (optional, templated); with ``candidate_audit``.
     :param baseline_2_audit: side-effect audit of baseline-2 (optional, templated).
     :param candidate_audit: side-effect audit of the candidate (optional, templated).
+    :param changed_resources: the resources the candidate changed, ``{name: "changed" | "added"}`` (the agent
+        check's XCom ``changed_resources``; templated): listed in the report (``CHANGED_RESOURCES``) with how the
+        candidate's replay treated their calls.
     :param manifest_uri: the replay manifest; reports go to ``<its folder>/compare-<run id>/`` unless
         ``report_uri`` is given (templated).
     :param report_uri: folder for the reports (templated).
@@ -77,6 +80,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         "baseline_audit",
         "baseline_2_audit",
         "candidate_audit",
+        "changed_resources",
         "manifest_uri",
         "report_uri",
         "report_url",
@@ -97,6 +101,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         baseline_audit: str | None = None,
         baseline_2_audit: str | None = None,
         candidate_audit: str | None = None,
+        changed_resources: Mapping[str, str] | None = None,
         manifest_uri: str | None = None,
         report_uri: str | None = None,
         report_url: str | None = None,
@@ -120,6 +125,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         self.baseline_audit = baseline_audit
         self.baseline_2_audit = baseline_2_audit
         self.candidate_audit = candidate_audit
+        self.changed_resources = changed_resources
         self.manifest_uri = manifest_uri
         self.report_uri = report_uri
         self.report_url = report_url
@@ -181,6 +187,7 @@ class CompareReplayOutputsOperator(BaseOperator):
                     "baseline": source(self.baseline_audit),
                     "candidate": source(self.candidate_audit),
                     "baseline_2": source(self.baseline_2_audit),
+                    "changed": dict(self.changed_resources or {}),
                 }
             try:
                 from airflow_flink_replay.core.compare.engine import compare_runs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -548,9 +548,14 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param window_wait: seconds to wait, at most, before reading the cassette's end, until production has
         processed the window (its outputs reach every window record); what the wait found is pushed as XCom
         ``cassette_coverage`` (:data:`XCOM_CASSETTE_COVERAGE_KEY`) for the comparison.
+    :param changed_resources: the resources the candidate changed, ``{name: "changed" | "added"}`` or a list of
+        names (the agent check's XCom ``changed_resources``; templated): the candidate's spec carries them
+        (``changed_resources``), and its replay never serves them production's cassette.
     """
 
-    template_fields: Sequence[str] = ("specs", "savepoint_path", "production_plan", "identity_preflight")
+    template_fields: Sequence[str] = (
+        "specs", "savepoint_path", "production_plan", "identity_preflight", "changed_resources"
+    )
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#f3e8fd"
 
@@ -562,6 +567,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         production_plan: dict[str, Any] | None = None,
         production_agent_uid: str | None = None,
         identity_preflight: dict[str, str] | None = None,
+        changed_resources: Mapping[str, str] | Sequence[str] | None = None,
         flink_conn_id: str = FlinkRestHook.default_conn_name,
         submitter: str = "rest",
         replay_program: str = REPLAY_JOB_MODULE,
@@ -578,6 +584,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         self.production_plan = production_plan
         self.production_agent_uid = production_agent_uid
         self.identity_preflight = identity_preflight
+        self.changed_resources = changed_resources
         self.flink_conn_id = flink_conn_id
         self.submitter = submitter
         self.replay_program = replay_program
@@ -647,6 +654,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         """Reattach the variants that have a job, submit the others in one program, return the jobs by variant."""
         production = _production(self.production_plan)
         specs = _pinned(self.specs, context["ti"], production, self.production_agent_uid)
+        specs = with_changed_resources(specs, self.changed_resources, self.log)
         reports = {spec.variant: self._report(spec.variant, production) for spec in specs}
         hook = self.hook
         started = time.time()
@@ -753,6 +761,33 @@ def _pinned(specs: Sequence[ReplayJobSpec | dict[str, Any]], ti: Any, production
     """The variants' specs as they are planned and submitted: named for this run, pinned to production, each
     carrying its manifest (the job side reads no file of Airflow's)."""
     return [pin_to_production(_named(raw, ti), production, agent_uid).with_manifest_carried() for raw in specs]
+
+
+#: The variant whose spec carries the changed resources (the baselines run production's own code).
+CANDIDATE_VARIANT = "candidate"
+
+
+def with_changed_resources(
+    specs: list[ReplayJobSpec], changed: Mapping[str, str] | Sequence[str] | None, log: Any
+) -> list[ReplayJobSpec]:
+    """``specs`` with the candidate's carrying ``changed`` (the agent check's changed resources, by name), which its
+    replay never serves production's cassette (``ReplayJobSpec.changed_resources``)."""
+    if isinstance(changed, str):  # a template rendered to text: the names cannot be told apart safely
+        raise AirflowFailException(
+            f"changed_resources must be a mapping or a list of resource names, got text {changed[:200]!r}. Fix: "
+            "pass the agent check's XCom as an XComArg (agent_check.output['changed_resources'])"
+        )
+    names = sorted(changed) if changed else []
+    if not names:
+        return specs
+    out = []
+    for spec in specs:
+        if spec.variant == CANDIDATE_VARIANT:
+            spec = spec.with_changed_resources(names)
+            log.info("replay %s: the candidate changed %s: never served production's cassette", spec.variant,
+                     ", ".join(spec.changed_resources))
+        out.append(spec)
+    return out
 
 
 def with_cassette(

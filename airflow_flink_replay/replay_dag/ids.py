@@ -7,13 +7,14 @@ breaking change. XCom keys an operator pushes are defined next to that operator 
 from __future__ import annotations
 
 from airflow_flink_replay.core.replay_spec import VARIANTS
-from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY
+from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, XCOM_CHANGED_RESOURCES_KEY
 from airflow_flink_replay.operators.compare import XCOM_COMPARISON_KEY
 from airflow_flink_replay.operators.preflight import XCOM_JOB_ID_KEY, XCOM_PRODUCTION_DETAILS_KEY
 
 __all__ = [
     "VARIANTS",
     "XCOM_AGENT_CHECK_KEY",
+    "XCOM_CHANGED_RESOURCES_KEY",
     "XCOM_COMPARISON_KEY",
     "XCOM_JOB_ID_KEY",
     "XCOM_PRODUCTION_DETAILS_KEY",

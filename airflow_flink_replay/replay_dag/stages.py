@@ -303,9 +303,11 @@ class Replay:
     replays: list[Task]
 
 
-def replay(spec: ReplaySpec, run: Any) -> Replay:
+def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
     """Stage replay: isolate action state, pick the origin, check every variant against production's plan
-    (the identity preflight) and submit them all in one job-side run, then wait for each.
+    (the identity preflight) and submit them all in one job-side run, then wait for each. ``changed``: the
+    agent check's changed resources (an XComArg), which the candidate's replay never serves production's
+    cassette.
 
     All three jobs are submitted before any is waited for, so they run at the same time on the replay cluster
     whether the tasks run in parallel (a real executor) or one after another (``dag.test``); one program for the
@@ -331,6 +333,7 @@ def replay(spec: ReplaySpec, run: Any) -> Replay:
         savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
         production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
         production_agent_uid=prod.agent_uid,
+        changed_resources=changed,
         flink_conn_id=replay_conn,
         kafka_config_id=spec.kafka_conn_id,
     )
@@ -357,8 +360,9 @@ class Compare:
     approve: Task | None
 
 
-def compare(spec: ReplaySpec, run: Any, *, gate: bool) -> Compare:
-    """Stage compare. A gate fails on FAIL and INCONCLUSIVE; PASS runs ``approve`` (outlet: the Asset)."""
+def compare(spec: ReplaySpec, run: Any, *, gate: bool, changed: Any = None) -> Compare:
+    """Stage compare. A gate fails on FAIL and INCONCLUSIVE; PASS runs ``approve`` (outlet: the Asset).
+    ``changed``: the agent check's changed resources (an XComArg), listed in the report."""
     comparison = CompareReplayOutputsOperator(
         task_id=ids.TASK_COMPARE,
         baseline=run[ids.output_key("baseline")],
@@ -367,6 +371,7 @@ def compare(spec: ReplaySpec, run: Any, *, gate: bool) -> Compare:
         baseline_audit=run[ids.audit_key("baseline")],
         baseline_2_audit=run[ids.audit_key("baseline_2")],
         candidate_audit=run[ids.audit_key("candidate")],
+        changed_resources=changed,
         key=spec.compare_key,
         config=run[ids.XCOM_COMPARE_CONFIG_KEY],
         manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],

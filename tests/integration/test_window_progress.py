@@ -52,7 +52,8 @@ def topics(stack, monkeypatch) -> Any:
     _produce(stack.kafka_bootstrap, capture, window)
     hook = KafkaOffsetsHook("kafka_wp")
     try:
-        yield {"hook": hook, "capture": capture, "outputs": outputs, "window": window, "bootstrap": stack.kafka_bootstrap}
+        yield {"hook": hook, "capture": capture, "outputs": outputs, "window": window,
+               "bootstrap": stack.kafka_bootstrap}
     finally:
         hook.close()
         AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).delete_topics([capture, outputs])

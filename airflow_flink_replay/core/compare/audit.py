@@ -4,14 +4,16 @@ Each (resource_type, resource_name, method) is a "signature". Per key we count i
 when the counts differ. The rates go through the same noise rule as output fields, and two findings need no
 statistics: a signature the baseline never called (NEW_RESOURCE_CALL) and configured audit rules. For keys
 called as often, the calls' arguments and decision/outcome are compared too
-(:mod:`~airflow_flink_replay.core.compare.call_changes`).
+(:mod:`~airflow_flink_replay.core.compare.call_changes`). The resources the candidate changed (the agent check's
+fingerprints; never served production's cassette) are listed with how its replay treated their calls
+(``CHANGED_RESOURCES``, info).
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from airflow_flink_replay.core.audit import name_hashed_keys
@@ -287,14 +289,56 @@ def _judge(f: _SigFacts, config: CompareConfig, n: int) -> list[Reason]:
     return reasons + _audit_rules(f, config)
 
 
+#: How a changed resource's call was treated in the candidate's replay, by its outcome.
+_TREATED = {
+    "ok": "executed",
+    "error": "executed, raised",
+    "recorded": "recorded (not executed)",
+    "blocked": "blocked",
+    "replayed": "replayed",
+}
+
+
+def changed_resources_reasons(candidate: list[AuditRecord], changed: Mapping[str, str] | None) -> list[Reason]:
+    """An info reason naming the resources the candidate changed (``changed``: the agent check's, by name; and
+    every resource the candidate's audit marks ``changed``) and how the candidate's replay treated their calls —
+    none was served production's recorded results. Empty when the candidate changed nothing."""
+    calls: dict[str, Counter[str]] = defaultdict(Counter)
+    kinds: dict[str, str] = {}
+    for r in candidate:
+        if r.changed:
+            calls[r.resource_name][f"{_TREATED.get(r.outcome, r.outcome)}: {r.decision}"] += 1
+            kinds[r.resource_name] = r.resource_type
+    given = dict(changed or {})
+    names = sorted(set(given) | set(calls))
+    if not names:
+        return []
+    parts = []
+    for name in names:
+        status = given.get(name, "changed")
+        if name in calls:
+            how = ", ".join(f"{what}, {n} call{'s' if n > 1 else ''}" for what, n in sorted(calls[name].items()))
+            parts.append(f"{kinds[name]} {name} ({status}; {how})")
+        else:  # a prompt or a connection acts through the calls that use it; or a resource the window never called
+            parts.append(f"{name} ({status}; no call of its own in the window)")
+    message = (
+        f"the candidate changed {len(names)} resource{'s' if len(names) > 1 else ''} (fingerprints differ from "
+        f"production's), never served production's recorded results: {'; '.join(parts)}"
+    )
+    return [Reason(code="CHANGED_RESOURCES", severity="info", message=message, fields=names)]
+
+
 def compare_audits(
     baseline: list[AuditRecord],
     candidate: list[AuditRecord],
     baseline_2: list[AuditRecord] | None,
     output_keys: Iterable[str],
     config: CompareConfig,
+    *,
+    changed: Mapping[str, str] | None = None,
 ) -> tuple[list[ResourceStat], list[Reason]]:
-    """Compare the side effects of the runs; returns per-signature stats (worst first) and reasons."""
+    """Compare the side effects of the runs; returns per-signature stats (worst first) and reasons (with
+    :func:`changed_resources_reasons`: ``changed`` are the resources the agent check found the candidate changed)."""
     ix = _index_all(baseline, candidate, baseline_2, output_keys)
     z = z_one_sided(config.alpha)
     stats: list[ResourceStat] = []
@@ -305,6 +349,7 @@ def compare_audits(
         if facts.st.status != "new":
             reasons.extend(_call_changes(facts, ix, config, z))
         stats.append(facts.st)
+    reasons.extend(changed_resources_reasons(candidate, changed))
     rank = {"new": 0, "regression": 0, "rule": 0, "not_significant": 1, "too_noisy": 2, "gone": 3, "ok": 4}
     stats.sort(key=lambda s: (rank[s.status], -(s.candidate_rate - (s.noise_rate or 0.0)), s.signature))
     return stats, reasons

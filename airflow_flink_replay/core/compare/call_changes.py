@@ -103,10 +103,16 @@ def example(aspect: Aspect, key: str, a: list[AuditRecord], b: list[AuditRecord]
         key=key,
         aspect=aspect,
         baseline=f"{ra.decision} → {ra.outcome}" + _unmatched(ra),
-        candidate=f"{rb.decision} → {rb.outcome}" + (f" ({rb.error})" if rb.error else "") + _unmatched(rb),
+        candidate=f"{rb.decision} → {rb.outcome}" + (f" ({rb.error})" if rb.error else "") + _unmatched(rb)
+        + _changed(rb),
         changed=[f"decision/outcome: {ra.decision}/{ra.outcome}{_unmatched(ra)} → "
-                 f"{rb.decision}/{rb.outcome}{_unmatched(rb)}"],
+                 f"{rb.decision}/{rb.outcome}{_unmatched(rb)}{_changed(rb)}"],
     )
+
+
+def _changed(record: AuditRecord) -> str:
+    """How a call of a resource the candidate changed reads in an example: production's recording not served."""
+    return " (changed: not replayed)" if record.changed else ""
 
 
 def _unmatched(record: AuditRecord) -> str:

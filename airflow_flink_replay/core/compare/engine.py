@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, cast
 
-from airflow_flink_replay.core.compare.alignment import Entry, Run, load_run
+from airflow_flink_replay.core.compare.alignment import Entry, KeyShape, Run, load_run
 from airflow_flink_replay.core.compare.audit import compare_audits
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
 from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, canonical_path, is_under
@@ -30,6 +30,7 @@ from airflow_flink_replay.core.compare.differ import Differ, NumericBand
 from airflow_flink_replay.core.compare.loading import MAX_DEPTH, Source, read_audit, source_name
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, Group, compile_key, unflatten
 from airflow_flink_replay.core.compare.result import (
+    AlignmentKind,
     ComparisonResult,
     Counts,
     Example,
@@ -73,15 +74,18 @@ class AuditSources:
     baseline: Source | list[Source] | None = None
     candidate: Source | list[Source] | None = None
     baseline_2: Source | list[Source] | None = None
+    #: the resources the candidate changed, ``{name: "changed" | "added"}`` (the agent check's): listed with how
+    #: the candidate's replay treated their calls (``CHANGED_RESOURCES``)
+    changed: Mapping[str, str] | None = None
 
     @classmethod
     def coerce(cls, value: AuditSources | Mapping[str, Any] | None) -> AuditSources | None:
         """Accept an AuditSources, a mapping with the same keys, or None."""
         if value is None or isinstance(value, AuditSources):
             return value
-        unknown = set(value) - {"baseline", "candidate", "baseline_2"}
+        unknown = set(value) - {"baseline", "candidate", "baseline_2", "changed"}
         if unknown:
-            raise ValueError(f"audits: unknown keys {sorted(unknown)}; use baseline, candidate, baseline_2")
+            raise ValueError(f"audits: unknown keys {sorted(unknown)}; use baseline, candidate, baseline_2, changed")
         return cls(**value)
 
     def given(self) -> bool:
@@ -432,6 +436,7 @@ def _conclude(
         outputs = _outputs_stat(al, run_a2 is not None, config, z)
     counts = _counts(al, run_a, run_b, run_a2, aligned.n_keys)
     reasons = _decide(_Facts(fields, outputs, counts, run_a, run_a2 is not None, config, key))
+    reasons.extend(_alignment_reasons(al.shape, key))
     reasons.extend(_unmatched_rules(config, flattener, run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set())))
     resources: list[ResourceStat] = []
     if audit_sources is not None and audit_sources.given():
@@ -489,6 +494,8 @@ class _Alignment:
     #: per path, a min-heap of the most telling examples: ((candidate-only, 1 - similarity, -order), key, index)
     heaps: dict[str, list[tuple[tuple[int, float, int], str, int]]] = field(default_factory=dict)
     tie: Iterator[int] = field(default_factory=itertools.count)
+    #: how many outputs A's keys have, and how keys with several were aligned
+    shape: KeyShape = field(default_factory=KeyShape)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -511,6 +518,7 @@ class _Alignment:
         self.extra = (self.extra + other.extra)[: self.max_listed]
         self.n_missing += other.n_missing
         self.n_extra += other.n_extra
+        self.shape.merge(other.shape)
         for path, heap in other.heaps.items():
             for item in heap:
                 self.keep_example(path, item, max_ex)
@@ -544,6 +552,7 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
     for k, la in run_a.by_key.items():
         lb = b_keys.get(k, empty)
         la2 = a2_keys.get(k, empty) if a2_keys is not None else None
+        al.shape.add(la)
         for i, ea in enumerate(la):
             fa = ea[0]
             noise: dict[str, float] | None = None
@@ -731,6 +740,21 @@ def _with_band(stat: FieldStat, band: NumericBand | None) -> FieldStat:
     return stat
 
 
+def _alignment_reasons(shape: KeyShape, key: str) -> list[Reason]:
+    """An info reason when the key is not unique per output in the baseline: outputs of a key are then paired
+    per input record (or by their order within the key), and the reader should know which."""
+    if not shape.several:
+        return []
+    return [Reason(code="ALIGNMENT", severity="info", message=f"{shape.not_unique(key)}: {shape.alignment()}")]
+
+
+def _alignment_kind(shape: KeyShape) -> AlignmentKind:
+    """``Counts.alignment`` from the baseline's key shape."""
+    if not shape.several:
+        return "unique_key"
+    return cast(AlignmentKind, next(iter(shape.by))) if len(shape.by) == 1 else "mixed"
+
+
 def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None, n_keys: int) -> Counts:
     has_noise = run_a2 is not None
     return Counts(
@@ -745,6 +769,7 @@ def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None, n_keys: 
         missing_in_baseline_2=al.missing_a2 if has_noise else None,
         extra_in_baseline_2=al.extra_a2 if has_noise else None,
         unkeyed={r.name: r.unkeyed for r in (run_a, run_a2, run_b) if r is not None and r.unkeyed},
+        alignment=_alignment_kind(al.shape),
     )
 
 
@@ -759,7 +784,7 @@ def _audits(
     counts.audit_records = {"baseline": len(aud_a), "candidate": len(aud_b)}
     if aud_a2 is not None:
         counts.audit_records["baseline_2"] = len(aud_a2)
-    return compare_audits(aud_a, aud_b, aud_a2, output_keys, config)
+    return compare_audits(aud_a, aud_b, aud_a2, output_keys, config, changed=sources.changed)
 
 
 def decide_verdict(reasons: list[Reason]) -> Verdict:

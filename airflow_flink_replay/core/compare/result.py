@@ -11,6 +11,10 @@ from airflow_flink_replay.core.compare.config import CompareConfig
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 Mode = Literal["noise_calibrated", "exact"]
 FieldStatus = Literal["ok", "regression", "changed", "too_noisy", "not_significant", "improved"]
+#: How the outputs of a key with several were aligned (``Counts.alignment``).
+AlignmentKind = Literal["unique_key", "event_time", "input_offset", "file_order", "mixed"]
+#: What ties a baseline output to production's in the fidelity figure (``FidelityStat.tie``).
+FidelityTie = Literal["input_record", "content"]
 
 #: Reason codes. FAIL codes decide FAIL, INCONCLUSIVE codes decide INCONCLUSIVE unless something FAILs.
 FAIL_CODES = (
@@ -130,6 +134,12 @@ class Counts(BaseModel):
     extra_in_baseline_2: int | None = None
     unkeyed: dict[str, int] = Field(default_factory=dict, description="outputs without the key, per run")
     audit_records: dict[str, int] = Field(default_factory=dict)
+    alignment: AlignmentKind = Field(
+        default="unique_key",
+        description="how the baseline's keys with several outputs were aligned: unique_key (no key has several), "
+        "event_time or input_offset (per input record), file_order (by order within the key), mixed (several of "
+        "these; the ALIGNMENT reason counts them)",
+    )
 
 
 class ExampleValue(BaseModel):
@@ -172,8 +182,21 @@ class FidelityStat(BaseModel):
     production: str = Field(description="where production's outputs were read from")
     baseline_outputs: int
     production_outputs: int
-    aligned: int = Field(description="baseline outputs with a production output of the same key (n-th with n-th)")
+    aligned: int = Field(
+        description="baseline outputs paired with a production output of their unit: the same input record (key "
+        "and event time), or the same key when tie is 'content'"
+    )
     equal: int = Field(description="aligned outputs whose every compared field equals production's")
+    tie: FidelityTie = Field(
+        default="input_record",
+        description="input_record: outputs matched within (key, event time); content: within the key, by content "
+        "(the outputs could not be tied to their input record; tie_note says why)",
+    )
+    tie_note: str = Field(default="", description="why the outputs were tied as they were")
+    production_outside: int = Field(
+        default=0,
+        description="production outputs of no baseline unit, not counted (e.g. the record before the window's)",
+    )
     rate: float | None = Field(description="equal / baseline outputs (None without baseline outputs)")
     self_rate: float | None = Field(
         default=None,

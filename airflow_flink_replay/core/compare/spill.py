@@ -5,7 +5,7 @@ All outputs of one key land in the same partition of every run (a hash of the ke
 share of the input) instead of by the runs.
 
 Each line is parsed and flattened once, while the run is partitioned: a partition holds the flattened
-outputs themselves (``(key, flattened fields, line number, input order)``, pickled in batches), so loading
+outputs themselves (``(key, flattened fields, line number, input record)``, pickled in batches), so loading
 it back is a fast unpickle, not a second parse and flatten. A and A' are loaded twice (once to learn the
 numeric noise band, which must be known before the candidate is judged), B once.
 
@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_flink_replay.core.compare.alignment import Entry, Run, flatten_output, order_within_keys, replay_order
+from airflow_flink_replay.core.compare.alignment import (
+    Entry,
+    Order,
+    Run,
+    flatten_output,
+    order_within_keys,
+    replay_order,
+)
 from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, compile_key, key_text
 from airflow_flink_replay.exceptions import CompareInputError
@@ -38,8 +45,9 @@ SAMPLES = 200
 #: Outputs per pickled batch in a partition file (pickle shares the repeated path strings within a batch).
 BATCH = 512
 
-#: One spilled output: (key text, flattened fields, line number, (partition, offset) of its input or None).
-Spilled = tuple[str, dict[str, Any], int, tuple[int, int] | None]
+#: One spilled output: (key text, flattened fields, line number, its input record's order or None). A loaded
+#: partition is ordered within keys as a run read in memory (:func:`order_within_keys`): the same pairs.
+Spilled = tuple[str, dict[str, Any], int, Order | None]
 
 
 def part_of(key: str, parts: int) -> int:

@@ -7,13 +7,15 @@ Labelled before it is run, as the tests and ``benchmarks/aa_stability.py`` rely 
 - ``first_action`` counts the key's reviews in short-term memory (``status.total_reviews``: a replay continues
   production's count from the savepoint), then takes a random 0-1 s ``durable_execute`` step (production and
   the replays finish records at different moments);
-- ``second_action`` calls the tool ``annotate`` through ``ctx.get_resource`` and emits
-  ``{"id", "review", "review_score", "memory_info": {"total_reviews"}}``: every output depends on the tool's
-  result and the count, nothing on time or chance;
+- ``second_action`` calls the tool ``annotate`` (pure: the spec's policy lists it in ``pure_tools``) and the
+  tool ``open_ticket`` (a side effect: replayed from production's cassette, else recorded) through
+  ``ctx.get_resource`` and emits ``{"id", "review", "review_score", "ticket", "memory_info": {"total_reviews"}}``:
+  every output depends on the tools' results and the count, nothing on time or chance;
 - production's output topic has two partitions (``deploy``'s default).
 
-Definitions: ``production``; ``changed_tool`` (only the tool's body differs: it returns another text, so every
-output's ``$.review`` changes); ``plain_subclass`` (the subclassing trap: the agent check refuses it).
+Definitions: ``production``; ``changed_tool`` (only the two tools' bodies differ: each returns another text, so
+every output's ``$.review`` and ``$.ticket`` change); ``plain_subclass`` (the subclassing trap: the agent check
+refuses it).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Review(BaseModel):
     id: str
     review: str
     review_score: float
+    ticket: str | None = None
     memory_info: dict[str, Any] | None = None
 
 
@@ -67,10 +70,12 @@ def count_and_pause(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def annotate_and_emit(event: Counted, ctx: RunnerContext) -> None:
-    """Annotate the review with the tool, emit it."""
+    """Annotate the review and open its ticket with the tools, emit it."""
     content = Review.model_validate(event.value)
     annotate = ctx.get_resource("annotate", ResourceType.TOOL)
     content.review = annotate.call(text=content.review)
+    total = int((content.memory_info or {}).get("total_reviews", 0))
+    content.ticket = ctx.get_resource("open_ticket", ResourceType.TOOL).call(review_id=content.id, total=total)
     ctx.send_event(OutputEvent(output=content))
 
 
@@ -89,6 +94,20 @@ class CounterAgent(Agent):
         """
         return text + " [checked]"
 
+    @tool
+    @staticmethod
+    def open_ticket(review_id: str, total: int) -> str:
+        """Open a ticket for the review (a side effect in a real system).
+
+        Parameters
+        ----------
+        review_id : str
+            The review's id.
+        total : int
+            How many reviews the id has had.
+        """
+        return f"ticket-{review_id}-{total}"
+
     @action(InputEvent)
     @staticmethod
     def first_action(event: InputEvent, ctx: RunnerContext) -> None:
@@ -103,7 +122,7 @@ class CounterAgent(Agent):
 
 
 class ChangedToolAgent(Agent):
-    """:class:`CounterAgent` with another tool body: the only change."""
+    """:class:`CounterAgent` with other tool bodies: the only change."""
 
     @tool
     @staticmethod
@@ -116,6 +135,20 @@ class ChangedToolAgent(Agent):
             The review's text.
         """
         return text + " [reviewed by the new annotator]"
+
+    @tool
+    @staticmethod
+    def open_ticket(review_id: str, total: int) -> str:
+        """Open a ticket for the review (a side effect in a real system).
+
+        Parameters
+        ----------
+        review_id : str
+            The review's id.
+        total : int
+            How many reviews the id has had.
+        """
+        return f"case-{review_id}-{total}"
 
     first_action = CounterAgent.__dict__["first_action"]
     second_action = CounterAgent.__dict__["second_action"]

@@ -16,6 +16,7 @@ from airflow_flink_replay.core.agent_check import (
     PythonFailure,
     ResourceFact,
     SampleFacts,
+    changed_resources,
     decode_facts,
     encode_facts,
     judge,
@@ -27,10 +28,10 @@ ACTIONS = [
     ActionFact(name="process_response", listens=["flink_agents.api.events.chat_event.ChatResponseEvent"]),
 ]
 RESOURCES = [
-    ResourceFact(name="review_model", type="chat_model", mediated=True),
-    ResourceFact(name="ollama_server", type="chat_model_connection", level="env"),
-    ResourceFact(name="notify_support", type="tool", mediated=True),
-    ResourceFact(name="review_memory", type="vector_store", level="memory", mediated=True),
+    ResourceFact(name="review_model", type="chat_model", mediated=True, fingerprint="a1"),
+    ResourceFact(name="ollama_server", type="chat_model_connection", level="env", fingerprint="b2"),
+    ResourceFact(name="notify_support", type="tool", mediated=True, fingerprint="c3"),
+    ResourceFact(name="review_memory", type="vector_store", level="memory", mediated=True, fingerprint="d4"),
 ]
 INVISIBLE = ["ReviewAgent.process_input (action)", "ReviewAgent.notify_support (tool)"]
 
@@ -205,3 +206,63 @@ def test_facts_survive_the_plan_s_html_escaping_and_surrounding_text() -> None:
     description = html.escape(f"Source: Collection Source<br/>+- Sink: {carried}<br/>")
     assert decode_facts(description) == facts
     assert decode_facts("no report here") is None
+
+
+PROMPT = ResourceFact(name="review_prompt", type="prompt", fingerprint="e5")
+
+
+def _changed_candidate() -> DefinitionFacts:
+    """The candidate: another tool body, another prompt text, a new tool; the chat model as production's."""
+    return _definition("candidate", resources=[
+        ResourceFact(name="review_model", type="chat_model", mediated=True, fingerprint="a1"),
+        ResourceFact(name="ollama_server", type="chat_model_connection", level="env", fingerprint="b2"),
+        ResourceFact(name="notify_support", type="tool", mediated=True, fingerprint="c3-other-body"),
+        ResourceFact(name="review_memory", type="vector_store", level="memory", mediated=True, fingerprint="d4"),
+        ResourceFact(name="review_prompt", type="prompt", fingerprint="e5-other-text"),
+        ResourceFact(name="currency_rate", type="tool", mediated=True, fingerprint="f6"),
+    ])  # fmt: skip
+
+
+def test_the_candidate_s_changed_and_added_resources_are_found_by_fingerprint() -> None:
+    production = _definition(resources=[*RESOURCES, PROMPT])
+    facts = _facts(production, _changed_candidate())
+    assert changed_resources(facts) == {"currency_rate": "added", "notify_support": "changed",
+                                        "review_prompt": "changed"}  # fmt: skip
+    assert changed_resources(_facts(production, _definition("candidate", resources=production.resources))) == {}
+    failed = _definition("candidate", stage="plan", error=PythonFailure(type="E", message="m"))
+    assert changed_resources(_facts(production, failed)) == {}
+    assert changed_resources(_facts(production)) == {}  # no candidate
+
+
+def test_the_candidate_s_table_shows_what_it_changed_and_that_it_is_not_replayed() -> None:
+    production = _definition(resources=[*RESOURCES, PROMPT])
+    policy = ReplayPolicy(by_name={"notify_support": "replay"}, pure_tools=["currency_rate"])
+    report = judge(_facts(production, _changed_candidate()), policy)
+    assert report.changed == {"currency_rate": "added", "notify_support": "changed", "review_prompt": "changed"}
+    candidate = {d.name: (d.decision, d.change) for d in report.decisions["candidate"]}
+    assert candidate["notify_support"] == ("record", "changed")  # a replay rule never applies: its fallback
+    assert candidate["currency_rate"] == ("allow", "added")  # a pure tool runs
+    assert candidate["review_model"] == ("allow", None)
+    assert {d.change for d in report.decisions["production"]} == {None}
+    text = report.render()
+    assert "tool                   notify_support  agent   record (changed: not replayed)" in text
+    assert "tool                   currency_rate   agent   allow (added: not replayed)" in text
+    assert "prompt                 review_prompt   agent   - text, no call (changed)" in text
+    assert ("candidate changed: tool currency_rate (added), tool notify_support (changed), prompt review_prompt "
+            "(changed); the replays never serve them production's recorded results") in text
+    assert not report.refused and report.warnings == []
+
+
+def test_a_resource_that_could_not_be_fingerprinted_is_a_warning() -> None:
+    unknown = [r.model_copy(update={"fingerprint": None, "fingerprint_error": "ValueError: no module"})
+               if r.name == "notify_support" else r for r in RESOURCES]  # fmt: skip
+    report = judge(_facts(_definition(), _definition("candidate", resources=unknown)), ReplayPolicy())
+    assert report.changed == {} and not report.refused
+    assert report.warnings == [
+        "tool 'notify_support' could not be fingerprinted (ValueError: no module): whether the candidate changed it "
+        "is unknown, and a cassette would serve its calls production's recorded results"
+    ]
+    old_job_side = [r.model_copy(update={"fingerprint": None}) for r in RESOURCES]
+    report = judge(_facts(_definition(resources=old_job_side), _definition("candidate", resources=old_job_side)),
+                   ReplayPolicy())  # fmt: skip
+    assert len(report.warnings) == 1 and report.warnings[0].startswith("the job side sent no resource fingerprints")

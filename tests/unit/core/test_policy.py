@@ -110,3 +110,22 @@ def test_an_explicit_rule_beats_the_cassette_default() -> None:
 def test_unmediated_calls_cannot_be_replayed() -> None:
     with pytest.raises(ValidationError, match="unmediated cannot be 'replay'"):
         ReplayPolicy(unmediated="replay")
+
+
+def test_a_resource_the_candidate_changed_is_never_replayed() -> None:
+    """The agent check's fingerprints differ: production's recording is of other code. A pure tool runs, another
+    tool takes its non-replay decision (a block rule still blocks), an explicit replay rule falls back too."""
+    policy = ReplayPolicy(pure_tools=["currency_rate"], by_name={"refund": "block", "llm": "replay"})
+    changed = policy.with_changed(["lookup_order", "currency_rate", "refund", "llm"])
+    assert changed.decide("tool", "lookup_order", "call", cassette=True) == Decision.RECORD
+    assert changed.decide("tool", "currency_rate", "call", cassette=True) == Decision.ALLOW
+    assert changed.decide("tool", "refund", "call", cassette=True) == Decision.BLOCK
+    assert changed.decide("chat_model", "llm", "chat", cassette=True) == Decision.ALLOW
+    for name, method, rtype in (("lookup_order", "call", "tool"), ("llm", "chat", "chat_model")):
+        assert changed.decide(rtype, name, method, cassette=True) == changed.decide(rtype, name, method)
+    # what the candidate did not change keeps being replayed
+    assert changed.decide("tool", "ship_label", "call", cassette=True) == Decision.REPLAY
+    assert policy.decide("tool", "lookup_order", "call", cassette=True) == Decision.REPLAY
+    assert changed.is_changed("lookup_order") and not changed.is_changed("ship_label")
+    assert changed.with_changed(["refund"]) is changed and changed.changed == sorted(changed.changed)
+    assert ReplayPolicy.model_validate_json(changed.to_json()) == changed  # it travels to the proxies as JSON

@@ -429,3 +429,11 @@ def test_long_dag_and_run_ids_keep_the_variants_apart_and_the_prefix_matching() 
 def test_a_too_long_variant_is_shortened_with_a_digest() -> None:
     names = {replay_job_name("gate", "r1", "v" * 300 + tail) for tail in ("a", "b")}
     assert len(names) == 2 and all(len(n) <= JOB_NAME_MAX and n.startswith("afr-replay-gate-r1-") for n in names)
+
+
+def test_the_candidate_s_changed_resources_travel_with_its_spec() -> None:
+    spec = ReplayJobSpec(**BASE, capture_topic="cap", start_offsets={0: 0}, end_offsets={0: 1})
+    assert spec.changed_resources == () and spec.with_changed_resources([]) is spec
+    changed = spec.with_changed_resources(["ship_label", "review_prompt"]).with_changed_resources(["ship_label"])
+    assert changed.changed_resources == ("review_prompt", "ship_label")
+    assert ReplayJobSpec.from_argv(changed.to_argv()) == changed

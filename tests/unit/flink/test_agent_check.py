@@ -1,11 +1,15 @@
 """The agent check's job-side program, in the parts that need no Flink Agents: errors as traceback text, the
 input trial on captured records, a definition that fails at import, the arguments and the stdout carrier.
-(Building real plans, reading the capture topic and the REST/CLI round trip: tests/integration/test_agent_check.py.)"""
+(Building real plans, reading the capture topic and the REST/CLI round trip: tests/integration/test_agent_check.py;
+real plans' resource fingerprints: the last test, in the Flink-side venv without a cluster.)"""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ from airflow_flink_replay.flink import agent_check
 from airflow_flink_replay.flink.agent_check import CapturedRecord, inspect_definition, python_error, try_inputs
 
 IMPORT_FAILS = "tests.jobs.agent_check.import_fails:job"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _raise_here() -> None:
@@ -111,3 +116,44 @@ def test_a_definition_that_exits_at_import_is_reported_not_ended_with(tmp_path: 
     assert (
         facts.error.headline() == "SystemExit: no settings file" and "afr_exits_at_import.py" in facts.error.traceback
     )
+
+
+FLINK_PYTHON = Path(os.environ.get("FLINK_REPLAY_STACK_DIR") or ROOT / ".stack") / "flink-venv" / "bin" / "python"
+PAIRS = {
+    # the quickstart's candidate changed its prompt, nothing else (docs/your-agent.md)
+    "quickstart": ("tests.jobs.quickstart_job.job:production", "tests.jobs.quickstart_job.job:candidate"),
+    **{name: ("tests.jobs.agent_check.definitions:healthy", f"tests.jobs.agent_check.definitions:{candidate}")
+       for name, candidate in (("redeclared", "redeclared_subclass"), ("changed_tool", "changed_tool"),
+                               ("commented_tool", "commented_tool"))},
+}  # fmt: skip
+FINGERPRINT_SCRIPT = """
+import json, sys
+from airflow_flink_replay.core.agent_check import CheckFacts, changed_resources
+from airflow_flink_replay.flink.agent_check import inspect_definition
+
+found = {}
+for name, (production, candidate) in json.loads(sys.argv[1]).items():
+    facts = CheckFacts(definitions=[inspect_definition("production", production, "job", []),
+                                    inspect_definition("candidate", candidate, "job", [])])
+    found[name] = {"changed": changed_resources(facts),
+                   "errors": [d.error.headline() for d in facts.definitions if d.error],
+                   "fingerprinted": all(r.fingerprint for d in facts.definitions for r in d.resources)}
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
+def test_real_plans_are_fingerprinted_and_only_what_the_candidate_changed_differs() -> None:
+    """Real Flink Agents plans built in the Flink-side venv (no cluster): every resource is fingerprinted, a
+    re-declared or commented tool is unchanged, another tool body or prompt text is changed."""
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", FINGERPRINT_SCRIPT, json.dumps(PAIRS)], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(f["errors"] == [] and f["fingerprinted"] for f in found.values()), found
+    assert {name: f["changed"] for name, f in found.items()} == {
+        "quickstart": {"review_analysis_prompt": "changed"},
+        "redeclared": {},
+        "changed_tool": {"notify_support": "changed"},
+        "commented_tool": {},
+    }

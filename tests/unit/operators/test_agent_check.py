@@ -15,6 +15,7 @@ from airflow_flink_replay.exceptions import FlinkSubmissionError
 from airflow_flink_replay.operators import agent_check
 from airflow_flink_replay.operators.agent_check import (
     XCOM_AGENT_CHECK_KEY,
+    XCOM_CHANGED_RESOURCES_KEY,
     AgentCheckOperator,
     check_program,
     job_definitions,
@@ -24,13 +25,13 @@ from tests.unit.core.test_replay_spec import _spec
 from tests.unit.operators.stubs import job
 
 
-def _definition(role: str, actions: bool = True) -> DefinitionFacts:
+def _definition(role: str, actions: bool = True, tool_code: str = "c0de") -> DefinitionFacts:
     return DefinitionFacts(
         role=role,  # type: ignore[arg-type]
         ref=f"pkg.{role}:job",
         stage="done",
         actions=[ActionFact(name="process_input", listens=["x.InputEvent"])] if actions else [],
-        resources=[ResourceFact(name="notify_support", type="tool", mediated=True)],
+        resources=[ResourceFact(name="notify_support", type="tool", mediated=True, fingerprint=tool_code)],
     )
 
 
@@ -104,8 +105,19 @@ def test_a_passing_check_returns_its_report(monkeypatch: pytest.MonkeyPatch, tmp
     facts = CheckFacts(definitions=[_definition("production"), _definition("candidate")])
     result, ti, submitter = _run(monkeypatch, tmp_path, facts)
     assert result["refused"] is False and "agent check (job side): OK" in result["report"]
-    assert result["checked"]["facts"] == facts.model_dump(mode="json") and ti.pushed == {}
+    assert result["checked"]["facts"] == facts.model_dump(mode="json") and result["changed"] == {}
+    assert ti.pushed == {XCOM_CHANGED_RESOURCES_KEY: {}}  # nothing changed: every resource may be replayed
     assert submitter.programs[0].program_args[-2:] == ["--emit", "plan"]  # a REST submitter: the plan carrier
+
+
+def test_the_candidate_s_changed_resources_are_returned_and_pushed_for_the_replays(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    facts = CheckFacts(definitions=[_definition("production"), _definition("candidate", tool_code="0the4")])
+    result, ti, _ = _run(monkeypatch, tmp_path, facts)
+    assert result["changed"] == {"notify_support": "changed"}
+    assert ti.pushed == {XCOM_CHANGED_RESOURCES_KEY: {"notify_support": "changed"}}
+    assert "notify_support  agent   record (changed: not replayed)" in result["report"]
 
 
 def test_a_refusal_fails_the_task_with_the_report_and_keeps_it_for_the_run_record(

@@ -438,3 +438,24 @@ def test_an_unreadable_running_plan_counts_as_checked_only_for_this_packages_pro
     op.replay_program = "/opt/my_replay.py"
     with pytest.raises(AirflowFailException, match="do not map"):
         op.execute(context("submit_replays"))
+
+
+def test_only_the_candidate_s_spec_carries_its_changed_resources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent check's changed resources (its XCom) reach the candidate's replay, which never serves them
+    production's cassette; the baselines run production's own code and keep being served."""
+    hook = StubFlinkHook()
+    submitter = _JobsSubmitter(hook)
+    monkeypatch.setattr(replay_ops, "get_submitter", lambda kind, h: submitter)
+    op = _submitter_op(tmp_path, hook, _REPORTS)
+    op.changed_resources = {"notify_support": "changed", "review_prompt": "changed"}
+    op.execute(context("submit_replays"))
+    (call,) = submitter.submitted
+    specs = ReplayJobSpec.all_from_argv(call["program"].program_args)
+    assert {s.variant: s.changed_resources for s in specs} == {
+        "baseline": (), "baseline_2": (), "candidate": ("notify_support", "review_prompt")
+    }
+    assert "changed_resources" in replay_ops.SubmitReplayJobsOperator.template_fields
+    with pytest.raises(AirflowFailException, match="must be a mapping or a list"):
+        replay_ops.with_changed_resources(specs, "{'notify_support': 'changed'}", None)

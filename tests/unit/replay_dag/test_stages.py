@@ -35,10 +35,10 @@ GATE_GRAPH: dict[str, tuple[list[str], str]] = {
     "isolate_action_state": ([*FORKS, "manifest", "resolve", "reuse_manifest"], "none_failed_min_one_success"),
     "replay_from": (["isolate_action_state"], "all_success"),
     # every variant is checked against production's plan and submitted (one job-side run) before any is
-    # waited for
-    "submit_replays": (["replay_from", "resolve"], "all_success"),
+    # waited for; agent_check: the candidate's changed resources arrive as an XComArg (kept off the cassette)
+    "submit_replays": (["agent_check", "replay_from", "resolve"], "all_success"),
     **{r: (["resolve", "submit_replays"], "all_success") for r in REPLAYS},
-    "compare": ([*REPLAYS, "resolve"], "all_success"),
+    "compare": (["agent_check", *REPLAYS, "resolve"], "all_success"),  # agent_check: the changed resources
     "approve": (["compare"], "all_success"),
     "verify_production_memory": ([*REPLAYS, "resolve"], "all_done"),
     "cancel_leftover_replays": (["compare", *REPLAYS, "verify_production_memory"], "all_done"),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from airflow_flink_replay.core.compare import CompareConfig, compare_runs, render_html, render_junit
+from airflow_flink_replay.core.compare import CompareConfig, compare_runs, fidelity, render_html, render_junit
 from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fidelity
 
 N = 40
@@ -147,3 +148,135 @@ def test_the_report_judges_the_card_by_the_relative_figure(tmp_path: Path) -> No
     html = render_html(with_fidelity(result, stat))
     card = html[html.index('id="fidelity"') - 40: html.index('id="fidelity"') + 400]
     assert "bad" not in card and "baseline = baseline-2" in card, card
+
+
+# Several outputs per key: an agent that emits two outputs per input record, 5 keys, 8 records per key (a
+# 40-record window), production's outputs spread over 2 partitions of its output topic and read back in any
+# order, the replay's read back from result topics in any order.
+KEYS = 5
+RECORDS = 40
+
+
+def record_outputs(i: int) -> list[dict]:
+    """The two outputs of input record ``i``: its key is ``k-<i % 5>``, its event time ``10_000 + 10 i``."""
+    key = f"k-{i % KEYS}"
+    return [{"id": key, "kind": "triage", "label": "negative" if i % 3 else "positive", "seen": i // KEYS},
+            {"id": key, "kind": "reply", "text": f"thanks for review {i // KEYS} of {key}", "seen": i // KEYS}]
+
+
+def event_time(i: int) -> int:
+    return 10_000 + 10 * i
+
+
+def replay_run(path: Path, *, variant: str = "baseline", seed: int = 1, timed: bool = True) -> Path:
+    """The replay's outputs as its job writes them (``_replay`` with the event time), lines in any order."""
+    rows = []
+    for i in range(RECORDS):
+        for out in record_outputs(i):
+            meta = {"variant": variant, "partition": None, "offset": None, "watermark_ms": event_time(i) - 1}
+            if timed:
+                meta["event_time_ms"] = event_time(i)
+            rows.append({**out, "_replay": meta})
+    random.Random(seed).shuffle(rows)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def production_run(path: Path, *, timestamps: bool = True, change: tuple[int, str] | None = None,
+                   pre_window: bool = True) -> Path:
+    """Production's outputs as ``export_outputs`` writes them: 2 partitions read one after the other (each in
+    its own offset order, records of a key in any partition), the record before the window's output first,
+    and ``change``: (record, new label) for one output that really differs."""
+    rows = []
+    if pre_window:  # the offsets read at the savepoint include the output of the last record before the window
+        rows.append(({"id": "k-4", "kind": "triage", "label": "positive", "seen": -1}, event_time(-1)))
+    for i in range(RECORDS):
+        for out in record_outputs(i):
+            if change and change[0] == i and out["kind"] == "triage":
+                out = {**out, "label": change[1]}
+            rows.append((out, event_time(i)))
+    rng = random.Random(3)
+    rng.shuffle(rows)
+    parts: list[list[dict]] = [[], []]
+    for out, t in rows:
+        p = rng.randrange(2)
+        parts[p].append({**out, "_replay": {"variant": "production", "event_time_ms": t if timestamps else None,
+                                            "partition": p, "offset": len(parts[p])}})
+    path.write_text("".join(json.dumps(r) + "\n" for part in parts for r in part))
+    return path
+
+
+def test_several_outputs_per_key_are_matched_per_input_record_in_any_order(tmp_path: Path) -> None:
+    """Pairing the n-th output of a key with the n-th counted these byte-identical outputs as different; the
+    output of the record before the window is no record of the baseline's and is not counted."""
+    base = replay_run(tmp_path / "a.jsonl")
+    stat = measure_fidelity(base, production_run(tmp_path / "p.jsonl"), key="$.id", ignore=[])
+    assert (stat.baseline_outputs, stat.production_outputs) == (80, 81)
+    assert (stat.aligned, stat.equal, stat.rate, stat.fields) == (80, 80, 1.0, {})
+    assert (stat.tie, stat.production_outside) == ("input_record", 1)
+    message = next(r for r in with_fidelity(compare_runs(base, base, key="$.id"), stat).reasons
+                   if r.code == "FIDELITY").message
+    assert "80 of 80 baseline outputs equal production's own outputs for the same input (100.0%), matched per " \
+           "input record (key + event time); 1 production outputs of other input records" in message
+
+
+def test_without_timestamps_outputs_are_matched_by_content_within_the_key_and_it_is_said(tmp_path: Path) -> None:
+    base = replay_run(tmp_path / "a.jsonl")
+    stat = measure_fidelity(base, production_run(tmp_path / "p.jsonl", timestamps=False), key="$.id", ignore=[])
+    assert (stat.aligned, stat.equal, stat.rate, stat.tie) == (80, 80, 1.0, "content")
+    assert stat.tie_note == "production's outputs carry no timestamp to tie them to their input record"
+    message = with_fidelity(compare_runs(base, base, key="$.id"), stat).reasons[-1].message
+    assert "matched by content within each key, not per input record: production's outputs carry no" in message
+    untimed = measure_fidelity(replay_run(tmp_path / "u.jsonl", timed=False), production_run(tmp_path / "p2.jsonl"),
+                               key="$.id", ignore=[])
+    assert (untimed.rate, untimed.tie) == (1.0, "content")
+    assert untimed.tie_note == "80 of 80 baseline outputs carry no event time (_replay.event_time_ms)"
+
+
+def test_timestamps_that_are_not_the_input_records_fall_back_to_content(tmp_path: Path) -> None:
+    base = replay_run(tmp_path / "a.jsonl")
+    production = production_run(tmp_path / "p.jsonl")
+    rows = [json.loads(line) for line in production.read_text().splitlines()]
+    for row in rows:  # e.g. a sink that writes the processing time
+        row["_replay"]["event_time_ms"] += 7
+    production.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stat = measure_fidelity(base, production, key="$.id", ignore=[])
+    assert (stat.rate, stat.tie) == (1.0, "content") and "none of production's outputs" in stat.tie_note
+
+
+def test_one_real_difference_is_counted_once_and_named(tmp_path: Path) -> None:
+    base = replay_run(tmp_path / "a.jsonl")
+    for timestamps in (True, False):
+        production = production_run(tmp_path / f"p{timestamps}.jsonl", timestamps=timestamps, change=(17, "neutral"))
+        stat = measure_fidelity(base, production, key="$.id", ignore=[])
+        assert (stat.aligned, stat.equal, stat.fields, stat.example_keys) == (80, 79, {"$.label": 1}, ["k-2"])
+
+
+def test_production_that_only_output_the_record_before_the_window_is_waited_for(tmp_path: Path) -> None:
+    """Before production caught up with the window its only outputs are older than the window's records:
+    that is no reason to give up the tie (a content match would pair them and end the wait early)."""
+    production = tmp_path / "p.jsonl"
+    production.write_text(json.dumps({"id": "k-4", "kind": "triage", "label": "positive", "seen": -1,
+                                      "_replay": {"variant": "production", "event_time_ms": event_time(-1),
+                                                  "partition": 0, "offset": 0}}) + "\n")
+    stat = measure_fidelity(replay_run(tmp_path / "a.jsonl"), production, key="$.id", ignore=[])
+    assert (stat.aligned, stat.tie, stat.production_outside) == (0, "input_record", 1)
+
+
+def test_the_baselines_agreement_is_matched_per_input_record_too(tmp_path: Path) -> None:
+    base = replay_run(tmp_path / "a.jsonl")
+    base_2 = replay_run(tmp_path / "a2.jsonl", variant="baseline_2", seed=2)
+    stat = measure_fidelity(base, production_run(tmp_path / "p.jsonl"), key="$.id", ignore=[], baseline_2=base_2)
+    assert (stat.rate, stat.self_rate) == (1.0, 1.0)
+
+
+def test_a_unit_beyond_the_greedy_bound_pairs_in_content_order(tmp_path: Path, monkeypatch) -> None:
+    """Above GREEDY_MAX outputs on a side, what equal content leaves pairs in content order: linear, and a
+    pair that the comparators find equal still counts equal."""
+    monkeypatch.setattr(fidelity, "GREEDY_MAX", 1)
+    base, production = tmp_path / "a.jsonl", tmp_path / "p.jsonl"
+    base.write_text("".join(json.dumps({"id": "x", "n": n, "score": 1}) + "\n" for n in range(3)))
+    production.write_text("".join(json.dumps({"id": "x", "n": n, "score": 1.0 if n else 2}) + "\n"
+                                  for n in range(3)))
+    stat = measure_fidelity(base, production, key="$.id", ignore=[])
+    assert (stat.aligned, stat.equal, stat.fields) == (3, 2, {"$.score": 1})

@@ -1,0 +1,94 @@
+"""The release gate's verdict on an agent shaped like the ones users bring (tests/jobs/counter_agent, labelled in
+its docstring): several outputs per key, ``compare_key: $.id`` not unique, a per-key counter in short-term
+memory, a random 0-1 s durable step, two tools called through ``ctx.get_resource`` (``annotate`` pure,
+``open_ticket`` a side effect served from production's cassette), production's outputs on two partitions.
+
+Everything runs as a user runs it, through ``benchmarks/aa_stability.py``'s steps: ``flink-replay deploy``,
+``produce``, ``run-dag gate --feed`` (``airflow dags test`` on the stack, records fed while the gate runs).
+
+- A/A twice: PASS with fidelity 100%, outputs tied to their input records, the cassette covering the window.
+- Both tools' bodies changed: FAIL naming ``$.review`` and ``$.ticket``; the pure tool ran (``allow``), the
+  side-effecting one was recorded, neither was served production's recording, and both are listed as changed.
+- The subclassing trap as candidate: the agent check refuses it; no other task fails; the run record names it.
+
+Cost: one deploy and four gate runs over a 20-record window, ~4 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.aa_stability import JOB, comparison, deploy, gate, stable, stop, summary
+
+pytestmark = pytest.mark.timeout(1200)
+
+WINDOW = 20
+
+
+@pytest.fixture(scope="module")
+def production(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    prod = deploy(tmp_path_factory.mktemp("verdict-trust"), window=WINDOW)
+    try:
+        yield prod
+    finally:
+        stop(prod)
+
+
+def _audits(record: dict[str, Any], variant: str) -> list[dict[str, Any]]:
+    found = next(v for v in record["variants"] if v["variant"] == variant)
+    return [json.loads(line) for line in Path(found["audit"]).read_text().splitlines() if line.strip()]
+
+
+def _reasons(record: dict[str, Any], code: str) -> list[dict[str, Any]]:
+    return [r for r in comparison(record).get("reasons") or [] if r["code"] == code]
+
+
+def test_production_as_its_own_candidate_passes_twice_with_full_fidelity(production: Any) -> None:
+    for _ in range(2):
+        record = gate(production, f"{JOB}:production")
+        assert record["_exit"] == 0 and stable(record), (summary(record), record["_printed"][-3000:])
+        result = comparison(record)
+        assert result["fidelity"]["tie"] == "input_record", result["fidelity"]
+        assert result["fidelity"]["equal"] == result["fidelity"]["baseline_outputs"] == WINDOW
+        assert [v["output_records"] for v in record["variants"]] == [WINDOW] * 3, record["variants"]
+        # the key is not unique: said so, and outputs were aligned per input record
+        assert _reasons(record, "ALIGNMENT") and result["counts"]["alignment"] == "event_time", result["counts"]
+        # the replays read the cassette once production had output every window record
+        coverage = _reasons(record, "CASSETTE_COVERAGE")
+        assert coverage and f"all {WINDOW} window records" in coverage[0]["message"], coverage
+        for variant in ("baseline", "baseline_2", "candidate"):
+            outcomes = {(a["resource_name"], a["decision"], a["outcome"]) for a in _audits(record, variant)}
+            assert outcomes == {("annotate", "allow", "ok"), ("open_ticket", "replay", "replayed")}, outcomes
+
+
+def test_changed_tools_are_exercised_and_the_candidate_fails_naming_their_fields(production: Any) -> None:
+    record = gate(production, f"{JOB}:changed_tool")
+    assert record["verdict"] == "FAIL", summary(record)
+    failing = {f for r in record["reasons"] if r["severity"] == "fail" for f in r["fields"]}
+    assert {"$.review", "$.ticket"} <= failing, record["reasons"]
+    assert record["agent_check"]["changed"] == {"annotate": "changed", "open_ticket": "changed"}
+    # never served production's recording: the pure tool ran, the side effect was recorded
+    candidate = {(a["resource_name"], a["decision"], a["outcome"]) for a in _audits(record, "candidate")}
+    assert candidate == {("annotate", "allow", "ok"), ("open_ticket", "record", "recorded")}, candidate
+    baseline = {(a["resource_name"], a["outcome"]) for a in _audits(record, "baseline")}
+    assert ("open_ticket", "replayed") in baseline, baseline
+    changed = _reasons(record, "CHANGED_RESOURCES")
+    assert changed, comparison(record).get("reasons")
+    text = changed[0]["message"]
+    assert "annotate" in text and "open_ticket" in text, text
+
+
+def test_a_refused_candidate_fails_the_agent_check_alone(production: Any) -> None:
+    record = gate(production, f"{JOB}:plain_subclass")
+    assert record["_exit"] != 0 and record["verdict"] is None
+    assert "empty plan" in (record["refusal"] or ""), record.get("refusal")
+    failed = {t for t, s in record["task_states"].items() if s == "failed"}
+    assert failed == {"agent_check"}, record["task_states"]
+    assert record["task_states"]["verify_production_memory"] == "skipped"
+    assert all(record["task_states"][t] == "success" for t in ("resume_production", "assert_production",
+                                                                "drop_forks", "delete_replay_topics"))
+    assert "REFUSED by the agent check" in record["_printed"]

@@ -1,0 +1,83 @@
+"""The policy proxies' call path (:func:`~airflow_flink_replay.flink.proxies.guarded_call`) with production's
+cassette, for a resource the candidate changed: production's recorded answer matches the call, yet a changed
+pure tool runs, a changed side-effecting tool is recorded, and every such call is audited as ``changed``; an
+unchanged tool is still served the recording.
+
+The proxies import Flink Agents, which only the Flink-side venv has (``.stack/flink-venv``, written by
+``flink-replay stack up``): the script runs there in a subprocess — no stack, no Flink job (the proxies inside
+real jobs: tests/integration/test_flink_side_proxies.py, test_cassette_replay.py). Skipped without that venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+FLINK_PYTHON = Path(os.environ.get("FLINK_REPLAY_STACK_DIR") or ROOT / ".stack") / "flink-venv" / "bin" / "python"
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from airflow_flink_replay.core.audit import args_digest, read_audit
+    from airflow_flink_replay.core.cassette import Cassette, CassetteEntry
+    from airflow_flink_replay.core.policy import ReplayPolicy
+    from airflow_flink_replay.flink.proxies import guarded_call
+
+    audit_dir = sys.argv[1]
+    ran = []
+
+    def tool(name):
+        def call(order):
+            ran.append(name)
+            return f"{name}: the candidate's answer for {order}"
+        return call
+
+    def cassette():  # production answered every tool once for order o-1, key k-1
+        return Cassette(
+            CassetteEntry.recorded(resource_type="tool", resource_name=name, method="call", key="k-1",
+                                   args_digest=args_digest((), {"order": "o-1"}), seq=1,
+                                   result=f"{name}: production's recorded answer")
+            for name in ("lookup_rate", "ship_label", "track_parcel")
+        )
+
+    policy = ReplayPolicy(pure_tools=["lookup_rate"]).with_changed(["lookup_rate", "ship_label"])
+    out = {}
+    served = cassette()
+    for name in ("lookup_rate", "ship_label", "track_parcel"):
+        out[name] = guarded_call(policy=policy, variant="candidate", audit_dir=audit_dir, resource_type="tool",
+                                 resource_name=name, method="call", key="k-1", call=tool(name), args=(),
+                                 kwargs={"order": "o-1"}, cassette=served)
+    out["ran"] = ran
+    out["left_in_cassette"] = served.remaining()
+    out["audit"] = {r.resource_name: [r.decision, r.outcome, r.changed, r.fallback]
+                    for r in read_audit(audit_dir)}
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
+def test_a_changed_tool_is_never_served_production_s_recording(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", SCRIPT, str(tmp_path / "audit")], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the changed pure tool ran its own code although production's answer matched the call
+    assert out["lookup_rate"] == "lookup_rate: the candidate's answer for o-1"
+    # the changed side-effecting tool was not executed and not replayed: its stand-in
+    assert out["ship_label"] == "[replay: tool 'ship_label' recorded, not executed]"
+    # the unchanged tool: production's recorded answer, as before
+    assert out["track_parcel"] == "track_parcel: production's recorded answer"
+    assert out["ran"] == ["lookup_rate"] and out["left_in_cassette"] == 2
+    assert out["audit"] == {
+        "lookup_rate": ["allow", "ok", True, None],
+        "ship_label": ["record", "recorded", True, None],
+        "track_parcel": ["replay", "replayed", False, None],
+    }
