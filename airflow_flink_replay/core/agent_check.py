@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 
 from airflow_flink_replay.core.carrier import carried, encode_carried
 from airflow_flink_replay.core.identity import uid_to_operator_id
-from airflow_flink_replay.core.policy import ReplayPolicy
+from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 
 __all__ = [
     "CARRIER_MARKER",
@@ -300,8 +300,9 @@ def decode_facts(text: str) -> CheckFacts | None:
 
 
 # -------------------------------------------------------------------------------------------------- judge
-def decision_of(policy: ReplayPolicy, resource: ResourceFact) -> str:
-    """What the policy does with calls of ``resource`` (as the report shows it)."""
+def decision_of(policy: ReplayPolicy, resource: ResourceFact, *, cassette: bool = False) -> str:
+    """What the policy does with calls of ``resource`` (as the report shows it); ``cassette``: whether the replays
+    are served production's recorded calls (production records a cassette), as the replay job decides."""
     if resource.type in _NOT_CALLED:
         return "- " + _NOT_CALLED[resource.type]
     if resource.mediated is False:
@@ -309,10 +310,19 @@ def decision_of(policy: ReplayPolicy, resource: ResourceFact) -> str:
     if resource.type == "vector_store":
         read = next(iter(policy.read_methods), "query")
         return (
-            f"read: {policy.decide('vector_store', resource.name, read).value}, "
-            f"write: {policy.decide('vector_store', resource.name, 'add').value}"
+            f"read: {_shown(policy, 'vector_store', resource.name, read, cassette)}, "
+            f"write: {_shown(policy, 'vector_store', resource.name, 'add', cassette)}"
         )
-    return policy.decide(resource.type, resource.name, _CALL.get(resource.type, "call")).value
+    return _shown(policy, resource.type, resource.name, _CALL.get(resource.type, "call"), cassette)
+
+
+def _shown(policy: ReplayPolicy, rtype: str, name: str, method: str, cassette: bool) -> str:
+    """The decision for one call as the table shows it: ``replay (else record)`` names what a call production's
+    cassette holds no result for gets instead."""
+    decided = policy.decide(rtype, name, method, cassette=cassette)
+    if decided == Decision.REPLAY:
+        return f"replay (else {policy.fallback(rtype, name, method).value})"
+    return decided.value
 
 
 def changed_resources(facts: CheckFacts) -> dict[str, Change]:
@@ -333,8 +343,11 @@ def changed_resources(facts: CheckFacts) -> dict[str, Change]:
     return dict(sorted(found.items()))
 
 
-def _decisions(d: DefinitionFacts, policy: ReplayPolicy, changed: dict[str, Change]) -> list[ResourceDecision]:
-    """``d``'s resources with what the policy does with their calls (``changed``: the candidate's changes)."""
+def _decisions(
+    d: DefinitionFacts, policy: ReplayPolicy, changed: dict[str, Change], cassette: bool
+) -> list[ResourceDecision]:
+    """``d``'s resources with what the policy does with their calls (``changed``: the candidate's changes;
+    ``cassette``: whether production's recorded calls are served)."""
     decisions = []
     for r in d.resources:
         applied = policy.with_memory(r.name) if r.level == "memory" else policy
@@ -342,7 +355,8 @@ def _decisions(d: DefinitionFacts, policy: ReplayPolicy, changed: dict[str, Chan
         if change is not None:
             applied = applied.with_changed([r.name])
         decisions.append(
-            ResourceDecision(name=r.name, type=r.type, level=r.level, decision=decision_of(applied, r), change=change)
+            ResourceDecision(name=r.name, type=r.type, level=r.level, change=change,
+                             decision=decision_of(applied, r, cassette=cassette))
         )
     return decisions
 
@@ -371,12 +385,16 @@ def _unfingerprinted(facts: CheckFacts) -> list[str]:
     return warnings
 
 
-def judge(facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | None = None) -> AgentCheckReport:
-    """Decide per resource and list what refuses the replay (``problems``) or deserves a look (``warnings``)."""
+def judge(
+    facts: CheckFacts, policy: ReplayPolicy, identity: AgentIdentity | None = None, *, cassette: bool = False
+) -> AgentCheckReport:
+    """Decide per resource and list what refuses the replay (``problems``) or deserves a look (``warnings``);
+    ``cassette``: production records a cassette the replays are served (the decisions shown are the ones the
+    replays apply)."""
     report = AgentCheckReport(facts=facts, identity=identity or AgentIdentity(), changed=changed_resources(facts))
     report.warnings += _unfingerprinted(facts)
     for d in facts.definitions:
-        report.decisions[d.role] = _decisions(d, policy, report.changed if d.role == "candidate" else {})
+        report.decisions[d.role] = _decisions(d, policy, report.changed if d.role == "candidate" else {}, cassette)
         report.problems += _definition_problems(d)
         report.warnings += [
             f"{d.role}: {r.type} {r.name!r} ({r.level}-level) cannot be mediated by the replay policy: "

@@ -137,7 +137,8 @@ class AgentCheckOperator(BaseOperator):
             facts = submitter.run_check(program)
         except FlinkSubmissionError as err:  # the program died before it could report: its own traceback
             raise AirflowFailException(f"the agent check could not run on the job side: {err}") from err
-        report = judge(facts, spec.policy, production_identity(spec, self.production_details))
+        report = judge(facts, spec.policy, production_identity(spec, self.production_details),
+                       cassette=bool(spec.production.cassette_topic))
         text = report.render()
         result = {"refused": report.refused, "report": text, "changed": dict(report.changed),
                   "checked": report.model_dump(mode="json")}  # fmt: skip

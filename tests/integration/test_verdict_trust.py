@@ -43,6 +43,13 @@ def _audits(record: dict[str, Any], variant: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(found["audit"]).read_text().splitlines() if line.strip()]
 
 
+def _table_matches_audits(record: dict[str, Any]) -> None:
+    """The agent check's table shows, for the candidate, the decision its replay applied to every call."""
+    table = {d["name"]: d["decision"].split()[0] for d in record["agent_check"]["checked"]["decisions"]["candidate"]}
+    applied = {a["resource_name"]: a["decision"] for a in _audits(record, "candidate")}
+    assert applied and all(table[name] == decision for name, decision in applied.items()), (table, applied)
+
+
 def _reasons(record: dict[str, Any], code: str) -> list[dict[str, Any]]:
     return [r for r in comparison(record).get("reasons") or [] if r["code"] == code]
 
@@ -63,6 +70,7 @@ def test_production_as_its_own_candidate_passes_twice_with_full_fidelity(product
         for variant in ("baseline", "baseline_2", "candidate"):
             outcomes = {(a["resource_name"], a["decision"], a["outcome"]) for a in _audits(record, variant)}
             assert outcomes == {("annotate", "allow", "ok"), ("open_ticket", "replay", "replayed")}, outcomes
+        _table_matches_audits(record)
 
 
 def test_changed_tools_are_exercised_and_the_candidate_fails_naming_their_fields(production: Any) -> None:
@@ -74,6 +82,7 @@ def test_changed_tools_are_exercised_and_the_candidate_fails_naming_their_fields
     # never served production's recording: the pure tool ran, the side effect was recorded
     candidate = {(a["resource_name"], a["decision"], a["outcome"]) for a in _audits(record, "candidate")}
     assert candidate == {("annotate", "allow", "ok"), ("open_ticket", "record", "recorded")}, candidate
+    _table_matches_audits(record)
     baseline = {(a["resource_name"], a["outcome"]) for a in _audits(record, "baseline")}
     assert ("open_ticket", "replayed") in baseline, baseline
     changed = _reasons(record, "CHANGED_RESOURCES")

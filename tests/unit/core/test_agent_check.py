@@ -266,3 +266,19 @@ def test_a_resource_that_could_not_be_fingerprinted_is_a_warning() -> None:
     report = judge(_facts(_definition(resources=old_job_side), _definition("candidate", resources=old_job_side)),
                    ReplayPolicy())  # fmt: skip
     assert len(report.warnings) == 1 and report.warnings[0].startswith("the job side sent no resource fingerprints")
+
+
+def test_the_decisions_shown_are_the_ones_the_replays_apply_with_and_without_a_cassette() -> None:
+    """Production records a cassette: its tools are replayed (a call it holds no result for: recorded), a pure
+    tool runs; the candidate's changed tool is never replayed. Without a cassette, tools are recorded."""
+    policy = ReplayPolicy(pure_tools=["lookup"])
+    tools = [*RESOURCES, ResourceFact(name="lookup", type="tool", mediated=True, fingerprint="aa")]
+    changed_tools = [r.model_copy(update={"fingerprint": "zz"}) if r.name == "notify_support" else r for r in tools]
+    facts = _facts(_definition(resources=tools), _definition("candidate", resources=changed_tools))
+    with_cassette = judge(facts, policy, cassette=True)
+    shown = {role: {d.name: d.decision for d in ds if d.type == "tool"} for role, ds in with_cassette.decisions.items()}
+    assert shown["production"] == {"notify_support": "replay (else record)", "lookup": "allow"}
+    assert shown["candidate"] == {"notify_support": "record", "lookup": "allow"}
+    without = judge(facts, policy)
+    assert {d.name: d.decision for d in without.decisions["production"] if d.type == "tool"} == {
+        "notify_support": "record", "lookup": "allow"}
