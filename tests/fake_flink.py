@@ -3,8 +3,9 @@
 The server (``http.server`` in a thread) answers scripted responses per path, so 503s, slow answers and
 Flink-shaped errors can be injected; everything else (requests, urllib3 Retry, aiohttp, pydantic) is real.
 Use the ``fake`` fixture (``from tests.fake_flink import fake as fake``) for a served ``FakeFlink`` and its
-URL, ``make_hook`` for a ``FlinkRestHook`` on it with short backoffs. ``JOB`` and ``JAVA_ERROR`` are the
-Flink-shaped job details and Java error text the tests script answers with.
+URL, ``make_hook`` for a ``FlinkRestHook`` on it with short backoffs. ``JOB``, ``JAVA_ERROR`` and
+``PYTHON_WORKER_ERROR`` are the Flink-shaped job details, Java error text and Python worker failure the tests
+script answers with.
 
 Tests stay independent of the machine's speed: an answer scripted ``HELD`` is never sent while the test
 runs (the fixture lets it go at teardown), so a client timeout always fires whatever the timeout and the
@@ -35,6 +36,35 @@ JAVA_ERROR = (
     "\tat java.base/java.lang.Thread.run(Thread.java:840)\n"
     "Caused by: java.lang.IllegalStateException: Cannot map checkpoint/savepoint state for operator abc\n"
     "\t... 4 more\n"
+)
+
+#: A Python worker's failure as Flink 2.2 reports it in ``exceptionHistory`` (from a real job, shortened): Java
+#: exceptions whose message holds the worker's traceback, Beam's and PyFlink's frames first, the job's module after.
+PYTHON_WORKER_ERROR = (
+    "org.apache.flink.runtime.taskmanager.AsynchronousException: Caught exception while processing timer.\n"
+    "\tat org.apache.flink.streaming.runtime.tasks.StreamTask.invokeProcessingTimeCallback(StreamTask.java:1862)\n"
+    "Caused by: java.lang.RuntimeException: Error while waiting for BeamPythonFunctionRunner flush\n"
+    "\t... 15 more\n"
+    "Caused by: java.util.concurrent.ExecutionException: java.lang.RuntimeException: Error received from SDK harness "
+    "for instruction 1: Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.11/site-packages/apache_beam/runners/worker/sdk_worker.py", line 311, in _execute\n'
+    "    response = task()\n"
+    "               ^^^^^^\n"
+    '  File "pyflink/fn_execution/beam/beam_operations_fast.pyx", line 252, in pyflink.fn_execution.beam.'
+    "beam_operations_fast.StatelessFunctionOperation.generate_operation\n"
+    '  File "/tmp/python-files/afr_build_8392043e/gateway_import.py", line 18, in <module>\n'
+    "    from flink_agents.api.core_options import AgentExecutionOptions\n"
+    '  File "/venv/lib/python3.11/site-packages/flink_agents/api/core_options.py", line 61, in __init__\n'
+    "    jvm = get_gateway().jvm\n"
+    "          ^^^^^^^^^^^^^\n"
+    '  File "/venv/lib/python3.11/site-packages/pyflink/java_gateway.py", line 85, in launch_gateway\n'
+    '    raise Exception("It\'s launching the PythonGatewayServer during Python UDF execution "\n'
+    "Exception: It's launching the PythonGatewayServer during Python UDF execution which is unexpected. It usually "
+    "happens when the job codes are in the top level of the Python script file and are not enclosed in a `if name "
+    "== 'main'` statement.\n"
+    "\n"
+    "\tat java.base/java.util.concurrent.CompletableFuture.reportGet(CompletableFuture.java:396)\n"
+    "\t... 3 more\n"
 )
 
 JOB = {

@@ -6,6 +6,16 @@ production cluster, reading ``<name>-input`` and writing ``<name>-outputs``, wit
 ``<name>-capture`` and the action-state store on ``<name>-action-state`` (topics created if missing).
 ``--spec-out`` writes the ReplaySpec of that production, ready for ``flink-replay run-dag --spec``, and checks
 its ``compare_key`` against the outputs production already wrote (when it did: a fresh topic has none yet).
+
+Before it submits, the agent check runs on the job definition in the stack's Flink-side Python (imported, built,
+its deserializer, key selector and output serializer imported the way Flink's Python worker imports them, its
+plan compiled): a definition that would fail in Flink is refused there, with the Python error and the fix. After
+it submits, ``deploy`` waits (``--wait``, 120 s) until production runs every task and has completed a
+checkpoint; a job that fails or keeps restarting is reported with the Python error of the failing task.
+
+Exit codes: 0 production runs (and the spec is written); 1 production does not run: refused by the agent
+check (nothing submitted), the submission failed, or the job failed, kept restarting or completed no checkpoint
+in time; 2 a wrong option or reference, or the stack is not up.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_flink_replay.local.demo import AgentRef, DemoTopics
     from airflow_flink_replay.local.stack import StackInfo
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -41,43 +52,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spec-out", type=Path, help="write the ReplaySpec of this production here")
     p.add_argument("--candidate", metavar="MODULE:ATTR", help="the spec's candidate (same form as the agent)")
     p.add_argument("--window", type=int, default=40, help="the spec's records per replay window")
+    p.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+                   help="how long production may take to run and complete its first checkpoint (default 120)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the references, link your package into the stack's Flink side, submit production, write the spec."""
-    from airflow_flink_replay.local.demo import AgentRef, DemoTopics, submit_production, write_spec
-    from airflow_flink_replay.local.own_job import OwnJobError, check_reference, link_python_path, running_stack
+    """Check the references and the definition, link your package into the stack's Flink side, submit production,
+    wait until it runs and checkpoints, write the spec (exit codes: the module docstring)."""
+    from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
+    from airflow_flink_replay.local.demo import AgentRef, submit_production, write_spec
+    from airflow_flink_replay.local.own_job import OwnJobError, production_runs
 
     agent = AgentRef(reference=args.agent_job or args.agent_factory,
                      kind="agent_job" if args.agent_job else "agent_factory", key_field=args.key_field)
-    kind, option = agent.kind, agent.option
-    python_path = args.python_path or [Path.cwd()]
-    topics = DemoTopics(
-        reviews=args.source_topic or f"{args.name}-input",
-        outputs=args.sink_topic or f"{args.name}-outputs",
-        capture=args.capture_topic or f"{args.name}-capture",
-        action_state=args.action_state_topic or f"{args.name}-action-state",
-        cassette=f"{args.name}-cassette",
-    )
+    topics = _topics(args)
     try:
-        if kind == "agent_job" and args.key_field:
-            raise OwnJobError("--key-field is for --agent-factory.\nFix: your job definition's key selector "
-                              "keys the input; drop --key-field")
-        check_reference(option, agent.reference, python_path, ROOT)
-        if args.candidate:
-            check_reference("--candidate", args.candidate, python_path, ROOT)
-        stack = running_stack()
-        linked = [p for p in python_path if p.resolve() != ROOT]  # the checkout is linked by the stack itself
-        if linked:
-            pth = link_python_path(stack, linked)
-            print(f"Flink side imports your package from {', '.join(str(p) for p in linked)} ({pth})")
-        job_id, submitted = submit_production(stack, topics, job_name=args.name, job_identifier=args.name,
-                                              agent=agent)
+        stack = _prepared_stack(args, agent)
     except OwnJobError as err:
         print(f"deploy: {err}", file=sys.stderr)
         return 2
-    print(f"production {args.name}: Flink job {job_id} {'submitted' if submitted else 'was already running'} "
+    try:
+        refused = _refused(stack, agent)
+        if refused:
+            print(f"deploy: {refused}", file=sys.stderr)
+            return 1
+        job_id, submitted = submit_production(stack, topics, job_name=args.name, job_identifier=args.name,
+                                              agent=agent)
+        running = production_runs(stack, job_id, submitted=submitted, timeout=args.wait)
+    except OwnJobError as err:
+        print(f"deploy: {err}", file=sys.stderr)
+        return 1
+    except (FlinkRestError, FlinkSubmissionError) as err:
+        fix = "" if "\nFix:" in str(err) else "\nFix: correct the cause above, then deploy again"
+        print(f"deploy: production {args.name} could not be submitted: {err}{fix}", file=sys.stderr)
+        return 1
+    restarts = f"; {running.failures} restart(s) before: {running.newest_failure}" if running.failures else ""
+    print(f"production {args.name}: Flink job {job_id} {'submitted' if submitted else 'was already running'}, "
+          f"runs (checkpoint {running.checkpoint_id} completed{restarts}) "
           f"({stack.flink_rest_url}/#/job/running/{job_id}/overview)")
     print(f"  input {topics.reviews} -> outputs {topics.outputs}; capture {topics.capture}; "
           f"cassette {topics.cassette}; action state {topics.action_state}")
@@ -88,6 +100,49 @@ def run(args: argparse.Namespace) -> int:
         print(f"  spec: {args.spec_out} (flink-replay run-dag gate --spec {args.spec_out})")
         check_compare_key(stack, topics.outputs, args.spec_out)
     return 0
+
+
+def _topics(args: argparse.Namespace) -> DemoTopics:
+    """Production's topics: the options, else ``<name>-input`` and so on."""
+    from airflow_flink_replay.local.demo import DemoTopics
+
+    return DemoTopics(
+        reviews=args.source_topic or f"{args.name}-input",
+        outputs=args.sink_topic or f"{args.name}-outputs",
+        capture=args.capture_topic or f"{args.name}-capture",
+        action_state=args.action_state_topic or f"{args.name}-action-state",
+        cassette=f"{args.name}-cassette",
+    )
+
+
+def _prepared_stack(args: argparse.Namespace, agent: AgentRef) -> StackInfo:
+    """The running stack, with the references checked and your package linked into its Flink side."""
+    from airflow_flink_replay.local.own_job import OwnJobError, check_reference, link_python_path, running_stack
+
+    python_path = args.python_path or [Path.cwd()]
+    if agent.kind == "agent_job" and args.key_field:
+        raise OwnJobError("--key-field is for --agent-factory.\nFix: your job definition's key selector "
+                          "keys the input; drop --key-field")
+    check_reference(agent.option, agent.reference, python_path, ROOT)
+    if args.candidate:
+        check_reference("--candidate", args.candidate, python_path, ROOT)
+    stack = running_stack()
+    linked = [p for p in python_path if p.resolve() != ROOT]  # the checkout is linked by the stack itself
+    if linked:
+        pth = link_python_path(stack, linked)
+        print(f"Flink side imports your package from {', '.join(str(p) for p in linked)} ({pth})")
+    return stack
+
+
+def _refused(stack: StackInfo, agent: AgentRef) -> str:
+    """The agent check's refusal of production's definition (its problems), or ``""``."""
+    from airflow_flink_replay.local.own_job import check_definition
+
+    report = check_definition(stack, agent)
+    if not report.refused:
+        return ""
+    return (f"production's job definition {agent.reference} would not run in Flink; nothing was submitted.\n"
+            + "\n".join(report.problems))
 
 
 #: Production outputs read to check the spec's compare key, and how long the topic may stay quiet meanwhile.

@@ -2,6 +2,10 @@
 
 Each line is sent as it is (its bytes unchanged: the capture tee records exactly what production read),
 keyed by ``--key-field`` when given. The topic is ``--topic``, or the spec's ``production.input_topic``.
+
+With ``--spec`` the records are for the spec's production: when no job of its name runs on the stack (it failed,
+was cancelled, or was never deployed) nothing is sent and the command fails (exit 1) with the newest job's
+cause — records sent to a dead production would wait unread. ``--topic`` sends without asking.
 """
 
 from __future__ import annotations
@@ -9,6 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_flink_replay.local.stack import StackInfo
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,12 +33,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read and check every line, then produce them in order."""
-    from airflow_flink_replay.local.own_job import OwnJobError, produce_jsonl, read_jsonl, running_stack
+    from airflow_flink_replay.local.own_job import OwnJobError, load_spec, produce_jsonl, read_jsonl, running_stack
 
     try:
-        topic = args.topic or _spec_topic(args.spec)
+        spec = load_spec(args.spec) if args.spec else None
+        topic = args.topic or spec.production.input_topic  # type: ignore[union-attr]  # one of the two is given
         records = read_jsonl(args.file, args.key_field)
         stack = running_stack()
+    except OwnJobError as err:
+        print(f"produce: {err}", file=sys.stderr)
+        return 2
+    if spec is not None:
+        dead = _not_running(stack, spec.production.job_name)
+        if dead:
+            print(f"produce: {dead}", file=sys.stderr)
+            return 1
+    try:
         sent = produce_jsonl(stack.kafka_bootstrap, topic, records, rate=args.rate)
     except OwnJobError as err:
         print(f"produce: {err}", file=sys.stderr)
@@ -39,7 +57,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_topic(path: Path) -> str:
-    from airflow_flink_replay.local.own_job import load_spec
+def _not_running(stack: StackInfo, job_name: str) -> str:
+    """Why the records would not be read (production's newest job is not live), or ``""``."""
+    from airflow_flink_replay.core.flink_models import LIVE_STATES
+    from airflow_flink_replay.local.own_job import production_state
 
-    return load_spec(path).production.input_topic
+    state, cause = production_state(stack, job_name)
+    if state in LIVE_STATES:
+        return ""
+    found = "no job of that name" if state == "NONE" else f"its newest job is {state}" + (f": {cause}" if cause else "")
+    return (f"production {job_name!r} does not run on the stack ({found}); nothing was sent.\nFix: deploy it "
+            "(`flink-replay deploy ...`, which reports why a job fails), or give --topic to send anyway")

@@ -11,11 +11,17 @@ The check refuses (``problems``):
 
 - a definition that cannot be imported or built, or whose plan cannot be compiled (the Python error's text,
   file and line are in the message);
+- a definition whose worker-side code (deserializer, key selector, output serializer) cannot be imported the
+  way Flink's Python worker imports it, where PyFlink refuses a Java gateway (stage ``worker``; a module that
+  imports ``flink_agents.api.core_options`` at its top: :data:`GATEWAY_FIX`);
 - an empty plan: no action of the user's (the framework's built-in actions do not count);
 - a candidate plan that lost actions or resources production's has;
 - a deserializer (or key selector) that cannot produce the agent's input from a captured record;
 - a candidate that keys records differently from production (another key type or key serializer): the
-  savepoint's per-key agent state would not be found.
+  savepoint's per-key agent state would not be found;
+- a sample run (one captured record through the agent, :class:`SampleRun`) that Flink Agents refused: an event
+  it built from what the agent's resources returned did not validate — tool-call ids that are not UUIDs
+  (:data:`TOOL_CALL_ID_FIX`). Any other failure of the sample is a warning.
 
 The job side also fingerprints every resource of both plans (:mod:`airflow_flink_replay.flink.fingerprint`: a
 tool's code, a prompt's text, a descriptor's class and arguments); :func:`changed_resources` names the candidate's
@@ -51,10 +57,12 @@ __all__ = [
     "DefinitionFacts",
     "PythonFailure",
     "ResourceDecision",
+    "SampleRun",
     "changed_resources",
     "decode_facts",
     "encode_facts",
     "judge",
+    "python_error_fix",
 ]
 
 #: What precedes the encoded facts in the job graph's operator name (REST) or on the program's stdout (CLI).
@@ -117,13 +125,36 @@ class InputTrial(BaseModel):
     failed_record: str | None = Field(default=None, description="topic/partition@offset of the record that failed")
 
 
+class SampleRun(BaseModel):
+    """One captured record through the agent on the job side (Flink Agents' local runner), every resource behind
+    the replay policy and nothing done for real that the replays would not do: tool calls that would run are
+    recorded instead, unmediated calls blocked (:mod:`airflow_flink_replay.flink.sample_run`)."""
+
+    record: str | None = Field(default=None, description="topic/partition@offset of the record")
+    skipped: str | None = Field(default=None, description="why the sample did not run (it is then not judged)")
+    outputs: int = 0
+    calls: list[str] = Field(default_factory=list, description="'type name.method: decision (outcome)' per call")
+    substituted: bool = Field(default=False, description="a call was recorded or blocked instead of made")
+    error: PythonFailure | None = None
+    rejected_by_flink_agents: bool = Field(
+        default=False,
+        description="the error is Flink Agents refusing an event built from what the agent's resources returned "
+        "(a pydantic ValidationError raised in flink_agents): the replays fail the same way",
+    )
+    timed_out: bool = False
+
+
 class DefinitionFacts(BaseModel):
     """What the job side found in one job definition."""
 
     role: Role
     ref: str
     form: Literal["job", "factory"] = "job"
-    stage: str = Field(default="import", description="the last stage reached: import, build, plan, input, done")
+    stage: str = Field(
+        default="import",
+        description="the last stage reached: import, build, worker (the worker-side code imported as Flink's "
+        "Python worker imports it), plan, input, done",
+    )
     error: PythonFailure | None = None
     agent_class: str | None = None
     actions: list[ActionFact] = Field(default_factory=list)
@@ -137,6 +168,7 @@ class DefinitionFacts(BaseModel):
         description="'Base.name (kind)' declared on a base class of the agent but absent from the plan",
     )
     input: InputTrial | None = None
+    sample: SampleRun | None = None
 
 
 class SampleFacts(BaseModel):
@@ -284,7 +316,21 @@ def _render_definition(d: DefinitionFacts, decisions: list[ResourceDecision]) ->
             lines.append(f"  input: {t.records} captured record(s) -> {t.input_type}, {key}")
         else:
             lines.append("  input: not tried (no captured record)")
+    if d.sample is not None:
+        lines.append(_render_sample(d.sample))
     return lines
+
+
+def _render_sample(run: SampleRun) -> str:
+    if run.skipped:
+        return f"  sample run: skipped ({run.skipped})"
+    where = f" on {run.record}" if run.record else ""
+    if run.timed_out:
+        return f"  sample run{where}: did not finish in time"
+    calls = f"; calls: {', '.join(run.calls)}" if run.calls else "; no resource call"
+    if run.error is not None:
+        return f"  sample run{where}: FAILED: {run.error.headline().splitlines()[0]}{calls}"
+    return f"  sample run{where}: {run.outputs} output(s){calls}"
 
 
 # ------------------------------------------------------------------------------------------------ carrier
@@ -396,6 +442,7 @@ def judge(
     for d in facts.definitions:
         report.decisions[d.role] = _decisions(d, policy, report.changed if d.role == "candidate" else {}, cassette)
         report.problems += _definition_problems(d)
+        report.warnings += _sample_warnings(d)
         report.warnings += [
             f"{d.role}: {r.type} {r.name!r} ({r.level}-level) cannot be mediated by the replay policy: "
             "its calls run for real in every replay"
@@ -450,10 +497,72 @@ def _keys_differ(production: DefinitionFacts, candidate: DefinitionFacts) -> lis
     return problems
 
 
+#: PyFlink's message when code in a Python worker would start a Java gateway (``pyflink/java_gateway.py``).
+GATEWAY_IN_WORKER = "launching the PythonGatewayServer during Python UDF execution"
+#: The fix of :data:`GATEWAY_IN_WORKER` (also printed by ``flink-replay deploy``).
+GATEWAY_FIX = (
+    "a module Flink's Python worker imports starts PyFlink's Java gateway while it is imported, which the worker "
+    "forbids: flink_agents.api.core_options (AgentExecutionOptions, AgentConfigOptions) and flink_agents.plan do. "
+    "Import them inside functions only (never at the top of a job definition module or of the modules its "
+    "deserializer, key selector and output serializer live in), and give Flink Agents options by key: "
+    'AgentJob(config={"num-async-threads": 2}) rather than {AgentExecutionOptions.NUM_ASYNC_THREADS: 2} '
+    "(docs/your-agent.md, 'What a job definition module may import')"
+)
+#: The fix of a tool call whose id is not a UUID (Flink Agents keys tool calls and their responses by UUID).
+TOOL_CALL_ID_FIX = (
+    'Flink Agents keys tool calls by UUID (ToolRequestEvent, ToolResponseEvent): every tool call\'s "id" must be a '
+    "UUID string, e.g. str(uuid.uuid4()), or str(uuid.uuid5(namespace, text)) for a deterministic stand-in, in "
+    "your chat model connection, in a stand-in and in recorded chat answers (docs/your-agent.md, section 3)"
+)
+
+
+def python_error_fix(text: str) -> str | None:
+    """The fix of a Python error of a job's code that this package knows (``text``: the error or its traceback);
+    None for any other."""
+    if GATEWAY_IN_WORKER in text:
+        return GATEWAY_FIX
+    if "valid UUID" in text and ("Tool" in text or "tool" in text):
+        return TOOL_CALL_ID_FIX
+    return None
+
+
+def _sample_problems(d: DefinitionFacts) -> list[str]:
+    """A sample run that Flink Agents itself refused: the replays would fail on the same record."""
+    run = d.sample
+    if run is None or run.error is None or not run.rejected_by_flink_agents:
+        return []
+    fix = python_error_fix(f"{run.error.headline()}\n{run.error.traceback}") or (
+        "make the agent's resources return what Flink Agents' events accept (the validation error above names "
+        "the event and the field)"
+    )
+    return [
+        f"{d.role}'s sample run on a captured record ({run.record or 'a captured record'}) failed: Flink Agents "
+        f"refused an event built from what the agent's resources returned: {run.error.headline()}\n"
+        f"{run.error.traceback.rstrip()}\nFix: {fix}"
+    ]
+
+
+def _sample_warnings(d: DefinitionFacts) -> list[str]:
+    """A sample run that raised for another reason, or ran out of time: not judged, said."""
+    run = d.sample
+    if run is None or run.rejected_by_flink_agents:
+        return []
+    if run.timed_out:
+        return [f"{d.role}'s sample run did not finish in time (a slow chat model?): it was not judged"]
+    if run.error is None:
+        return []
+    after = " after a call the sample recorded or blocked instead of making it (its stand-in may be what the " \
+        "agent could not use)" if run.substituted else ""
+    return [
+        f"{d.role}'s sample run on {run.record or 'a captured record'} raised {run.error.headline()}{after}: the "
+        "replays may fail the same way. The traceback is in the check's facts (run record)"
+    ]
+
+
 def _definition_problems(d: DefinitionFacts) -> list[str]:
     if d.error is not None:
         return [_error_problem(d, d.error)]
-    problems: list[str] = []
+    problems: list[str] = _sample_problems(d)
     if not d.actions:
         problems.append(_empty_plan_problem(d))
     if d.input is not None and d.input.error is not None:
@@ -471,11 +580,17 @@ def _error_problem(d: DefinitionFacts, err: PythonFailure) -> str:
     what = {
         "import": "could not be imported on the job side",
         "build": "raised while building the agent",
+        "worker": "cannot be imported the way Flink's Python worker imports it (the worker runs the deserializer, "
+        "the key selector and the output serializer, and unpickling them imports their modules): every task "
+        "attempt of the job would fail so",
         "plan": "raised while Flink Agents compiled the agent's plan",
     }.get(d.stage, f"failed ({d.stage})")
     fix = {
         "import": f"make {d.ref.split(':', 1)[0]} importable by the Flink cluster's Python and fix the error above",
         "build": "fix the error above in the agent's construction (or its zero-argument factory)",
+        "worker": python_error_fix(err.headline()) or "make the modules in the traceback importable in a Python "
+        "without a Java gateway and without the client's state (nothing at their top level that needs the job's "
+        "environment)",
         "plan": "fix the resource or action declaration named in the traceback",
     }.get(d.stage, "fix the error above")
     if d.form == "factory" and err.type == "TypeError" and "mem0_config" in err.message:

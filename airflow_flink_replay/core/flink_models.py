@@ -9,6 +9,7 @@ This module imports neither Airflow nor PyFlink: it runs on both sides (pydantic
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
@@ -171,9 +172,75 @@ class ExceptionEntry(_FlinkModel):
 
     @property
     def root_cause(self) -> str:
-        """The last ``Caused by:`` line of the stack trace, or the headline."""
+        """The Python exception of a Python worker's failure (its last line: ``Type: message``), else the last
+        ``Caused by:`` line of the stack trace, or the headline."""
+        python = python_traceback(self.stacktrace)
+        if python:
+            return python_exception_line(python)
         causes = [ln.strip() for ln in self.stacktrace.splitlines() if ln.strip().startswith("Caused by:")]
         return causes[-1].removeprefix("Caused by:").strip() if causes else self.headline
+
+    @property
+    def python_error(self) -> str:
+        """The Python traceback this failure carries (:func:`python_traceback`), or ``""``."""
+        return python_traceback(self.stacktrace)
+
+
+#: Where a Python traceback starts inside a Java stack trace (a Python worker's error: "Error received from SDK
+#: harness for instruction 1: Traceback (most recent call last): ...").
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
+#: Frames of the Python worker's own machinery (Beam's harness, PyFlink's operations): not where a job fails.
+_RUNTIME_FRAMES = ("apache_beam/", "pyflink/fn_execution/")
+#: How Python introduces the exception a traceback's exception was raised from or while handling.
+_CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
+#: Lines that end a Python traceback inside a Java stack trace.
+_JAVA_LINE = re.compile(r"^(\tat |\t\.\.\. \d+ more|Caused by:)")
+
+
+def python_traceback(stacktrace: str, keep_frames: int = 8) -> str:
+    """The innermost Python traceback in a Flink exception's stack trace (with the exceptions it was raised from,
+    as Python chains them), or ``""`` when it carries none.
+
+    Flink reports a Python worker's failure as Java exceptions whose message holds the worker's traceback. This
+    keeps that traceback alone: its frames without Beam's and PyFlink's machinery (the last ``keep_frames`` of
+    the rest per exception, caret lines dropped) and the exceptions' own lines, up to the Java frames after it.
+    """
+    starts = [m.start() for m in re.finditer(re.escape(PYTHON_TRACEBACK), stacktrace)]
+    if not starts:
+        return ""
+    first = len(starts) - 1
+    while first > 0 and "\n\tat " not in stacktrace[starts[first - 1] : starts[first]]:
+        first -= 1  # the same Python text: an exception chained to the next one
+    chain = starts[first:]
+    ends = [*chain[1:], len(stacktrace)]
+    return "\n".join(_traceback_section(stacktrace[a:b], keep_frames) for a, b in zip(chain, ends, strict=True))
+
+
+def _traceback_section(text: str, keep_frames: int) -> str:
+    """One ``Traceback ...`` of :func:`python_traceback`: kept frames, then the exception's lines."""
+    frames: list[list[str]] = []
+    tail: list[str] = []
+    for line in text.splitlines()[1:]:
+        if _JAVA_LINE.match(line):
+            break
+        if not line.strip():
+            continue
+        if tail or not line.startswith(" "):
+            tail += ["", line, ""] if line.startswith(_CHAINED) else [line]
+        elif line.startswith("  File "):
+            frames.append([line])
+        elif frames and line.strip().strip("^~ "):  # the frame's source line (carets marking it are noise)
+            frames[-1].append(line)
+    kept = [f for f in frames if not any(marker in f[0] for marker in _RUNTIME_FRAMES)][-keep_frames:]
+    return "\n".join([PYTHON_TRACEBACK, *(ln for f in kept for ln in f), *tail]).rstrip()
+
+
+def python_exception_line(traceback_text: str) -> str:
+    """The last exception's own first line (``Type: message``) of a traceback :func:`python_traceback` returned."""
+    lines = traceback_text.splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln == PYTHON_TRACEBACK), default=0)
+    after = [ln for ln in lines[last + 1 :] if not ln.startswith(" ")]
+    return after[0].strip() if after else (lines[-1].strip() if lines else "")
 
 
 class ExceptionHistory(_FlinkModel):
@@ -192,6 +259,27 @@ class JobExceptions(_FlinkModel):
         """The newest ``limit`` root causes, one per line (empty when there are none)."""
         entries = sorted(self.exception_history.entries, key=lambda e: e.timestamp, reverse=True)[:limit]
         return "\n".join(e.root_cause for e in entries)
+
+    def newest(self) -> ExceptionEntry | None:
+        """The newest failure, if any."""
+        return max(self.exception_history.entries, key=lambda e: e.timestamp, default=None)
+
+    def python_error(self) -> str:
+        """The Python traceback of the newest failure that carries one (``""`` when none does)."""
+        entries = sorted(self.exception_history.entries, key=lambda e: e.timestamp, reverse=True)
+        return next((e.python_error for e in entries if e.python_error), "")
+
+
+class CheckpointedJob(BaseModel):
+    """A job that runs every task and completed a checkpoint after its newest failure
+    (``FlinkRestHook.wait_until_checkpointed``): it took its input and its state through a full cycle."""
+
+    job_id: str
+    checkpoint_id: int
+    #: Failures (restarts) before it got there, and the newest one's root cause (Flink Agents' action-state
+    #: store often restarts a job once at start, and a job may recover).
+    failures: int = 0
+    newest_failure: str = ""
 
 
 class AsyncOperationStatus(_FlinkModel):

@@ -1,4 +1,6 @@
-"""The agent check's job-side program: import both job definitions, build both plans, try captured records.
+"""The agent check's job-side program: import both job definitions (and their worker-side code as Flink's Python
+worker imports it, :mod:`~airflow_flink_replay.flink.worker_import`), build both plans, try captured records, and
+run each agent on one of them (:mod:`~airflow_flink_replay.flink.sample_run`).
 
 Run by Flink's PythonDriver before anything is stopped (``-pym airflow_flink_replay.flink.agent_check``), in the
 cluster's own Python — where production and the replays import the user's package — so what it finds is what
@@ -55,6 +57,7 @@ from airflow_flink_replay.core.agent_check import (
     encode_facts,
 )
 from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
+from airflow_flink_replay.core.policy import ReplayPolicy
 
 MODULE = "airflow_flink_replay.flink.agent_check"
 #: Traceback lines kept per error (the innermost frames: where the user's code raised).
@@ -157,7 +160,10 @@ def read_captured(
 
 
 def try_inputs(job: Any, records: Sequence[CapturedRecord]) -> InputTrial:
-    """Deserialise ``records`` with ``job`` and select their keys; the first failure is the result."""
+    """Deserialise ``records`` with ``job`` and select their keys; the first failure is the result. The key is
+    shown by its text, as audit records and cassette entries name it."""
+    from airflow_flink_replay.core.audit import key_text_of
+
     trial = InputTrial()
     for record in records:
         try:
@@ -167,7 +173,7 @@ def try_inputs(job: Any, records: Sequence[CapturedRecord]) -> InputTrial:
         except Exception as exc:
             return InputTrial(records=trial.records, error=python_error(exc), failed_record=record.where)
         trial = InputTrial(
-            records=trial.records + 1, input_type=qualified(value), key=repr(key)[:80], key_type=qualified(key)
+            records=trial.records + 1, input_type=qualified(value), key=key_text_of(key)[:80], key_type=qualified(key)
         )
     return trial
 
@@ -213,7 +219,6 @@ def plan_facts(facts: DefinitionFacts, job: Any, plan: Any) -> None:
     resource's fingerprint (the Airflow side compares production's and the candidate's)."""
     from flink_agents.plan.agent_plan import BUILT_IN_ACTIONS
 
-    from airflow_flink_replay.core.policy import ReplayPolicy
     from airflow_flink_replay.flink.proxies import rewrite_plan_resources
 
     builtin = {a.name for a in BUILT_IN_ACTIONS}
@@ -272,8 +277,14 @@ def inspect_definition(
     *,
     key_field: str = "customer",
     mem0_config: dict[str, Any] | None = None,
+    policy: ReplayPolicy | None = None,
+    sample_runs: int = 1,
 ) -> DefinitionFacts:
-    """Import, build and plan one definition and try it on ``records``; every failure becomes facts."""
+    """Import and build one definition, import its worker-side code as Flink's Python worker does, plan it, try
+    it on ``records`` and run the agent on the first of them (``sample_runs`` > 0); every failure becomes facts."""
+    from airflow_flink_replay.flink.sample_run import run_sample
+    from airflow_flink_replay.flink.worker_import import worker_import_failure
+
     facts = DefinitionFacts(role=role, ref=ref, form=form, stage="import")  # type: ignore[arg-type]
     try:
         importlib.import_module(ref.split(":", 1)[0])
@@ -284,6 +295,10 @@ def inspect_definition(
         key_type = job.key_type  # None: pickled, as Flink Agents keys a stream itself
         facts.key_serializer = "pickled" if key_type is None else str(key_type)
         facts.invisible = invisible_declarations(type(agent))
+        facts.stage = "worker"
+        facts.error = worker_import_failure(job)
+        if facts.error is not None:
+            return facts
         facts.stage = "plan"
         plan_facts(facts, job, job.build_plan(mem0_config))
         facts.stage = "input"
@@ -291,6 +306,9 @@ def inspect_definition(
         facts.stage = "done"
     except (Exception, SystemExit) as exc:  # a module that exits at import is reported like one that raises
         facts.error = python_error(exc)
+        return facts
+    if sample_runs > 0 and records and facts.input is not None and facts.input.error is None:
+        facts.sample = run_sample(job, records[0].value, records[0].where, facts, policy or ReplayPolicy(), mem0_config)
     return facts
 
 
@@ -308,6 +326,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers as seen from the job side")
     p.add_argument("--kafka-security", default=None, help="JSON: KafkaClientSecurity (password by reference)")
     p.add_argument("--samples", type=int, default=3, help="captured records to try per definition")
+    p.add_argument("--sample-runs", type=int, default=1,
+                   help="run the agent on the first captured record (0: do not; see flink.sample_run)")
+    p.add_argument("--policy", default=None, help="JSON: the run's ReplayPolicy (the sample run applies it)")
     p.add_argument("--emit", choices=("plan", "stdout"), default="plan")
     return p.parse_args(list(argv))
 
@@ -327,13 +348,15 @@ def collect(args: argparse.Namespace) -> CheckFacts:
         records, error = read_captured(args.bootstrap, args.capture_topic, args.samples, client=client)
         facts.sample = SampleFacts(topic=args.capture_topic, records=len(records), error=error or None)
     mem0 = json.loads(args.mem0_config) if args.mem0_config else None
+    policy = ReplayPolicy.model_validate_json(args.policy) if args.policy else ReplayPolicy()
     roles = [("production", args.production, args.production_form)]
     if args.candidate:
         roles.append(("candidate", args.candidate, args.candidate_form))
     for role, ref, form in roles:
-        facts.definitions.append(
-            inspect_definition(role, ref, form, records, key_field=args.key_field, mem0_config=mem0)
-        )
+        facts.definitions.append(inspect_definition(
+            role, ref, form, records, key_field=args.key_field, mem0_config=mem0, policy=policy,
+            sample_runs=args.sample_runs,
+        ))  # fmt: skip
     return facts
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from airflow_flink_replay.core.audit import AuditRecord
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 
-__all__ = ["GUARD_CONFIG_KEY", "Guard", "arm", "disarm", "guard_entry", "install", "mediated"]
+__all__ = ["GUARD_CONFIG_KEY", "Guard", "arm", "armed", "disarm", "guard_entry", "install", "mediated"]
 
 _log = logging.getLogger(__name__)
 
@@ -123,6 +123,19 @@ def arm(ctx: Any) -> None:
 def disarm() -> None:
     """Disarm this thread (tests)."""
     _local.guard = None
+
+
+@contextlib.contextmanager
+def armed(guard: Guard) -> Iterator[None]:
+    """This thread armed with ``guard`` inside the block (the agent check's sample run, which has no Flink
+    runtime context to arm from); the hook is installed first."""
+    install()
+    previous = getattr(_local, "guard", None)
+    _local.guard = guard
+    try:
+        yield
+    finally:
+        _local.guard = previous
 
 
 def _current_guard() -> Guard | None:

@@ -30,7 +30,9 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from airflow_flink_replay.core.flink_models import (
+    TERMINAL_STATES,
     AsyncOperationStatus,
+    CheckpointedJob,
     CheckpointRecord,
     CheckpointStats,
     ClusterOverview,
@@ -473,6 +475,53 @@ class FlinkRestHook(BaseHook):
                     job_id=job_id,
                 )
             time.sleep(poll_interval)
+
+    def wait_until_checkpointed(
+        self, job_id: str, *, timeout: float = 120.0, poll_interval: float = 1.0, max_failures: int = 3
+    ) -> CheckpointedJob:
+        """Poll until the job runs every task and has completed a checkpoint after its newest failure.
+
+        Raises :class:`FlinkJobFailedError` when the job ends, or fails ``max_failures`` times with no checkpoint
+        in between (a job that restarts with the same error each time: a Python worker that cannot import the
+        job's code, a record it cannot read), and :class:`FlinkOperationTimeoutError` at ``timeout``; both carry
+        the newest failure's Python traceback (or Flink's root cause). Older failures a job recovered from do not
+        count."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.get_job(job_id)
+            failures = self.get_exceptions(job_id)
+            checkpoints = [c for c in self.get_checkpoints(job_id).history if not c.is_savepoint]
+            newest = failures.newest()
+            since = newest.timestamp if newest is not None else 0
+            done = [c for c in checkpoints if c.trigger_timestamp > since]
+            if job.state == "RUNNING" and job.all_vertices_running and done:
+                return CheckpointedJob(job_id=job_id, checkpoint_id=max(c.id for c in done),
+                                       failures=len(failures.exception_history.entries),
+                                       newest_failure=newest.root_cause if newest is not None else "")  # fmt: skip
+            last = max((c.trigger_timestamp for c in checkpoints), default=0)
+            count = sum(1 for e in failures.exception_history.entries if e.timestamp > last)
+            if job.state in TERMINAL_STATES:
+                raise self._not_running(job, failures, f"ended {job.state} after {count} failure(s)")
+            if count >= max_failures:
+                raise self._not_running(job, failures, f"is failing: {count} failures in a row, "
+                                                       f"{'since its last checkpoint' if last else 'since it started'} "
+                                                       f"(state {job.state}, restarting after each)")
+            if time.monotonic() >= deadline:
+                tasks = ", ".join(sorted({v.status for v in job.vertices})) or "none"
+                cause = failures.python_error() or failures.summary(1)
+                raise FlinkOperationTimeoutError(
+                    f"Flink job {job.name} ({job_id}) completed no checkpoint within {timeout:g} s (state {job.state}, "
+                    f"tasks {tasks}, {count} failure(s) so far)" + (f":\n{cause}" if cause else ""),
+                    operation="wait for the first checkpoint", job_id=job_id, cause=cause or None,
+                )
+            time.sleep(poll_interval)
+
+    @staticmethod
+    def _not_running(job: JobDetails, failures: JobExceptions, why: str) -> FlinkJobFailedError:
+        """The error of a job that stopped or keeps failing: its newest Python traceback, else Flink's causes."""
+        cause = failures.python_error() or failures.summary(1) or "no exception recorded"
+        return FlinkJobFailedError(f"Flink job {job.name} ({job.jid}) {why}:\n{cause}",
+                                   operation="wait for the first checkpoint", job_id=job.jid, cause=cause)
 
     # -------------------------------------------------------------------------------- savepoints/stop
 

@@ -300,16 +300,17 @@ def submit_production(
     agent: AgentRef | None = None,
     timeout: float = 240.0,
 ) -> tuple[str, bool]:
-    """Create production's topics and submit it unless a job of that name runs; wait until all its tasks run.
+    """Create production's topics and submit it unless a job of that name runs (or is about to: starting,
+    restarting); wait until all its tasks run.
 
-    Returns the job id and whether it was submitted now (False: it was running already)."""
-    from airflow_flink_replay.core.flink_models import FlinkPythonProgram
+    Returns the job id and whether it was submitted now (False: it was there already)."""
+    from airflow_flink_replay.core.flink_models import LIVE_STATES, FlinkPythonProgram
     from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
     from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
 
     create_topics(stack.kafka_bootstrap, topics)
     hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
-    running = [j for j in hook.list_jobs().jobs if j.name == job_name and j.state == "RUNNING"]
+    running = hook.list_jobs().by_name(job_name, states=LIVE_STATES)
     if running:
         return running[0].jid, False
     program = FlinkPythonProgram.model_validate(production_program(stack, topics, job_name, job_identifier, agent))

@@ -4,6 +4,11 @@
 - :func:`check_reference` / :func:`link_python_path`: a ``"module:attr"`` the Flink side can import. The
   stack's Flink-side Python imports this checkout through a ``.pth`` file; your package is linked the same
   way (one more ``.pth`` line per folder), so production and every replay job find it;
+- :func:`check_definition`: the agent check of production's job definition in the stack's Flink-side Python,
+  before ``deploy`` submits anything (a module Flink's Python worker cannot import is refused there);
+- :func:`production_runs`: after the submission, wait (bounded) until production runs every task and completed
+  a checkpoint, or say why not with the Python error of the failing task;
+- :func:`production_state`: whether production runs, for ``produce``;
 - :func:`produce_jsonl` / :class:`JsonlFeeder`: sample input from a JSONL file, each line's bytes unchanged,
   at once or in the background while a DAG runs (the capture window fills only after production resumed).
 """
@@ -11,16 +16,20 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_flink_replay.exceptions import OwnJobError
-from airflow_flink_replay.local.demo import PacedFeeder
+from airflow_flink_replay.exceptions import FlinkJobFailedError, FlinkRestError, OwnJobError
+from airflow_flink_replay.local.demo import AgentRef, PacedFeeder
 from airflow_flink_replay.local.stack import LocalStack, StackConfig, StackInfo
 
 if TYPE_CHECKING:
+    from airflow_flink_replay.core.agent_check import AgentCheckReport
+    from airflow_flink_replay.core.flink_models import CheckpointedJob
     from airflow_flink_replay.core.replay_spec import ReplaySpec
 
 #: The Flink-side ``.pth`` file listing the folders of your packages (one per line).
@@ -69,6 +78,84 @@ def link_python_path(stack: StackInfo, folders: list[Path]) -> Path:
     if wanted != lines:
         pth.write_text("\n".join(wanted) + "\n")
     return pth
+
+
+#: How long ``deploy``'s agent check may take in the Flink-side Python (imports Flink Agents, plans the agent, imports
+#: the worker-side code in a second Python).
+CHECK_TIMEOUT_S = 300.0
+
+
+def check_definition(stack: StackInfo, agent: AgentRef) -> AgentCheckReport:
+    """The agent check of production's job definition (:mod:`airflow_flink_replay.flink.agent_check`), run by the
+    stack's Flink-side Python with the arguments production gets: import, build, the worker-side code imported as
+    Flink's Python worker imports it, the plan. No record is read (production has none yet). Judged with the
+    default replay policy; raises :class:`OwnJobError` when the program cannot report."""
+    from airflow_flink_replay.core.agent_check import decode_facts, judge
+    from airflow_flink_replay.core.policy import ReplayPolicy
+
+    cmd = [stack.flink_python, "-m", "airflow_flink_replay.flink.agent_check", "--production", agent.reference,
+           "--production-form", "job" if agent.kind == "agent_job" else "factory", "--samples", "0",
+           "--sample-runs", "0", "--mem0-config", json.dumps(stack.mem0_config()), "--emit", "stdout",
+           *(["--key-field", agent.key_field] if agent.key_field else [])]  # fmt: skip
+    env = {**os.environ, **({"JAVA_HOME": stack.java_home} if stack.java_home else {})}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as err:
+        raise OwnJobError(f"the agent check of {agent.reference} took more than {CHECK_TIMEOUT_S:g} s in "
+                          f"{stack.flink_python}.\nFix: look for work done at import time in its modules") from err
+    except OSError as err:
+        raise OwnJobError(f"the stack's Flink-side Python cannot run the agent check: {err}.\nFix: "
+                          "`flink-replay stack up` (it installs the Flink side)") from err
+    facts = decode_facts(done.stdout)
+    if facts is None:
+        output = (done.stderr or done.stdout).strip().splitlines()[-30:]
+        raise OwnJobError(f"the agent check of {agent.reference} could not run in the stack's Flink-side Python "
+                          f"(exit {done.returncode}):\n" + "\n".join(output) + "\nFix: the error above; is this "
+                          "checkout installed there (`flink-replay stack up` links it)?")  # fmt: skip
+    return judge(facts, ReplayPolicy())
+
+
+def production_runs(stack: StackInfo, job_id: str, *, submitted: bool, timeout: float) -> CheckpointedJob:
+    """Wait until production's job runs every task and completed a checkpoint after its newest failure (at most
+    ``timeout`` seconds). A job that fails, keeps restarting or does not get there raises :class:`OwnJobError`
+    with the Python error of the failing task and the fix; one this deploy ``submitted`` and that still runs
+    (restarting) is cancelled then, so that nothing is left failing in a loop."""
+    from airflow_flink_replay.core.agent_check import python_error_fix
+    from airflow_flink_replay.core.flink_models import TERMINAL_STATES
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    try:
+        return hook.wait_until_checkpointed(job_id, timeout=timeout)
+    except FlinkRestError as err:
+        failed = isinstance(err, FlinkJobFailedError)
+        state = hook.get_job(job_id).state
+        if failed and submitted and state not in TERMINAL_STATES:
+            hook.cancel_job(job_id)
+            state, left = "CANCELED", "deploy cancelled the job (it had started it).\n"
+        elif state in TERMINAL_STATES or submitted:
+            left = ""
+        else:
+            left = "It was running before this deploy: cancel it in the Flink UI before you deploy again.\n"
+        fix = python_error_fix(str(err)) or (
+            "correct the error above in your job definition, then deploy again" if failed else
+            "look at the job in the Flink UI; if it is only slow to start, deploy again with a longer --wait"
+        )
+        page = hook.job_ui_url(job_id, state).removesuffix("/overview") + "/exceptions"
+        raise OwnJobError(f"production does not run: {err}\n{left}Fix: {fix}. The job's exceptions: {page}") from err
+
+
+def production_state(stack: StackInfo, job_name: str) -> tuple[str, str]:
+    """The state of the newest Flink job called ``job_name`` on the stack's production cluster (``NONE``: no such
+    job) and, when it is not running, the root cause of its newest failure (``""`` if none)."""
+    from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
+
+    hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
+    jobs = hook.list_jobs().by_name(job_name)
+    if not jobs:
+        return "NONE", ""
+    newest = jobs[0]
+    return newest.state, ("" if newest.state == "RUNNING" else hook.job_failure_cause(newest.jid, limit=1))
 
 
 def load_spec(path: Path) -> ReplaySpec:

@@ -2,11 +2,13 @@
 
 The check program (:mod:`airflow_flink_replay.flink.agent_check`) runs on the job side through Flink's
 PythonDriver — over REST as a ``/plan`` call on the replay cluster (nothing is submitted), or with the CLI
-submitter on this worker — imports production's and the candidate's job definitions, builds both Flink
-Agents plans and deserialises a few captured records. :func:`~airflow_flink_replay.core.agent_check.judge`
+submitter on this worker — imports production's and the candidate's job definitions (and their worker-side code
+the way Flink's Python worker imports it), builds both Flink Agents plans, deserialises a few captured records
+and runs each agent on one of them (the sample run). :func:`~airflow_flink_replay.core.agent_check.judge`
 turns what it found into the report this task logs, returns (the run record keeps it) and, when it refuses,
-fails with: the Python error with its traceback, an empty plan (the subclassing trap named), a candidate
-that lost production's actions or resources, or a deserializer that cannot read a captured record.
+fails with: the Python error with its traceback (a module Flink's Python worker cannot import included), an
+empty plan (the subclassing trap named), a candidate that lost production's actions or resources, a deserializer
+that cannot read a captured record, or a sample run Flink Agents refused (tool-call ids that are not UUIDs).
 
 The result's ``changed`` (also pushed as :data:`XCOM_CHANGED_RESOURCES_KEY`) names the resources the candidate
 changed, by their fingerprints: the replay DAG's submit task keeps them off production's cassette in the
@@ -57,13 +59,17 @@ def job_definitions(spec: ReplaySpec) -> list[tuple[str, str, str]]:
     return [(role, str(ref), form) for role, ref, form in found]
 
 
-def check_program(spec: ReplaySpec, *, emit: str, samples: int = 3, module: str = CHECK_PROGRAM) -> FlinkPythonProgram:
-    """The check program for ``spec``: names and references only — the records are read on the job side."""
+def check_program(
+    spec: ReplaySpec, *, emit: str, samples: int = 3, sample_runs: int = 1, module: str = CHECK_PROGRAM
+) -> FlinkPythonProgram:
+    """The check program for ``spec``: names, references and the policy only — the records are read on the job
+    side. ``sample_runs``: run each agent on the first captured record (0: do not)."""
     args: list[str] = []
     for role, ref, form in job_definitions(spec):
         args += [f"--{role}", ref, f"--{role}-form", form]
     args += ["--key-field", spec.production.key_field, "--capture-topic", spec.production.capture_topic,
-             "--bootstrap", spec.kafka_bootstrap, "--samples", str(samples), "--emit", emit]  # fmt: skip
+             "--bootstrap", spec.kafka_bootstrap, "--samples", str(samples), "--sample-runs", str(sample_runs),
+             "--policy", spec.policy.to_json(), "--emit", emit]  # fmt: skip
     if spec.mem0_config:
         args += ["--mem0-config", json.dumps(spec.mem0_config, sort_keys=True)]  # references only (spec-checked)
     if spec.kafka_security:
@@ -100,6 +106,9 @@ class AgentCheckOperator(BaseOperator):
         production's): over REST it only builds a plan, nothing runs there.
     :param submitter: ``rest`` (default: a ``/plan`` call) or ``cli`` (``flink run`` on this worker).
     :param samples: captured records to try each deserializer on.
+    :param sample_runs: run each agent on the first captured record, every call behind the replay policy and no
+        tool run for real (:mod:`airflow_flink_replay.flink.sample_run`; it is skipped, saying why, for an agent
+        with memory or an unmediated resource); 0 turns it off.
     """
 
     template_fields: Sequence[str] = ("spec", "production_details")
@@ -113,9 +122,11 @@ class AgentCheckOperator(BaseOperator):
         flink_conn_id: str | None = None,
         submitter: str = "rest",
         samples: int = 3,
+        sample_runs: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.sample_runs = sample_runs
         self.spec = spec.model_dump(mode="json") if isinstance(spec, ReplaySpec) else spec
         self.production_details = production_details
         self.flink_conn_id = flink_conn_id
@@ -132,7 +143,8 @@ class AgentCheckOperator(BaseOperator):
         """Run the program (one hook call), judge its facts, log the report."""
         spec = ReplaySpec.model_validate(self.spec)
         submitter = get_submitter(self.submitter, self.hook)  # type: ignore[arg-type]
-        program = check_program(spec, emit="plan" if submitter.kind == "rest" else "stdout", samples=self.samples)
+        program = check_program(spec, emit="plan" if submitter.kind == "rest" else "stdout", samples=self.samples,
+                                sample_runs=self.sample_runs)
         try:
             facts = submitter.run_check(program)
         except FlinkSubmissionError as err:  # the program died before it could report: its own traceback

@@ -31,8 +31,9 @@ pytestmark = pytest.mark.timeout(600)
 JOBS = Path(__file__).resolve().parents[1] / "jobs" / "agent_check"
 DEFS = "tests.jobs.agent_check.definitions"
 HEALTHY = f"{DEFS}:healthy"
-#: task id -> (candidate job definition, submitter)
-CHECKS = {
+TOOL_IDS = "tests.jobs.agent_check.tool_ids"
+#: task id -> (candidate job definition, submitter[, production's job definition: HEALTHY if not given])
+CHECKS: dict[str, tuple[str, ...]] = {
     "healthy": (f"{DEFS}:redeclared_subclass", "rest"),
     "healthy_cli": (f"{DEFS}:redeclared_subclass", "cli"),
     "plain_subclass": (f"{DEFS}:plain_subclass", "rest"),
@@ -40,6 +41,8 @@ CHECKS = {
     "import_fails": ("tests.jobs.agent_check.import_fails:job", "rest"),
     "build_fails": (f"{DEFS}:build_fails", "rest"),
     "wrong_input": (f"{DEFS}:wrong_input", "rest"),
+    "gateway_import": ("tests.jobs.agent_check.gateway_import:job", "rest"),
+    "tool_ids": (f"{TOOL_IDS}:recorded_ids", "rest", f"{TOOL_IDS}:uuid_ids"),
 }
 REVIEWS = [
     {"id": f"r{i}", "customer": f"c{i}", "product": "kettle", "rating": 1 + i, "text": "fine", "ts": 1_700_000_000 + i}
@@ -62,13 +65,13 @@ def _source_line(needle: str, path: Path) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
 
 
-def _spec(stack: Any, capture_topic: str, candidate: str, work: Path) -> dict[str, Any]:
+def _spec(stack: Any, capture_topic: str, candidate: str, work: Path, production: str = HEALTHY) -> dict[str, Any]:
     return {
         "name": "agent-check",
         "production": {
             "job_name": "agent-check-production",
             "program": {"module": "airflow_flink_replay.flink.production_job"},
-            "agent_job": HEALTHY,
+            "agent_job": production,
             "input_topic": f"{capture_topic}-in",
             "capture_topic": capture_topic,
             "action_state_topic": f"{capture_topic}-state",
@@ -143,9 +146,10 @@ def _run_checks_here(topic: str, work: Path) -> None:
     assert stack is not None, "no local stack"
     dag_id = f"agent_check_{uuid.uuid4().hex[:6]}"
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-        for task_id, (candidate, submitter) in CHECKS.items():
+        for task_id, (candidate, submitter, *production) in CHECKS.items():
             AgentCheckOperator(
-                task_id=task_id, spec=_spec(stack, topic, candidate, work), submitter=submitter, retries=0
+                task_id=task_id, spec=_spec(stack, topic, candidate, work, *production), submitter=submitter,
+                retries=0,
             )
     dr = harness.run_dag_test(dag, stack.connections_file)
     results = {}
@@ -187,7 +191,8 @@ def test_a_healthy_definition_reports_actions_resources_and_the_decision_each_wi
             assert re.search(r"chat_model +review_model +agent +allow", section)
             assert re.search(r"tool +notify_support +agent +block", section)  # the spec's policy, by name
             assert re.search(r"chat_model_connection +env_review_llm +env +- used through a chat model setup", section)
-            assert "input: 3 captured record(s) -> dict, key 'c2' (str, serialised pickled)" in section
+            assert "input: 3 captured record(s) -> dict, key c2 (str, serialised pickled)" in section  # the key's text
+            assert "sample run: skipped (the agent uses review_memory (vector store or long-term memory)" in section
         assert "agent operator identity: uid 'afr-agent'" in report
         assert f"captured records tried: 3 from {checked['topic']}" in report
 
@@ -228,6 +233,40 @@ def test_a_factory_that_raises_at_build_fails_the_task_with_its_python_error(che
         assert "raised while building the agent" in text
         assert f"RuntimeError: {_constant(path, 'BUILD_ERROR')}" in text
         assert f'File "{path}", line {line}, in agent_factory_that_raises' in text
+
+
+def test_a_definition_flink_s_python_worker_cannot_import_is_refused_with_pyflink_s_error(
+    checked: dict[str, Any],
+) -> None:
+    """The module imports flink_agents.api.core_options at its top: fine in the JobManager's PythonDriver (it has a
+    gateway), fatal in Flink's Python worker, which the check imitates (issue 48)."""
+    path = JOBS / "gateway_import.py"
+    line = _source_line("from flink_agents.api.core_options import AgentExecutionOptions", path)
+    report, log = _refused(checked, "gateway_import")
+    for text in (report, log):
+        assert ("candidate job definition tests.jobs.agent_check.gateway_import:job cannot be imported the way "
+                "Flink's Python worker imports it") in text
+        assert "Exception: It's launching the PythonGatewayServer during Python UDF execution" in text
+        assert f'File "{path}", line {line}, in <module>' in text
+        assert 'Fix: a module Flink\'s Python worker imports starts PyFlink\'s Java gateway' in text
+        assert 'config={"num-async-threads": 2}' in text
+
+
+def test_tool_call_ids_that_are_not_uuids_are_refused_by_the_sample_run(checked: dict[str, Any]) -> None:
+    """One captured record through each agent, the tool recorded (never executed): the candidate's chat answers
+    carry recorded ids ('call_0'), which Flink Agents refuses; production's UUID ids pass (issue 48)."""
+    report, _ = _refused(checked, "tool_ids")
+    problems = checked["tool_ids"]["result"]["checked"]["problems"]
+    assert len(problems) == 1 and problems[0].startswith("candidate's sample run on a captured record (")
+    assert "Flink Agents refused an event built from what the agent's resources returned: ValidationError: 2 " \
+           "validation errors for ToolResponseEvent" in problems[0]
+    assert "Input should be a valid UUID" in problems[0] and "input_value='call_0'" in problems[0]
+    assert "Fix: Flink Agents keys tool calls by UUID" in problems[0]
+    production = report.split("production: ", 1)[1].split("candidate: ", 1)[0]
+    calls = ("calls: chat_model review_analysis_model.chat: allow (ok), tool notify_shipping_manager.call: record "
+             "(recorded)")
+    assert re.search(rf"sample run on {checked['topic']}/\d@\d+: 1 output\(s\); " + re.escape(calls), production)
+    assert "FAILED: ValidationError: 2 validation errors for ToolResponseEvent; " + calls in report
 
 
 def test_a_deserializer_that_cannot_read_a_captured_record_is_refused(checked: dict[str, Any]) -> None:

@@ -6,8 +6,8 @@ declarations re-declared in the subclass body. ``lost_tool``: a candidate that d
 production's tool. ``changed_tool``: only the tool's body differs (the check finds it changed);
 ``commented_tool``: the tool's code with comments and another docstring (unchanged). ``build_fails``: a
 factory that raises while the agent is built. ``healthy``: the review agent v1 as an AgentJob, with its model
-connection registered at environment level (as the Flink Agents quickstart does) and a JSON deserializer that
-needs ``customer``.
+connection registered at environment level (as the Flink Agents quickstart does), its Mem0 memory bound as the
+review job binds it, and a JSON deserializer that needs ``customer``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from flink_agents.api.resource import ResourceType
 from airflow_flink_replay.flink.agent_job import AgentJob, EnvResource
 from examples.review_agent.common import tools as support_tools
 from examples.review_agent.common import triage
+from examples.review_agent.common.job import REVIEW_MEMORY
 from examples.review_agent.v1.agent import ReviewAgent
 
 #: The line ``agent_factory_that_raises`` raises on (the tests look for it in the task's failure).
@@ -124,6 +125,7 @@ def _job(agent: Any) -> AgentJob:
         key_selector=customer_of,
         deserializer=review_of,
         env_resources=[EnvResource("env_review_llm", ResourceType.CHAT_MODEL_CONNECTION, triage.review_llm())],
+        memory=REVIEW_MEMORY,  # the actions ask for it (the agent check's sample run is skipped for it)
     )
 
 

@@ -16,10 +16,12 @@ from airflow_flink_replay.core.agent_check import (
     PythonFailure,
     ResourceFact,
     SampleFacts,
+    SampleRun,
     changed_resources,
     decode_facts,
     encode_facts,
     judge,
+    python_error_fix,
 )
 from airflow_flink_replay.core.policy import ReplayPolicy
 
@@ -151,6 +153,78 @@ def test_a_deserializer_that_cannot_read_a_captured_record_is_refused_naming_the
     )
     assert 'File "/srv/pkg/job.py", line 12' in report.problems[0]
     assert "input: failed on capture/0@41: ValidationError" in report.render()
+
+
+GATEWAY_ERROR = (
+    "It's launching the PythonGatewayServer during Python UDF execution which is unexpected. It usually happens "
+    "when the job codes are in the top level of the Python script file"
+)
+
+
+def test_code_flink_s_python_worker_cannot_import_is_refused_with_the_gateway_fix() -> None:
+    tb = ('Traceback (most recent call last):\n  File "/srv/pkg/job.py", line 18, in <module>\n'
+          f"    from flink_agents.api.core_options import AgentExecutionOptions\nException: {GATEWAY_ERROR}")
+    err = PythonFailure(type="Exception", message=GATEWAY_ERROR, traceback=tb)
+    failed = _definition("production", stage="worker", error=err, actions=[], resources=[])
+    report = judge(_facts(failed), ReplayPolicy())
+    assert report.refused and len(report.problems) == 1
+    problem = report.problems[0]
+    assert problem.startswith("production job definition pkg.production:job cannot be imported the way Flink's "
+                              "Python worker imports it")
+    assert 'File "/srv/pkg/job.py", line 18, in <module>' in problem
+    assert "Fix: a module Flink's Python worker imports starts PyFlink's Java gateway" in problem
+    assert 'AgentJob(config={"num-async-threads": 2})' in problem
+    assert "failed at worker: Exception: It's launching" in report.render()
+    other = PythonFailure(type="RuntimeError", message="no settings file", traceback="RuntimeError: no settings file")
+    report = judge(_facts(_definition(stage="worker", error=other, actions=[], resources=[])), ReplayPolicy())
+    assert "Fix: make the modules in the traceback importable in a Python without a Java gateway" in report.problems[0]
+
+
+UUID_ERROR = ("2 validation errors for ToolResponseEvent\nresponses.call_0.[key]\n  Input should be a valid UUID, "
+              "invalid character: expected an optional prefix of `urn:uuid:`")
+
+
+def test_a_sample_run_flink_agents_refused_is_a_problem_other_failures_are_warnings() -> None:
+    tb = ('Traceback (most recent call last):\n  File "/venv/flink_agents/plan/actions/tool_call_action.py", line 55, '
+          f"in process_tool_request\n    ToolResponseEvent(\nValidationError: {UUID_ERROR}")
+    calls = ["chat_model review_model.chat: allow (ok)", "tool notify_support.call: record (recorded)"]
+    rejected = SampleRun(record="capture/0@41", calls=calls, substituted=True, rejected_by_flink_agents=True,
+                         error=PythonFailure(type="ValidationError", message=UUID_ERROR, traceback=tb))
+    report = judge(_facts(_definition(), _definition("candidate", sample=rejected)), ReplayPolicy())
+    assert report.refused and len(report.problems) == 1
+    problem = report.problems[0]
+    assert problem.startswith("candidate's sample run on a captured record (capture/0@41) failed: Flink Agents "
+                              "refused an event built from what the agent's resources returned: ValidationError: 2 "
+                              "validation errors for ToolResponseEvent")
+    assert "tool_call_action.py\", line 55" in problem
+    assert "Fix: Flink Agents keys tool calls by UUID (ToolRequestEvent, ToolResponseEvent)" in problem
+    assert ("sample run on capture/0@41: FAILED: ValidationError: 2 validation errors for ToolResponseEvent; calls: "
+            "chat_model review_model.chat: allow (ok), tool notify_support.call: record (recorded)") in report.render()
+
+    raised = SampleRun(record="capture/0@41", substituted=True,
+                       error=PythonFailure(type="JSONDecodeError", message="Expecting value", traceback=""))
+    ran = SampleRun(record="capture/0@41", outputs=1, calls=calls[:1])
+    report = judge(_facts(_definition(sample=ran), _definition("candidate", sample=raised)), ReplayPolicy())
+    assert not report.refused
+    assert report.warnings == [
+        "candidate's sample run on capture/0@41 raised JSONDecodeError: Expecting value after a call the sample "
+        "recorded or blocked instead of making it (its stand-in may be what the agent could not use): the replays "
+        "may fail the same way. The traceback is in the check's facts (run record)"
+    ]
+    text = report.render()
+    assert "  sample run on capture/0@41: 1 output(s); calls: chat_model review_model.chat: allow (ok)" in text
+    skipped = SampleRun(record="c/0@1", skipped="the agent uses review_memory (vector store or long-term memory)")
+    timed_out = SampleRun(record="c/0@1", timed_out=True)
+    report = judge(_facts(_definition(sample=skipped), _definition("candidate", sample=timed_out)), ReplayPolicy())
+    assert not report.refused and report.warnings == [
+        "candidate's sample run did not finish in time (a slow chat model?): it was not judged"]
+    assert "  sample run: skipped (the agent uses review_memory (vector store or long-term memory))" in report.render()
+
+
+def test_known_python_errors_have_their_fix() -> None:
+    assert python_error_fix(f"Exception: {GATEWAY_ERROR}") is not None
+    assert "UUID" in (python_error_fix(UUID_ERROR) or "")
+    assert python_error_fix("KeyError: 'customer'") is None
 
 
 def test_a_candidate_keyed_differently_from_production_is_refused() -> None:

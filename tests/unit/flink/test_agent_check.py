@@ -157,3 +157,42 @@ def test_real_plans_are_fingerprinted_and_only_what_the_candidate_changed_differ
         "changed_tool": {"notify_support": "changed"},
         "commented_tool": {},
     }
+
+
+RUNTIME_SCRIPT = """
+import json
+from airflow_flink_replay.flink.agent_check import CapturedRecord, inspect_definition
+
+record = [CapturedRecord("capture", 0, 4, json.dumps({"id": "r1", "customer": "c1", "text": "late"}).encode())]
+found = {}
+for ref in ("tests.jobs.agent_check.gateway_import:job", "tests.jobs.agent_check.tool_ids:recorded_ids",
+            "tests.jobs.agent_check.tool_ids:uuid_ids", "tests.jobs.agent_check.definitions:healthy"):
+    facts = inspect_definition("candidate", ref, "job", record)
+    found[ref.rsplit(".", 1)[1]] = facts.model_dump(mode="json", include={"stage", "error", "sample"})
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
+def test_what_fails_only_in_flink_s_python_worker_or_when_the_agent_runs_is_found() -> None:
+    """In the Flink-side venv (no cluster): a job definition module importing flink_agents.api.core_options
+    stops at the worker stage with PyFlink's own error; a chat model whose tool-call ids are not UUIDs fails the
+    sample run in Flink Agents' own validation; UUID ids pass; an agent with memory is not sampled."""
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", RUNTIME_SCRIPT], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    gateway = found["gateway_import:job"]
+    assert gateway["stage"] == "worker" and gateway["sample"] is None
+    assert "PythonGatewayServer during Python UDF execution" in gateway["error"]["message"]
+    assert 'tests/jobs/agent_check/gateway_import.py", line 18, in <module>' in gateway["error"]["traceback"]
+    recorded = found["tool_ids:recorded_ids"]
+    assert recorded["stage"] == "done" and recorded["error"] is None
+    sample = recorded["sample"]
+    assert sample["rejected_by_flink_agents"] and "ToolResponseEvent" in sample["error"]["message"]
+    assert "Input should be a valid UUID" in sample["error"]["message"]
+    assert sample["calls"] == ["chat_model review_analysis_model.chat: allow (ok)",
+                               "tool notify_shipping_manager.call: record (recorded)"]  # not executed
+    uuid_sample = found["tool_ids:uuid_ids"]["sample"]
+    assert uuid_sample["outputs"] == 1 and uuid_sample["error"] is None
+    assert "review_memory" in found["definitions:healthy"]["sample"]["skipped"]

@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 
 from airflow_flink_replay.core.flink_models import CheckpointStats
-from airflow_flink_replay.exceptions import FlinkOperationFailedError, FlinkOperationTimeoutError
+from airflow_flink_replay.exceptions import (
+    FlinkJobFailedError,
+    FlinkOperationFailedError,
+    FlinkOperationTimeoutError,
+)
 from airflow_flink_replay.hooks.flink_rest import (
     FlinkJobNotFoundError,
     FlinkOutcomeUnknownError,
@@ -27,7 +31,7 @@ from airflow_flink_replay.hooks.flink_rest import (
     savepoint_in,
 )
 from airflow_flink_replay.operators.flink import run_path_segment, savepoint_of_run
-from tests.fake_flink import HELD, JAVA_ERROR, JOB, FakeFlink, make_hook, serve
+from tests.fake_flink import HELD, JAVA_ERROR, JOB, PYTHON_WORKER_ERROR, FakeFlink, make_hook, serve
 from tests.fake_flink import fake as fake  # the scripted Flink (a fixture)
 
 OVERVIEW = {"taskmanagers": 1, "slots-total": 4, "slots-available": 3, "jobs-running": 1, "flink-version": "2.2.1"}
@@ -182,6 +186,74 @@ def test_savepoint_wait_reports_failure_cause_and_timeout(fake: tuple[FakeFlink,
         hook.wait_for_savepoint("j1", "t1", timeout=60, poll_interval=0.01)  # ends on the failure, not the time
     with pytest.raises(FlinkRestError, match=r"did not complete within 0\.2 s \(trigger t2\)"):
         hook.wait_for_savepoint("j1", "t2", timeout=0.2, poll_interval=0.05)
+
+
+def _failures(*timestamps: int, stacktrace: str = PYTHON_WORKER_ERROR) -> dict[str, Any]:
+    return {"exceptionHistory": {"entries": [{"stacktrace": stacktrace, "timestamp": t} for t in timestamps]}}
+
+
+def _checkpoints(*triggered: int) -> dict[str, Any]:
+    history = [{"id": i + 1, "status": "COMPLETED", "is_savepoint": False, "trigger_timestamp": t}
+               for i, t in enumerate(triggered)]  # fmt: skip
+    return {"counts": {"completed": len(history)}, "latest": {}, "history": history}
+
+
+def test_a_job_runs_once_it_checkpointed_after_its_newest_failure(fake: tuple[FakeFlink, str]) -> None:
+    """Flink Agents' action-state store often restarts a job once at start: a checkpoint taken before that
+    failure does not count, one taken after it does."""
+    state, url = fake
+    state.on("GET", "/jobs/j1", (200, {**JOB, "state": "RESTARTING"}), (200, JOB))
+    state.on("GET", "/jobs/j1/exceptions", (200, _failures(100, stacktrace=JAVA_ERROR)))
+    state.on("GET", "/jobs/j1/checkpoints", (200, _checkpoints(50)), (200, _checkpoints(50)),
+             (200, _checkpoints(50, 150)))
+    running = make_hook(url).wait_until_checkpointed("j1", timeout=30, poll_interval=0.01)
+    assert (running.checkpoint_id, running.failures) == (2, 1)
+    assert running.newest_failure.startswith("java.lang.IllegalStateException: Cannot map")
+    assert state.calls[("GET", "/jobs/j1")] == 3  # restarting, then twice running: without, then with a checkpoint
+
+
+def test_a_long_running_production_that_recovered_from_old_failures_runs(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("GET", "/jobs/j1", (200, JOB))
+    state.on("GET", "/jobs/j1/exceptions", (200, _failures(1, 2, 3, 4)))
+    state.on("GET", "/jobs/j1/checkpoints", (200, _checkpoints(5, 9)))
+    running = make_hook(url).wait_until_checkpointed("j1", timeout=30, poll_interval=0.01)
+    assert (running.checkpoint_id, running.failures) == (2, 4)
+
+
+def test_a_job_that_fails_or_keeps_restarting_is_reported_with_its_python_error(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("GET", "/jobs/j1", (200, {**JOB, "state": "FAILED"}))
+    state.on("GET", "/jobs/j1/exceptions", (200, _failures(1, 2)))
+    state.on("GET", "/jobs/j1/checkpoints", (200, _checkpoints()))
+    hook = make_hook(url)
+    with pytest.raises(FlinkJobFailedError) as failed:
+        hook.wait_until_checkpointed("j1", timeout=30, poll_interval=0.01)
+    text = str(failed.value)
+    assert text.startswith("Flink job prod (j1) ended FAILED after 2 failure(s):\nTraceback (most recent call last):")
+    assert 'gateway_import.py", line 18, in <module>' in text and "PythonGatewayServer during Python UDF" in text
+    assert failed.value.cause and failed.value.cause in text
+
+    state.on("GET", "/jobs/j1", (200, {**JOB, "state": "RESTARTING"}))
+    state.on("GET", "/jobs/j1/exceptions", (200, _failures(1, 2, 3)))
+    with pytest.raises(FlinkJobFailedError, match=r"is failing: 3 failures in a row, since it started \(state RESTA"):
+        hook.wait_until_checkpointed("j1", timeout=30, poll_interval=0.01)
+    # a production that recovered from old failures (checkpoints after them) and fails anew is not failing yet
+    state.on("GET", "/jobs/j1/exceptions", (200, _failures(1, 2, 3, 20)))
+    state.on("GET", "/jobs/j1/checkpoints", (200, _checkpoints(10)))
+    with pytest.raises(FlinkOperationTimeoutError, match=r"\(state RESTARTING, tasks RUNNING, 1 failure\(s\) so far"):
+        hook.wait_until_checkpointed("j1", timeout=0.2, poll_interval=0.05)
+
+
+def test_a_job_without_a_checkpoint_in_time_says_its_state_and_failures(fake: tuple[FakeFlink, str]) -> None:
+    state, url = fake
+    state.on("GET", "/jobs/j1", (200, JOB))
+    state.on("GET", "/jobs/j1/exceptions", (200, _failures(10)))
+    state.on("GET", "/jobs/j1/checkpoints", (200, _checkpoints(5)))  # before the failure: not counted
+    with pytest.raises(FlinkOperationTimeoutError) as late:
+        make_hook(url).wait_until_checkpointed("j1", timeout=0.2, poll_interval=0.05)
+    assert str(late.value).startswith("Flink job prod (j1) completed no checkpoint within 0.2 s (state RUNNING, "
+                                      "tasks RUNNING, 1 failure(s) so far):\nTraceback")
 
 
 # ------------------------------------------------------------------ non-idempotent calls are never resent

@@ -80,3 +80,59 @@ def test_no_stack_says_how_to_start_it(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("FLINK_REPLAY_STACK_DIR", str(tmp_path))
     with pytest.raises(OwnJobError, match=r"the local stack is not up .*\nFix: `flink-replay stack up`"):
         running_stack()
+
+
+def _stack(tmp_path: Path, url: str = "http://127.0.0.1:9", python: str | None = None) -> object:
+    import sys
+
+    from airflow_flink_replay.local.stack import StackInfo
+
+    return StackInfo(workdir=str(tmp_path), flink_home="", flink_conf_dir="", flink_python=python or sys.executable,
+                     flink_rest_url=url, kafka_bootstrap="127.0.0.1:9092", chroma_host="127.0.0.1", chroma_port=8000,
+                     mem0_dir="", connector_jars=[], savepoint_dir="", checkpoint_dir="", java_home="", processes=[],
+                     env={}, connections_file="")  # fmt: skip
+
+
+def test_deploy_s_agent_check_runs_the_job_side_program_and_refuses_with_its_python_error(tmp_path: Path) -> None:
+    """The job-side program itself, run by a Python (here this one) as deploy runs it in the stack's Flink side."""
+    from airflow_flink_replay.local.demo import AgentRef
+    from airflow_flink_replay.local.own_job import check_definition
+
+    report = check_definition(_stack(tmp_path), AgentRef(reference="tests.jobs.agent_check.import_fails:job"))  # type: ignore[arg-type]
+    assert report.refused
+    assert report.problems[0].startswith("production job definition tests.jobs.agent_check.import_fails:job could "
+                                         "not be imported on the job side: ImportError: cannot reach the feature store")
+    broken = _stack(tmp_path, python=str(tmp_path / "no-python"))
+    with pytest.raises(OwnJobError, match=r"Flink-side Python cannot run the agent check: .*\nFix: `flink-replay"):
+        check_definition(broken, AgentRef(reference="x.y:z"))  # type: ignore[arg-type]
+
+
+def test_a_production_that_keeps_failing_is_cancelled_when_deploy_started_it(tmp_path: Path) -> None:
+    from airflow_flink_replay.local.own_job import production_runs
+    from tests.fake_flink import JOB, PYTHON_WORKER_ERROR, FakeFlink, serve
+
+    state = FakeFlink()
+    server = serve(state)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        failures = {"exceptionHistory": {"entries": [{"stacktrace": PYTHON_WORKER_ERROR, "timestamp": t}
+                                                     for t in (1, 2, 3)]}}  # fmt: skip
+        state.on("GET", "/jobs/j1", (200, {**JOB, "state": "RESTARTING"}))
+        state.on("GET", "/jobs/j1/exceptions", (200, failures))
+        state.on("GET", "/jobs/j1/checkpoints", (200, {"counts": {}, "latest": {}, "history": []}))
+        state.on("PATCH", "/jobs/j1?mode=cancel", (202, {}))
+        with pytest.raises(OwnJobError) as started:
+            production_runs(_stack(tmp_path, url), "j1", submitted=True, timeout=30)  # type: ignore[arg-type]
+        text = str(started.value)
+        assert text.startswith("production does not run: Flink job prod (j1) is failing: 3 failures in a row, since")
+        assert 'gateway_import.py", line 18, in <module>' in text
+        assert "\ndeploy cancelled the job (it had started it).\nFix: a module Flink's Python worker imports" in text
+        assert text.endswith(f"The job's exceptions: {url}/#/job/completed/j1/exceptions")
+        assert state.calls[("PATCH", "/jobs/j1?mode=cancel")] == 1
+        with pytest.raises(OwnJobError, match="It was running before this deploy: cancel it in the Flink UI"):
+            production_runs(_stack(tmp_path, url), "j1", submitted=False, timeout=30)  # type: ignore[arg-type]
+        assert state.calls[("PATCH", "/jobs/j1?mode=cancel")] == 1  # not ours: left alone
+    finally:
+        state.release()
+        server.shutdown()
+        server.server_close()

@@ -10,6 +10,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.agent_check import ActionFact, CheckFacts, DefinitionFacts, ResourceFact
+from airflow_flink_replay.core.policy import ReplayPolicy
 from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.exceptions import FlinkSubmissionError
 from airflow_flink_replay.operators import agent_check
@@ -81,6 +82,9 @@ def test_both_definitions_of_either_form_are_named_and_no_record_travels_in_the_
     assert args[args.index("--candidate") + 1] == "examples.review_agent.v2.agent:build_agent"
     assert args[args.index("--capture-topic") + 1] == "reviews-capture" and args[-4:-2] == ["--emit", "plan"]
     assert args[args.index("--mem0-config") + 1] == '{"vector_store": {"x": 1}}'
+    assert ReplayPolicy.model_validate_json(args[args.index("--policy") + 1]) == spec.policy  # the sample run's
+    assert args[args.index("--sample-runs") + 1] == "1"
+    assert check_program(spec, emit="plan", sample_runs=0).program_args[args.index("--sample-runs") + 1] == "0"
     assert not any("{" in a and "customer" in a for a in args)  # names and references only
     without = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}", candidate_agent_factory=None))
     assert [role for role, _, _ in job_definitions(without)] == ["production"]
