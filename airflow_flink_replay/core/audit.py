@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,8 +28,16 @@ __all__ = [
     "append_audit",
     "args_digest",
     "args_preview",
+    "hash_names",
+    "is_key_hash",
+    "java_bytes_hash",
+    "java_string_hash",
+    "key_hashes",
+    "key_text_of",
     "masked",
+    "name_hashed_keys",
     "read_audit",
+    "typed_key_hashes",
 ]
 
 #: Length of ``args_preview`` (long enough to show a tool's arguments whole, so a change can be shown as a diff).
@@ -108,6 +117,19 @@ class AuditRecord(BaseModel):
         description="the candidate changed this resource (the agent check's fingerprints): its call was never "
         "served production's cassette",
     )
+    matched: Literal["exact", "arguments"] | None = Field(
+        default=None,
+        description="how a replayed call matched production's recorded call: 'exact' (the same arguments) or "
+        "'arguments' (the same identifying arguments, free text scored: similarity); None: not served a recording",
+    )
+    similarity: float | None = Field(
+        default=None, description="matched 'arguments': how alike the free text was to production's (0..1)"
+    )
+    identity_digest: str | None = Field(
+        default=None,
+        description="when some arguments of this resource are free text (core.call_match): the digest of the "
+        "identifying ones, which the side-effect comparison compares exactly (free text apart)",
+    )
     ts: float = Field(default_factory=time.time)
     id: str = Field(
         default_factory=lambda: uuid.uuid4().hex,
@@ -136,6 +158,9 @@ class AuditRecord(BaseModel):
         replace: Mapping[str, str] | None = None,
         fallback: str | None = None,
         changed: bool = False,
+        matched: str | None = None,
+        similarity: float | None = None,
+        identity_digest: str | None = None,
     ) -> AuditRecord:
         """Build a record, digesting and previewing the arguments (``replace``: see :func:`args_digest`)."""
         return cls(
@@ -151,6 +176,9 @@ class AuditRecord(BaseModel):
             error=error,
             fallback=fallback,  # type: ignore[arg-type]
             changed=changed,
+            matched=matched,  # type: ignore[arg-type]
+            similarity=similarity,
+            identity_digest=identity_digest,
         )
 
 
@@ -160,14 +188,79 @@ def java_string_hash(text: str) -> int:
     h = 0
     for i in range(0, len(data), 2):
         h = (31 * h + int.from_bytes(data[i : i + 2], "little")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
+    return _int32(h)
 
 
-def key_hashes(text: str) -> tuple[int, int, int]:
-    """The key hashes the Flink Agents runtime may pass for the key ``text`` instead of the key: Java's
-    ``String.hashCode`` and that value + 31 / + 62 (the 0.2.0 operator's one-field key row), 32-bit signed."""
-    h = java_string_hash(text)
-    return h, _int32(h + 31), _int32(h + 62)
+def java_bytes_hash(data: bytes) -> int:
+    """Java's ``Arrays.hashCode(byte[])`` (32-bit signed) of ``data`` (Java bytes are signed)."""
+    h = 1
+    for b in data:
+        h = (31 * h + (b - 256 if b > 127 else b)) & 0xFFFFFFFF
+    return _int32(h)
+
+
+def key_text_of(key: Any) -> str:
+    """The text a key is shown by — in audit records, cassette entries and (UTF-8 encoded) the capture topic's
+    record keys: text as is, bytes decoded as UTF-8 (undecodable bytes escaped), numbers as their decimal text,
+    anything else as sorted JSON (objects by ``str``)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bytes | bytearray):
+        return bytes(key).decode("utf-8", "backslashreplace")
+    if isinstance(key, bool | int | float):
+        return str(key)
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+#: What the Flink Agents 0.2.0 runtime passes to the per-action context switch instead of the key: the
+#: ``hashCode`` of the key as a one-field ``Row`` (PyFlink's ``key_by`` keys by ``Row(key)``), which is the
+#: hash of the key's Flink value + 62 (checked on Flink 2.2's ``Row``). The value is the key pickled
+#: (``Types.PICKLED_BYTE_ARRAY``, PyFlink's default and Flink Agents' own: cloudpickle, protocol 5) for
+#: ``key_type`` None, a Java ``String`` / ``Long`` / ``Integer`` for ``"string"`` / ``"long"`` / ``"int"``.
+#: The offsets 0 and 31 (the value's own hash, and that of an earlier reading of the row) are kept as well:
+#: a hash only names a key the task learnt, so an extra candidate costs nothing.
+_ROW_OFFSETS = (0, 31, 62)
+
+
+def _row_hashes(value_hashes: Iterable[int]) -> tuple[int, ...]:
+    out: dict[int, None] = {}
+    for h in value_hashes:
+        for offset in _ROW_OFFSETS:
+            out[_int32(h + offset)] = None
+    return tuple(out)
+
+
+def key_hashes(text: str) -> tuple[int, ...]:
+    """The key hashes the Flink Agents runtime may pass for a text key ``text`` instead of the key: of the
+    key as a Java ``String`` (``key_type="string"``, the factory form) and as pickled text (``key_type`` None),
+    each as the one-field key row's hash and two other offsets (:data:`_ROW_OFFSETS`); the ``String`` ones
+    first."""
+    return _row_hashes((java_string_hash(text), java_bytes_hash(pickle.dumps(text, protocol=5))))
+
+
+def typed_key_hashes(key: Any, pickled: bytes | None = None) -> tuple[int, ...]:
+    """The key hashes the runtime may pass for the typed key ``key`` (what a job's key selector returned), for
+    any of the key types a job definition may declare: pickled (``pickled``, the key's bytes as PyFlink
+    pickles it; else ``pickle`` protocol 5), and for text a ``String``, for an integer a ``Long`` and an
+    ``Integer``, for bytes a ``byte[]``."""
+    values: list[int] = []
+    if pickled is None:
+        try:
+            pickled = pickle.dumps(key, protocol=5)
+        except Exception:  # an unpicklable key cannot be a pickled Flink key either
+            pickled = None
+    if pickled is not None:
+        values.append(java_bytes_hash(pickled))
+    if isinstance(key, str):
+        values.append(java_string_hash(key))
+    elif isinstance(key, int) and not isinstance(key, bool):
+        if -(1 << 63) <= key < (1 << 63):
+            values.append(_int32(key ^ ((key & 0xFFFFFFFFFFFFFFFF) >> 32)))  # Long.hashCode
+        if -(1 << 31) <= key < (1 << 31):
+            values.append(key)  # Integer.hashCode
+    elif isinstance(key, bytes | bytearray):
+        values.append(java_bytes_hash(bytes(key)))
+    return _row_hashes(values)
 
 
 def _int32(value: int) -> int:
@@ -180,19 +273,24 @@ def name_hashed_keys(keys: set[str]) -> dict[str, str]:
     before its key's next input, so its audit names the hash), the key text among ``keys`` with that hash —
     when exactly one has it. Which calls get the hash depends on timing (did the task see the key's input
     first?); naming them after the fact makes the audits of variants replayed from one savepoint comparable."""
-    by_hash: dict[int, set[str]] = {}
+    names = hash_names(keys)
+    return {text: names[int(text)] for text in keys if is_key_hash(text) and int(text) in names}
+
+
+def hash_names(keys: Iterable[str]) -> dict[int, str]:
+    """Key hash -> the one text key of ``keys`` with that hash (:func:`key_hashes`; a hash two keys have names
+    neither). Keys that read as numbers are left out: an integer key's hashes are integers close to it, so
+    they would name other integer keys."""
+    found: dict[int, set[str]] = {}
     for text in keys:
-        if not _is_int(text):
+        if not is_key_hash(text):
             for h in key_hashes(text):
-                by_hash.setdefault(h, set()).add(text)
-    named: dict[str, str] = {}
-    for text in keys:
-        if _is_int(text) and len(found := by_hash.get(int(text), set())) == 1:
-            named[text] = next(iter(found))
-    return named
+                found.setdefault(h, set()).add(text)
+    return {h: next(iter(texts)) for h, texts in found.items() if len(texts) == 1}
 
 
-def _is_int(text: str) -> bool:
+def is_key_hash(text: str) -> bool:
+    """Whether ``text`` reads as a key hash (an integer), i.e. a key whose text the job side did not know."""
     return text.lstrip("-").isdigit()
 
 

@@ -6,8 +6,10 @@ the call was made for, the digest of its normalised arguments (:func:`~airflow_f
 the same digest the audit records), the call's position among production's calls for that key, the input
 record whose processing made it, and the result. A replay serves a recorded result to the call that matches
 it (:class:`Cassette`): same resource, method, key and argument digest, taken in production's order — the
-model is Temporal's history replay and VCR-style cassettes. A call with no match left is *unmatched*: the
-replay falls back to the resource's other policy decision for it.
+model is Temporal's history replay and VCR-style cassettes. Failing that, a call whose identifying arguments are
+production's and whose free text (what a model wrote) differs is served the recorded call at its position
+(:mod:`airflow_flink_replay.core.call_match`). A call with no match left is *unmatched*: the replay falls back
+to the resource's other policy decision for it.
 
 Pure: pydantic only. The job side records and serves (``airflow_flink_replay.flink.cassette_io``). Results
 travel as JSON with a codec naming how to rebuild them (:func:`encode_result`, :func:`decode_result`):
@@ -19,17 +21,22 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from airflow_flink_replay.core.audit import hash_names, is_key_hash, key_hashes
+from airflow_flink_replay.core.call_match import CallArguments, MatchRule, infer_rule
+from airflow_flink_replay.core.policy import CallMatch
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_RECORDED",
     "Cassette",
     "CassetteEntry",
+    "CassetteMatch",
     "CassetteRecording",
     "CassetteSource",
     "CassetteWindow",
@@ -44,6 +51,8 @@ DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 
 #: What a replayed call must share with a recorded one: resource name, method, agent key, argument digest.
 MatchKey = tuple[str, str, str, str]
+#: Production's calls of one resource method for one agent key: resource name, method, agent key.
+CallKey = tuple[str, str, str]
 
 
 class CassetteSource(BaseModel):
@@ -78,6 +87,12 @@ class CassetteEntry(BaseModel):
     #: the call raised in production: its exception type and message (replayed as unmatched: the replay calls
     #: or records it by its other decision, never raises production's error again)
     error: str | None = None
+    #: per top-level argument (a keyword argument by its name, a positional one as ``args[<i>]``) the digest of its
+    #: value; ``None`` (a recorder from before): the entry serves exact matches only
+    arg_digests: dict[str, str] | None = None
+    #: the text of each string argument (its first 2,000 characters; none for secret-looking names), to score free
+    #: text a replay's model worded otherwise (:mod:`airflow_flink_replay.core.call_match`)
+    arg_texts: dict[str, str] | None = None
 
     @property
     def match_key(self) -> MatchKey:
@@ -103,9 +118,11 @@ class CassetteEntry(BaseModel):
         codec: str = "json",
         source: CassetteSource | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        arguments: CallArguments | None = None,
     ) -> CassetteEntry:
         """An entry for a call that returned ``result`` (already in its JSON form); a result that is not JSON or
-        is larger than ``max_result_bytes`` is recorded as dropped, with the reason."""
+        is larger than ``max_result_bytes`` is recorded as dropped, with the reason. ``arguments``: the call's
+        arguments one by one (:meth:`CallArguments.of`), kept for matching reworded free text."""
         dropped = None
         try:
             size = len(json.dumps(result, sort_keys=True).encode("utf-8"))
@@ -117,40 +134,154 @@ class CassetteEntry(BaseModel):
             resource_type=resource_type, resource_name=resource_name, method=method, key=key,
             args_digest=args_digest, seq=seq, source=source, codec=codec,
             result=None if dropped else result, result_dropped=dropped,
+            **(argument_fields(arguments) if arguments is not None else {}),
         )
 
 
+def argument_fields(arguments: CallArguments) -> dict[str, Any]:
+    """The :class:`CassetteEntry` fields that keep a call's arguments one by one (``arg_digests``, ``arg_texts``)."""
+    return {"arg_digests": dict(arguments.digests), "arg_texts": dict(arguments.texts)}
+
+
+@dataclass(frozen=True)
+class CassetteMatch:
+    """A recorded call served to a replayed one, and how it matched: ``exact`` (the same argument digest) or
+    ``arguments`` (the same identifying arguments, free text scored: ``similarity``, 0..1)."""
+
+    entry: CassetteEntry
+    matched: str
+    similarity: float | None = None
+
+
 class Cassette:
-    """Recorded calls indexed for replay: :meth:`take` serves each recorded result at most once, to the first
-    replayed call with the same resource, method, key and argument digest, in production's order (``seq``).
+    """Recorded calls indexed for replay: :meth:`match` serves each recorded result at most once, in production's
+    order (``seq``), to the first replayed call with the same resource, method, key and argument digest; failing
+    that, to a call with the same identifying arguments whose free text differs (see :meth:`match`).
 
     A replay that calls a tool twice with the same arguments for one key gets production's first result, then
-    its second; a third such call, or a call with other arguments, is unmatched (``None``).
+    its second; a third such call, or a call with other identifying arguments, is unmatched (``None``).
     """
 
     def __init__(self, entries: Iterable[CassetteEntry] = ()) -> None:
-        self._queues: dict[MatchKey, deque[CassetteEntry]] = {}
-        self.size = 0
+        self._calls: dict[CallKey, list[CassetteEntry]] = {}
         for entry in sorted(entries, key=lambda e: (e.key, e.seq)):
-            self._queues.setdefault(entry.match_key, deque()).append(entry)
-            self.size += 1
+            self._calls.setdefault((entry.resource_name, entry.method, entry.key), []).append(entry)
+        self._taken = {group: [False] * len(entries) for group, entries in self._calls.items()}
+        self._made: dict[CallKey, int] = {}  # replayed calls so far: the position of the next one
+        self._rules: dict[tuple[str, str], MatchRule] = {}
+        self.size = sum(len(entries) for entries in self._calls.values())
+        self._keys = {group[2] for group in self._calls}
+        self._hash_names: dict[int, str] | None = None  # built on the first call that needs it
         self.served = 0
+        self.served_by_arguments = 0
         self.unmatched = 0
 
     def take(self, resource_name: str, method: str, key: str, args_digest: str) -> CassetteEntry | None:
         """The next recorded call for this resource, method, key and argument digest, or ``None`` (counted as
-        unmatched) when there is none left or it cannot be served (its result was dropped, or it raised)."""
-        queue = self._queues.get((resource_name, method, key, args_digest))
-        entry = queue.popleft() if queue else None
-        if entry is None or not entry.servable:
+        unmatched): :meth:`match` with the digest only."""
+        found = self.match(resource_name, method, key, args_digest)
+        return found.entry if found is not None else None
+
+    def rule(self, resource_name: str, method: str, declared: CallMatch | None = None) -> MatchRule:
+        """Which arguments of this resource method are free text: ``declared`` (the policy's ``call_match``), else,
+        for a tool, inferred from production's recorded calls of it
+        (:func:`~airflow_flink_replay.core.call_match.infer_rule`; the same for every variant, since all read the
+        same cassette). Other resources (an opt-in chat model, whose prompt a candidate changes on purpose) match
+        exactly unless declared."""
+        if declared is not None:
+            return MatchRule.declared(declared)
+        if (resource_name, method) not in self._rules:
+            recorded = [
+                entry
+                for (name, meth, _key), entries in self._calls.items() if (name, meth) == (resource_name, method)
+                for entry in entries if entry.arg_digests is not None
+            ]
+            tools = all(entry.resource_type == "tool" for entry in recorded)
+            inferred = infer_rule((e.arg_digests or {}, e.arg_texts) for e in recorded) if tools else MatchRule()
+            self._rules[(resource_name, method)] = inferred
+        return self._rules[(resource_name, method)]
+
+    def match(
+        self, resource_name: str, method: str, key: str, call: str | CallArguments, declared: CallMatch | None = None
+    ) -> CassetteMatch | None:
+        """Serve one replayed call (``call``: its argument digest, or its arguments one by one) the recorded call
+        that matches it, or ``None`` (counted as unmatched) when there is none left or the one found cannot be
+        served (its result was dropped, or it raised in production: it is used up all the same).
+
+        In order: the first recorded call not served yet with the same argument digest (``exact``); then, with
+        ``CallArguments`` and a rule with free text (:meth:`rule`), among the recorded calls not served whose
+        identifying arguments are equal — never one whose identifying arguments differ — the one at the call's
+        position (the n-th call of this resource method for this key in the replay is served production's n-th),
+        else the one with the most similar free text, the nearest position first on a tie (``arguments``). A
+        key known on one side only by its hash (:meth:`_recorded_key`) matches the recorded key it names."""
+        arguments = call if isinstance(call, CallArguments) else None
+        digest = arguments.digest if arguments is not None else str(call)
+        position = self._made.get((resource_name, method, key), 0)
+        self._made[(resource_name, method, key)] = position + 1
+        found: CassetteMatch | None = None
+        for group in self._groups(resource_name, method, key):
+            found = self._exact(group, digest)
+            if found is None and arguments is not None:
+                found = self._by_arguments(group, arguments, self.rule(resource_name, method, declared), position)
+            if found is not None:
+                break
+        if found is None or not found.entry.servable:
             self.unmatched += 1
             return None
         self.served += 1
-        return entry
+        self.served_by_arguments += found.matched == "arguments"
+        return found
+
+    def _groups(self, resource_name: str, method: str, key: str) -> Iterator[CallKey]:
+        """The recorded calls' group for this call, then the group of the key it stands for (if any)."""
+        yield (resource_name, method, key)
+        if (alias := self._recorded_key(key)) is not None:
+            yield (resource_name, method, alias)
+
+    def _exact(self, group: CallKey, digest: str) -> CassetteMatch | None:
+        taken = self._taken.get(group, [])
+        for i, entry in enumerate(self._calls.get(group, [])):
+            if not taken[i] and entry.args_digest == digest:
+                taken[i] = True
+                return CassetteMatch(entry, "exact")
+        return None
+
+    def _by_arguments(
+        self, group: CallKey, call: CallArguments, rule: MatchRule, position: int
+    ) -> CassetteMatch | None:
+        """The recorded call of ``group`` with the call's identifying arguments, at its position or most alike."""
+        if not rule.has_free_text:
+            return None
+        identity = rule.identity(call.digests)
+        taken = self._taken.get(group, [])
+        best: tuple[tuple[bool, float, int, int], int, float] | None = None
+        for i, entry in enumerate(self._calls.get(group, [])):
+            if taken[i] or entry.arg_digests is None or rule.identity(entry.arg_digests) != identity:
+                continue
+            score = rule.similarity(call, entry.arg_digests, entry.arg_texts or {})
+            if score < rule.min_similarity:
+                continue
+            rank = (i != position, -score, abs(i - position), i)
+            if best is None or rank < best[0]:
+                best = (rank, i, score)
+        if best is None:
+            return None
+        taken[best[1]] = True
+        return CassetteMatch(self._calls[group][best[1]], "arguments", round(best[2], 4))
+
+    def _recorded_key(self, key: str) -> str | None:
+        """The recorded key ``key`` stands for when one side ran an action before its task learnt the key's
+        text (an action restored in flight from a savepoint: the key's hash as text): a replay's hash names the
+        one recorded key text with that hash; a replay's key text names a recorded hash of it."""
+        if is_key_hash(key):
+            if self._hash_names is None:
+                self._hash_names = hash_names(self._keys)
+            return self._hash_names.get(int(key))
+        return next((str(h) for h in key_hashes(key) if str(h) in self._keys), None)
 
     def remaining(self) -> int:
         """Recorded calls not taken (a replay that made fewer calls than production leaves some)."""
-        return sum(len(q) for q in self._queues.values())
+        return sum(taken.count(False) for taken in self._taken.values())
 
     @classmethod
     def from_jsonl(cls, lines: Iterable[str | bytes]) -> Cassette:

@@ -10,8 +10,9 @@ A :class:`ReplayPolicy` decides, per attempted resource call, one of four things
     writes);
 ``replay``
     do not call; serve the result production got for the same call, from production's cassette
-    (:mod:`airflow_flink_replay.core.cassette`): same resource, method, agent key and arguments, in production's
-    order. A call with no recorded match is *unmatched* and gets the resource's other decision
+    (:mod:`airflow_flink_replay.core.cassette`): same resource, method, agent key and arguments — the same
+    identifying arguments when some are free text an LLM wrote (:class:`CallMatch`) — in production's order. A
+    call with no recorded match is *unmatched* and gets the resource's other decision
     (:meth:`ReplayPolicy.fallback`). Default for tools when the replay has a cassette;
 ``block``
     do not call; fail the action with an error naming the resource.
@@ -47,10 +48,11 @@ from collections.abc import Iterable
 from enum import Enum, StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 __all__ = [
     "DEFAULT_READ_METHODS",
+    "CallMatch",
     "Decision",
     "ReplayPolicy",
     "ResourceKind",
@@ -101,6 +103,42 @@ _DEFAULTS: dict[str, Decision] = {
 }
 
 
+class CallMatch(BaseModel):
+    """How a replayed call of one resource (a tool, or ``name.method``) is matched with production's recorded calls
+    when its arguments are not all the same: which arguments identify the call and which are free text.
+
+    An agent's model writes some tool arguments (a ticket's ``reason``, a message's text): every run words them
+    differently, so an exact match of all arguments serves production's result at random. Arguments named in
+    ``identify`` must be equal (ids, keys, amounts); every other argument of the call is then free text. Without
+    ``identify``, the arguments named in ``free_text`` are free text and every other one identifies. Free text is
+    scored by similarity (0..1); a recorded call scoring below ``min_similarity`` is not served (0: free text
+    never prevents a match, it only ranks candidates and is recorded). Argument names: a keyword argument by its
+    name, a positional one as ``args[<i>]``. Unset, the cassette infers the free text from production's recording
+    (:mod:`airflow_flink_replay.core.cassette`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    identify: list[str] | None = Field(
+        default=None, description="arguments that must be equal (every other argument is then free text)"
+    )
+    free_text: list[str] = Field(
+        default_factory=list, description="arguments matched by similarity, not equality (without identify)"
+    )
+    min_similarity: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="a recorded call whose free text is less similar than this (0..1) is not served",
+    )
+
+    @field_validator("free_text")
+    @classmethod
+    def _disjoint(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        both = sorted(set(value) & set(info.data.get("identify") or []))
+        if both:
+            raise ValueError(f"arguments {both} are both in identify and in free_text; name each in one list")
+        return value
+
+
 class ReplayPolicy(BaseModel):
     """Per resource name and per resource type decision ``allow`` | ``record`` | ``replay`` | ``block``.
 
@@ -140,6 +178,12 @@ class ReplayPolicy(BaseModel):
         description="Resources the candidate changed (set by the run from the agent check's fingerprints, for the "
         "candidate only): never served production's cassette; a call that would be replayed gets its fallback "
         "decision instead (allow for a pure tool, else the rules without replay, then the defaults).",
+    )
+    call_match: dict[str, CallMatch] = Field(
+        default_factory=dict,
+        description='How a replayed call is matched with production\'s recorded calls, per resource name or '
+        '"name.method": which arguments identify it (exact) and which are free text (by similarity). Unset: '
+        "inferred from production's recording (string arguments of natural language are free text).",
     )
     unmediated: Decision | None = Field(
         default=None,
@@ -190,6 +234,10 @@ class ReplayPolicy(BaseModel):
         if explicit is None and cassette and rtype == ResourceKind.TOOL.value and resource_name not in self.pure_tools:
             return Decision.REPLAY
         return self.fallback(rtype, resource_name, method)
+
+    def call_match_for(self, resource_name: str, method: str) -> CallMatch | None:
+        """The declared :class:`CallMatch` of a call (``name.method`` before ``name``), or ``None``: inferred."""
+        return self.call_match.get(f"{resource_name}.{method}") or self.call_match.get(resource_name)
 
     def is_changed(self, resource_name: str) -> bool:
         """Whether the candidate changed ``resource_name`` (see :attr:`changed`)."""

@@ -53,7 +53,8 @@ class VariantRecord(BaseModel):
     )
     cassette_calls: dict[str, int] | None = Field(
         default=None,
-        description="'replay' decisions served production's recorded result (replayed) or not (unmatched)",
+        description="'replay' decisions served production's recorded result (replayed; of them by_arguments: "
+        "matched by their identifying arguments, free text worded otherwise) or not (unmatched)",
     )
     results: dict[str, dict[str, Any]] | None = Field(
         default=None,

@@ -130,6 +130,7 @@ _RUNTIME_FILES = (
     "core/__init__.py",
     "core/policy.py",
     "core/audit.py",
+    "core/call_match.py",
     "core/cassette.py",
     "core/flushed_producer.py",
     "core/kafka_security.py",

@@ -312,6 +312,19 @@ class _JsonFieldText:
         return str(doc[self.key_field])
 
 
+def audit_key_source(job: AgentJob, key_field: str = "") -> tuple[str, Callable[[Any], Hashable] | None]:
+    """How the audit key hook (:mod:`~airflow_flink_replay.flink.audit_context`) learns each input's key text,
+    as ``(key_field, key_selector)``: a field of the input when the key selector is one (``FieldKey``, the
+    factory form's JSON field: no code of this package needs shipping), else the job's key selector itself
+    (pickled into the plan, as Flink pickles it for the job anyway); ``key_field`` is the fallback field."""
+    selector = job.key_selector
+    if isinstance(selector, FieldKey):
+        return selector.name, None
+    if isinstance(selector, _JsonFieldText):
+        return selector.key_field, None
+    return key_field, selector
+
+
 def check_factory(factory: Any, *, ref: str = "", field_name: str = "agent_factory") -> None:
     """Refuse, with the field and the fix, an agent factory that cannot take ``mem0_config=``."""
     where = f"{field_name} {ref!r}" if ref else field_name

@@ -20,11 +20,11 @@ replays exact regardless, and duplicates are visible as repeated ids).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_flink_replay.core.audit import key_text_of
 from airflow_flink_replay.core.flushed_producer import FlushedProducer
 
 __all__ = ["CaptureConfig", "CaptureWriter", "key_bytes"]
@@ -44,15 +44,12 @@ class CaptureConfig:
 
 
 def key_bytes(key: Any) -> bytes:
-    """The Kafka key of a captured record: the agent key as bytes (bytes as is, text as UTF-8, numbers as their
-    decimal text, anything else as sorted JSON). Only its equality matters: equal keys, same partition."""
+    """The Kafka key of a captured record: the agent key as bytes (bytes as is, else its text —
+    :func:`~airflow_flink_replay.core.audit.key_text_of`, what audit records and cassette entries name the key by
+    — as UTF-8). Equal keys, same partition."""
     if isinstance(key, bytes):
         return key
-    if isinstance(key, str):
-        return key.encode("utf-8")
-    if isinstance(key, bool | int | float):
-        return str(key).encode()
-    return json.dumps(key, sort_keys=True, default=str).encode("utf-8")
+    return key_text_of(key).encode("utf-8")
 
 
 class CaptureWriter:

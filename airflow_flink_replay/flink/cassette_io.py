@@ -23,12 +23,14 @@ import time
 import uuid
 from typing import Any
 
-from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, args_digest
+from airflow_flink_replay.core.audit import REPLAY_NAMESPACE
+from airflow_flink_replay.core.call_match import CallArguments
 from airflow_flink_replay.core.cassette import (
     Cassette,
     CassetteEntry,
     CassetteRecording,
     CassetteWindow,
+    argument_fields,
     encode_result,
 )
 from airflow_flink_replay.core.flushed_producer import FlushedProducer
@@ -71,23 +73,26 @@ class CassetteRecorder:
         result: Any = None,
         error: BaseException | None = None,
     ) -> None:
-        """Record one call (its result, or the error it raised); logs instead of raising."""
+        """Record one call (its result, or the error it raised) with its arguments one by one (so a replay whose
+        model words a free-text argument otherwise is still served it); logs instead of raising."""
         try:
             replace = {self.recording.namespace: REPLAY_NAMESPACE} if self.recording.namespace else None
-            digest = args_digest(args, kwargs, replace)
+            arguments = CallArguments.of(args, kwargs, replace)
+            digest = arguments.digest
             with self._lock:
                 seq = self._next_seq()
                 if error is not None:
                     entry = CassetteEntry(
                         resource_type=resource_type, resource_name=resource_name, method=method, key=key,
                         args_digest=digest, seq=seq, error=f"{type(error).__name__}: {error}",
+                        **argument_fields(arguments),
                     )
                 else:
                     value, codec = encode_result(result)
                     entry = CassetteEntry.recorded(
                         resource_type=resource_type, resource_name=resource_name, method=method, key=key,
                         args_digest=digest, seq=seq, result=value, codec=codec,
-                        max_result_bytes=self.recording.max_result_bytes,
+                        max_result_bytes=self.recording.max_result_bytes, arguments=arguments,
                     )
                 self._produce(entry)
         except Exception as exc:  # recording is production's nicety: never its failure

@@ -180,7 +180,7 @@ def cassette_plan_hook(args: argparse.Namespace, job: Any) -> Any:
     if not args.cassette_topic:
         return None
     from airflow_flink_replay.core.cassette import CassetteRecording
-    from airflow_flink_replay.flink.agent_job import FieldKey
+    from airflow_flink_replay.flink.agent_job import audit_key_source
     from airflow_flink_replay.flink.proxies import record_plan_resources
 
     recording = CassetteRecording(
@@ -190,11 +190,10 @@ def cassette_plan_hook(args: argparse.Namespace, job: Any) -> Any:
         security=args.kafka_security,  # references only; resolved when the producer opens
         namespace=args.job_identifier,
     )
-    selector = job.key_selector
-    key_field = selector.name if isinstance(selector, FieldKey) else args.key_field
+    key_field, key_selector = audit_key_source(job, args.key_field)  # cassette keys: as the replays' audit
 
     def hook(plan: Any) -> None:
-        report = record_plan_resources(plan, recording, key_field)
+        report = record_plan_resources(plan, recording, key_field, key_selector)
         logging.info("production: calls recorded to %s for %s", recording.topic, report["wrapped"])
 
     return hook

@@ -40,12 +40,13 @@ from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSe
 from flink_agents.plan.tools.function_tool import FunctionTool
 from pydantic import PrivateAttr
 
-from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord, args_digest
+from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord
+from airflow_flink_replay.core.call_match import CallArguments, MatchRule
 from airflow_flink_replay.core.cassette import Cassette, CassetteRecording, decode_result
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink import unmediated
-from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, KeyHookMarker, current_key
+from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, current_key, marker_entry
 from airflow_flink_replay.flink.audit_sink import is_folder, write_audit
 from airflow_flink_replay.flink.cassette_io import load_cassette, recorder_for
 
@@ -94,10 +95,14 @@ def guarded_call(
     audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call;
     ``cassette``: production's recorded calls, served to ``replay`` decisions (an unmatched one gets the
     policy's fallback decision, audited with it). A resource the candidate changed (``policy.changed``) is never
-    served them (:meth:`ReplayPolicy.decide`); its calls are audited with ``changed``."""
+    served them (:meth:`ReplayPolicy.decide`); its calls are audited with ``changed``. A served call is audited
+    with how it matched (``matched``, ``similarity``), and every call of a resource with free-text arguments with
+    the digest of its identifying ones (:func:`_call_arguments`)."""
     decision = policy.decide(resource_type, resource_name, method, cassette=cassette is not None)
     fallback: Decision | None = None
     changed = policy.is_changed(resource_name)  # the candidate changed it: never replayed, audited as such
+    arguments, matching = _call_arguments(policy, cassette, resource_name, method, args, kwargs, replace,
+                                          replay=decision == Decision.REPLAY)
 
     def audit(outcome: str, error: str | None = None) -> None:
         write_audit(
@@ -116,6 +121,7 @@ def guarded_call(
                 replace=replace,
                 fallback=fallback.value if fallback is not None else None,
                 changed=changed,
+                **matching,
             ),
         )
 
@@ -123,10 +129,12 @@ def guarded_call(
     if decision == Decision.REPLAY:
         assert cassette is not None  # decide() gives replay only with a cassette
         with _CASSETTE_LOCK:
-            entry = cassette.take(resource_name, method, key, args_digest(args, kwargs, replace))
-        if entry is not None:
+            found = cassette.match(resource_name, method, key, arguments or CallArguments.of(args, kwargs, replace),
+                                   policy.call_match_for(resource_name, method))
+        if found is not None:
+            matching.update(matched=found.matched, similarity=found.similarity)
             audit("replayed")
-            return decode_result(entry.result, entry.codec)
+            return decode_result(found.entry.result, found.entry.codec)
         applied = fallback = policy.fallback(resource_type, resource_name, method)
     if applied == Decision.ALLOW:
         try:
@@ -147,6 +155,35 @@ def guarded_call(
     )
     audit("blocked", message)
     raise ReplayPolicyBlocked(message)
+
+
+def _call_arguments(
+    policy: ReplayPolicy,
+    cassette: Cassette | None,
+    resource_name: str,
+    method: str,
+    args: tuple,
+    kwargs: dict,
+    replace: dict[str, str] | None,
+    *,
+    replay: bool,
+) -> tuple[CallArguments | None, dict[str, Any]]:
+    """The call's arguments one by one, when a ``replay`` decision matches them or the resource has free-text
+    arguments (declared in ``policy.call_match``, else inferred from the cassette), and the audit fields that
+    follow: ``identity_digest`` for a resource with free text — every variant computes it alike, so the comparison
+    tells a changed id from a reworded reason. Other calls (a chat model's prompt) are not taken apart."""
+    declared = policy.call_match_for(resource_name, method)
+    rule: MatchRule | None
+    if cassette is not None:
+        with _CASSETTE_LOCK:
+            rule = cassette.rule(resource_name, method, declared)
+    else:
+        rule = MatchRule.declared(declared) if declared is not None else None
+    free_text = rule is not None and rule.has_free_text
+    if not (replay or free_text):
+        return None, {}
+    arguments = CallArguments.of(args, kwargs, replace)
+    return arguments, ({"identity_digest": rule.identity_digest(arguments)} if rule is not None and free_text else {})
 
 
 def recorded_call(
@@ -335,12 +372,15 @@ def rewrite_plan_resources(
     key_field: str = "",
     namespace: str = "",
     cassette: str = "",
+    key_selector: Any = None,
 ) -> dict[str, list[str]]:
     """Wrap every governed resource provider of ``plan`` (an ``AgentPlan``) in a policy proxy, in place.
 
-    Also marks every action's config with a :class:`KeyHookMarker` so the TaskManager installs the key hook
-    (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan; ``key_field`` (the JSON input
-    field that is the agent key) lets audit records name the key text; ``namespace`` (the replay's job
+    Also marks every action's config with a ``KeyHookMarker`` so the TaskManager installs the key hook
+    (:mod:`airflow_flink_replay.flink.audit_context`) when it loads the plan; ``key_selector`` (the job
+    definition's, shipped pickled) or else ``key_field`` (the input field that is the agent key) lets audit
+    records name the key text (:func:`~airflow_flink_replay.flink.agent_job.audit_key_source` gives both);
+    ``namespace`` (the replay's job
     identifier, its own Mem0 ``user_id``) reads as ``<replay-namespace>`` in audited arguments; ``cassette``
     (a :class:`~airflow_flink_replay.core.cassette.CassetteWindow` as JSON) is production's recorded calls the
     ``replay`` decisions are served from. Returns what was wrapped and what was left unmediated, per resource
@@ -356,14 +396,17 @@ def rewrite_plan_resources(
         "afr_cassette": cassette,
     }
     report = _wrap_resources(plan, common, lambda rtype, name: True)
-    _mark_actions(plan, key_field)
+    _mark_actions(plan, key_field, key_selector)
     return report
 
 
-def record_plan_resources(plan: Any, recording: CassetteRecording, key_field: str = "") -> dict[str, list[str]]:
+def record_plan_resources(
+    plan: Any, recording: CassetteRecording, key_field: str = "", key_selector: Any = None
+) -> dict[str, list[str]]:
     """Production's side: wrap the resources ``recording`` may select in recording proxies, in place — every
     call goes through unchanged, the selected ones are written to the cassette topic too (with the agent key,
-    hence the :class:`KeyHookMarker` on every action, as in a replay). Returns what was wrapped."""
+    hence the ``KeyHookMarker`` on every action, learning keys as in a replay: ``key_field``/``key_selector``
+    as for :func:`rewrite_plan_resources`). Returns what was wrapped."""
     common = {
         "afr_variant": PRODUCTION_MODE,
         "afr_audit_dir": "",
@@ -378,7 +421,7 @@ def record_plan_resources(plan: Any, recording: CassetteRecording, key_field: st
         return bool(typed & selectors) or any(s.startswith(f"{name}.") for s in selectors)
 
     report = _wrap_resources(plan, common, selected)
-    _mark_actions(plan, key_field)
+    _mark_actions(plan, key_field, key_selector)
     return report
 
 
@@ -399,13 +442,13 @@ def _wrap_resources(plan: Any, common: dict, selected: Any) -> dict[str, list[st
     return report
 
 
-def _mark_actions(plan: Any, key_field: str) -> None:
+def _mark_actions(plan: Any, key_field: str, key_selector: Any = None) -> None:
+    """Put the key hook's marker (:func:`~airflow_flink_replay.flink.audit_context.marker_entry`) into every
+    action's config: production and a replay learn keys alike, so their cassette entries and calls match."""
+    entry = marker_entry(key_field, key_selector)
     for name, act in list(plan.actions.items()):
         config = dict(act.config or {})
-        # The serialised form Flink Agents gives a pydantic config value: (module, class, data). Given as a plain
-        # list (a model instance trips pydantic's circular-reference check in 0.2.0's config serializer).
-        marker = KeyHookMarker(key_field=key_field).model_dump()
-        config[MARKER_CONFIG_KEY] = [KeyHookMarker.__module__, KeyHookMarker.__name__, marker]
+        config[MARKER_CONFIG_KEY] = entry
         plan.actions[name] = act.model_copy(update={"config": config})
 
 

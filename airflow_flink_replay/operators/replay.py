@@ -79,8 +79,8 @@ def unmediated_calls(audit: str | Path) -> dict[str, int]:
 
 def audit_counts(audit: str) -> tuple[dict[str, int], dict[str, int]]:
     """From a collected audit file (path or URI): the unmediated calls per kind, and the ``replay`` decisions
-    served from production's cassette (``replayed``) or not (``unmatched``; empty when nothing was to be
-    replayed)."""
+    served from production's cassette (``replayed``; of them ``by_arguments``: by their identifying arguments, the
+    free text worded otherwise) or not (``unmatched``; empty when nothing was to be replayed)."""
     from airflow_flink_replay.core.compare.loading import read_audit
 
     unmediated: Counter[str] = Counter()
@@ -92,6 +92,8 @@ def audit_counts(audit: str) -> tuple[dict[str, int], dict[str, int]]:
                     unmediated[record.resource_name] += 1
                 if record.decision == "replay":
                     cassette["unmatched" if record.unmatched else "replayed"] += 1
+                    if record.matched == "arguments":  # replayed, its free text worded otherwise
+                        cassette["by_arguments"] += 1
     return dict(sorted(unmediated.items())), dict(sorted(cassette.items()))
 
 

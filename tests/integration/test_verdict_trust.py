@@ -8,7 +8,8 @@ Everything runs as a user runs it, through ``benchmarks/aa_stability.py``'s step
 
 - A/A twice: PASS with fidelity 100%, outputs tied to their input records, the cassette covering the window.
 - Both tools' bodies changed: FAIL naming ``$.review`` and ``$.ticket``; the pure tool ran (``allow``), the
-  side-effecting one was recorded, neither was served production's recording, and both are listed as changed.
+  side-effecting one was recorded, neither was served production's recording, and both are listed as changed;
+  audit records, side-effect findings and output examples name the same key text (the output ids).
 - The subclassing trap as candidate: the agent check refuses it; no other task fails; the run record names it.
 
 Cost: one deploy and four gate runs over a 20-record window, ~4 minutes.
@@ -89,6 +90,23 @@ def test_changed_tools_are_exercised_and_the_candidate_fails_naming_their_fields
     assert changed, comparison(record).get("reasons")
     text = changed[0]["message"]
     assert "annotate" in text and "open_ticket" in text, text
+    _one_key_text(record)
+
+
+def _one_key_text(record: dict[str, Any]) -> None:
+    """Audit records, side-effect findings and output examples name the agent key by the same text (issue 48): the
+    job keys by a function (``key_selector=review_id``, pickled), and the key is the output's ``$.id``, never the
+    key's hash."""
+    ids = {f"item-{i}" for i in range(5)}
+    result = comparison(record)
+    audit_keys = {a["key"] for v in ("baseline", "baseline_2", "candidate") for a in _audits(record, v)}
+    assert audit_keys and audit_keys <= ids, audit_keys
+    changes = [c["key"] for r in result["resources"] for c in r["changes"]]
+    assert changes and set(changes) <= ids, result["resources"]
+    outcome = _reasons(record, "SIDE_EFFECT_OUTCOME")
+    assert outcome and any(f"e.g. key {k}:" in outcome[0]["message"] for k in ids), outcome
+    examples = {e["key"] for e in result["examples"]}
+    assert examples and examples <= ids, examples
 
 
 def test_a_refused_candidate_fails_the_agent_check_alone(production: Any) -> None:

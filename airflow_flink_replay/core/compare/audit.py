@@ -210,23 +210,38 @@ def _beyond_noise(f: _SigFacts, config: CompareConfig) -> list[Reason]:
 
 
 def _call_changes(f: _SigFacts, ix: _Indexed, config: CompareConfig, z: float) -> list[Reason]:
-    """Keys called as often in both runs whose calls changed arguments (for the types configured) or
-    decision/outcome: counted on ``f.st``, one example each, judged against the baseline runs' own changes."""
+    """Keys called as often in both runs whose calls changed arguments (for the types configured; free text
+    apart when the audit tells it apart) or decision/outcome: counted on ``f.st``, one example each, judged against
+    the baseline runs' own changes — per key, or per call when the comparison has fewer keys than
+    ``call_units_below_keys`` (one key of six is 16.7%: a single flip would read as a change)."""
     a, b = ix.a.get(f.sig, {}), ix.b.get(f.sig, {})
     a2 = ix.a2.get(f.sig, {}) if ix.a2 is not None else None
     aspects: list[call_changes.Aspect] = ["outcome"]
     if f.sig[0] in config.compare_arguments_of:
-        aspects.insert(0, "arguments")
+        aspects[:0] = ["arguments", "free_text"] if call_changes.has_free_text(a, b, a2) else ["arguments"]
+    by_calls = ix.n < config.call_units_below_keys
+    f.st.change_unit = "calls" if by_calls else "keys"
+    f.st.noise_calls = {} if a2 is not None else None
     reasons: list[Reason] = []
     for aspect in aspects:
-        keys = call_changes.changed_keys(aspect, a, b)
-        noise = len(call_changes.changed_keys(aspect, a, a2)) if a2 is not None else None
-        shown = call_changes.example(aspect, keys[0], a[keys[0]], b[keys[0]]) if keys else None
+        keys = call_changes.changed_calls(aspect, a, b, config.free_text_threshold)
+        noise_keys = call_changes.changed_calls(aspect, a, a2, config.free_text_threshold) if a2 is not None else None
+        first = next(iter(keys), None)
+        shown = (call_changes.example(aspect, first, a[first], b[first], config.free_text_threshold)
+                 if first is not None else None)
         setattr(f.st, f"{aspect}_changed_keys", len(keys))
-        setattr(f.st, f"{aspect}_noise_keys", noise)
+        setattr(f.st, f"{aspect}_noise_keys", len(noise_keys) if noise_keys is not None else None)
+        f.st.changed_calls[aspect] = sum(keys.values())
+        if f.st.noise_calls is not None and noise_keys is not None:
+            f.st.noise_calls[aspect] = sum(noise_keys.values())
         if shown is not None:
             f.st.changes.append(shown)
-        found = call_changes.judge(aspect, f.label, f.st.signature, len(keys), noise, ix.n, config, z, shown)
+        if by_calls:
+            changed, noise, n = f.st.changed_calls[aspect], (f.st.noise_calls or {}).get(aspect), f.st.baseline_calls
+        else:
+            changed, noise, n = len(keys), len(noise_keys) if noise_keys is not None else None, ix.n
+        found = call_changes.judge(aspect, f.label, f.st.signature, changed, noise, max(n, 1), config, z, shown,
+                                   unit=f.st.change_unit)
         if any(r.severity == "fail" for r in found):
             f.st.status = "regression"
         elif found and found[0].severity == "inconclusive" and f.st.status == "ok":

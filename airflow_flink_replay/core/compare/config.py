@@ -176,6 +176,21 @@ class CompareConfig(BaseModel):
         description="resource types whose call arguments are compared per key (a chat model's arguments are the "
         "prompt, which a candidate changes on purpose: its effect shows in the outputs)",
     )
+    free_text_threshold: float = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="a tool's free-text argument (what a model wrote; its audit tells identifying arguments apart) "
+        "counts as changed when less alike than this (rapidfuzz, 0..1) to the other run's call with the same "
+        "identifying arguments: below the output text threshold, since the identifying arguments pin the call and a "
+        "model's paraphrases differ more than its outputs' summaries",
+    )
+    call_units_below_keys: int = Field(
+        default=30,
+        ge=0,
+        description="with fewer keys than this, calls whose arguments, free text or decision/outcome changed are "
+        "rated per call (changed calls / baseline calls), not per key: with 6 keys one key is 16.7% (0 = never)",
+    )
 
     # --- large inputs
     spill_above_mb: int | None = Field(

@@ -146,8 +146,9 @@ def render_junit(result: ComparisonResult) -> str:
             s.signature,
             status,
             f"{s.status}: candidate {s.candidate_calls} calls on {s.candidate_keys} keys "
-            f"(new keys {s.new_keys}, other arguments on {s.arguments_changed_keys}, other decision/outcome on "
-            f"{s.outcome_changed_keys}), baseline {s.baseline_calls} calls on {s.baseline_keys} keys",
+            f"(new keys {s.new_keys}, other arguments on {s.arguments_changed_keys}, other free text on "
+            f"{s.free_text_changed_keys}, other decision/outcome on {s.outcome_changed_keys}), baseline "
+            f"{s.baseline_calls} calls on {s.baseline_keys} keys",
         )
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))

@@ -80,7 +80,7 @@ class CallChange(BaseModel):
     """One call of a key whose arguments or decision/outcome changed between the baseline and the candidate."""
 
     key: str
-    aspect: Literal["arguments", "outcome"]
+    aspect: Literal["arguments", "free_text", "outcome"]
     baseline: str = Field(description="the baseline's call: arguments (secrets masked) or decision → outcome")
     candidate: str = Field(description="the candidate's call, alike")
     changed: list[str] = Field(default_factory=list, description="'field: old → new' per changed argument field")
@@ -115,6 +115,21 @@ class ResourceStat(BaseModel):
         default=0, description="keys called as often as in the baseline, with another decision or outcome"
     )
     outcome_noise_keys: int | None = Field(default=None, description="the same between the baseline runs")
+    free_text_changed_keys: int = Field(
+        default=0,
+        description="keys called as often, with the same identifying arguments, whose free text (arguments a model "
+        "wrote) changed; only for resources whose audit tells identifying arguments apart (identity_digest)",
+    )
+    free_text_noise_keys: int | None = Field(default=None, description="the same between the baseline runs")
+    change_unit: Literal["keys", "calls"] = Field(
+        default="keys",
+        description="what the arguments / free text / outcome rates count: keys, or calls when the comparison has "
+        "fewer keys than call_units_below_keys (one key is then too coarse a unit)",
+    )
+    changed_calls: dict[str, int] = Field(
+        default_factory=dict, description="per aspect: calls of keys called as often that changed in the candidate"
+    )
+    noise_calls: dict[str, int] | None = Field(default=None, description="the same between the baseline runs")
     changes: list[CallChange] = Field(default_factory=list, description="an example per kind of change")
     status: Literal["ok", "new", "regression", "rule", "too_noisy", "not_significant", "gone"] = "ok"
 

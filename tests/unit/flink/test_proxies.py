@@ -81,3 +81,65 @@ def test_a_changed_tool_is_never_served_production_s_recording(tmp_path: Path) -
         "ship_label": ["record", "recorded", True, None],
         "track_parcel": ["replay", "replayed", False, None],
     }
+
+
+REWORDED_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from airflow_flink_replay.core.audit import read_audit
+    from airflow_flink_replay.core.call_match import CallArguments
+    from airflow_flink_replay.core.cassette import Cassette, CassetteEntry
+    from airflow_flink_replay.core.policy import ReplayPolicy
+    from airflow_flink_replay.flink.proxies import guarded_call
+
+    audit_dir = sys.argv[1]
+
+    def recorded(review, reason, result, seq):
+        arguments = CallArguments.of((), {"review_id": review, "customer": "c-1", "reason": reason})
+        return CassetteEntry.recorded(resource_type="tool", resource_name="notify_support", method="call", key="c-1",
+                                      args_digest=arguments.digest, seq=seq, result=result, arguments=arguments)
+
+    def never(**kwargs):
+        raise AssertionError("a replay never calls notify_support")
+
+    out = {}
+    for variant, policy in (("baseline", ReplayPolicy()),
+                            ("candidate", ReplayPolicy(call_match={"notify_support": {"free_text": ["reason"],
+                                                                                       "min_similarity": 0.99}}))):
+        cassette = Cassette([recorded("r-1", "negative (1/5): the blender arrived broken, lid missing", "t-1", 1),
+                             recorded("r-2", "negative (2/5): the kettle leaks from the bottom", "t-2", 2)])
+        out[variant] = [
+            guarded_call(policy=policy, variant=variant, audit_dir=audit_dir, resource_type="tool",
+                         resource_name="notify_support", method="call", key="c-1", call=never, args=(),
+                         kwargs={"review_id": review, "customer": "c-1", "reason": reason}, cassette=cassette)
+            for review, reason in (("r-1", "negative, 1/5: the blender arrived broken"),
+                                   ("r-2", "negative (2/5): the kettle leaks from the bottom"),
+                                   ("r-3", "negative (1/5): the blender arrived broken, lid missing"))
+        ]
+    out["audit"] = [[r.variant, r.outcome, r.matched, r.similarity, r.identity_digest]
+                    for r in read_audit(audit_dir)]  # one file per variant, in call order
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
+def test_a_reworded_reason_is_served_production_s_result_and_the_audit_says_how(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", REWORDED_SCRIPT, str(tmp_path / "audit")], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    stand_in = "[replay: tool 'notify_support' recorded, not executed]"
+    # the reworded reason of review r-1 is served by its ids; r-2 exactly; r-3 was never recorded
+    assert out["baseline"] == ["t-1", "t-2", stand_in]
+    # the spec asks reasons to read nearly alike: the reworded one is unmatched
+    assert out["candidate"] == [stand_in, "t-2", stand_in]
+    audit = out["audit"]
+    assert [row[:3] for row in audit] == [
+        ["baseline", "replayed", "arguments"], ["baseline", "replayed", "exact"], ["baseline", "recorded", None],
+        ["candidate", "recorded", None], ["candidate", "replayed", "exact"], ["candidate", "recorded", None],
+    ]
+    assert 0.5 < audit[0][3] < 1.0 and audit[1][3] is None
+    # the identifying arguments digest alike in both variants, whatever the reason's wording
+    assert audit[0][4] == audit[3][4] and audit[0][4] != audit[1][4] and all(row[4] for row in audit)

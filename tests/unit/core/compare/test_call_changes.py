@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord
 from airflow_flink_replay.core.compare import CompareConfig, compare_runs
 from airflow_flink_replay.core.compare.audit import compare_audits
@@ -133,15 +135,119 @@ def test_gate_report_shows_the_argument_change(tmp_path: Path) -> None:
     assert "<ins>refund</ins>" in table
 
 
-def test_calls_that_went_from_replayed_to_unmatched_fail_as_an_outcome_change() -> None:
-    def unmatched(records: list[AuditRecord]) -> list[AuditRecord]:
-        return [r.model_copy(update={"outcome": "recorded", "fallback": "record"}) if r.resource_type == "tool" else r
+def test_replayed_and_unmatched_recorded_are_one_outcome_but_blocked_or_run_is_another() -> None:
+    """Whether a call matched production's recording follows from its arguments (the arguments aspect's finding):
+    served or recorded instead is no outcome change; an unmatched call that was blocked, or ran, is."""
+    def unmatched(records: list[AuditRecord], outcome: str = "recorded", fallback: str = "record") -> list[AuditRecord]:
+        return [r.model_copy(update={"outcome": outcome, "fallback": fallback}) if r.resource_type == "tool" else r
                 for r in records]
 
     replayed = {"decision": "replay", "outcome": "replayed"}
     stats, reasons = compare_audits(audit("baseline", **replayed), unmatched(audit("candidate", **replayed)),
                                     audit("baseline_2", **replayed), [], CompareConfig())
+    assert reasons == [] and stat(stats, "notify_support").outcome_changed_keys == 0
+    stats, reasons = compare_audits(audit("baseline", **replayed),
+                                    unmatched(audit("candidate", **replayed), "blocked", "block"),
+                                    audit("baseline_2", **replayed), [], CompareConfig())
     [reason] = reasons
     assert reason.code == "SIDE_EFFECT_OUTCOME" and "notify_support" in reason.message
-    assert "decision/outcome: replay/replayed → replay/recorded (unmatched: record)" in reason.message
+    assert "decision/outcome: replay/replayed → replay/blocked (unmatched: block)" in reason.message
     assert stat(stats, "notify_support").outcome_changed_keys == N // 3
+
+
+# --- few keys, a model that words the tool's reason: the noisy demo's case (issue 46)
+KEYS = 6
+
+
+def notify_audit(variant: str, *, seed: int, unmatched: set[int] = frozenset(), customer_of=None,
+                 calls_per_key: int = 3, why: str = "broken item number") -> list[AuditRecord]:
+    """``notify_support(review_id, customer, reason)`` for 6 customers: the reason paraphrased per run (``seed``),
+    the identifying arguments in ``identity_digest`` as the replay writes them; call numbers in ``unmatched`` were
+    not served production's recording (fallback record); ``customer_of`` changes the customer argument, ``why``
+    what the reason says."""
+    import random
+
+    from airflow_flink_replay.core.call_match import CallArguments, MatchRule
+
+    rng, rule, out, n = random.Random(seed), MatchRule(free_text=frozenset({"reason"})), [], 0
+    for c in range(KEYS):
+        for r in range(calls_per_key):
+            customer = customer_of(c) if customer_of else f"c-{c}"
+            kwargs = {"review_id": f"r-{c}-{r}", "customer": customer,
+                      "reason": rng.choice(["negative (1/5): ", "negative, 1/5: "]) + f"{why} {r}"}
+            served = n not in unmatched
+            out.append(AuditRecord.for_call(
+                variant=variant, key=f"c-{c}", resource_type="tool", resource_name="notify_support", method="call",
+                args=(), kwargs=kwargs, decision="replay", outcome="replayed" if served else "recorded",
+                fallback=None if served else "record", matched="arguments" if served else None,
+                similarity=0.9 if served else None, identity_digest=rule.identity_digest(CallArguments.of((), kwargs))))
+            n += 1
+    return out
+
+
+@pytest.mark.parametrize("noise_unmatched", [set(), {9, 15}])
+def test_few_keys_matched_or_unmatched_at_random_and_reworded_reasons_are_no_change(noise_unmatched: set) -> None:
+    """Issue 46: with 6 keys one unmatched call in the candidate read 16.7% of keys vs noise 0.0% (NOT_SIGNIFICANT),
+    and every reworded reason was an argument change."""
+    stats, reasons = compare_audits(notify_audit("baseline", seed=1), notify_audit("candidate", seed=3, unmatched={4}),
+                                    notify_audit("baseline_2", seed=2, unmatched=noise_unmatched), [], CompareConfig())
+    assert [r for r in reasons if r.severity != "info"] == []
+    tool = stat(stats, "notify_support")
+    assert tool.status == "ok" and tool.change_unit == "calls" and tool.outcome_changed_keys == 0
+    assert tool.arguments_changed_keys == 0 and tool.free_text_changed_keys == 0  # paraphrased: no change
+    assert tool.changed_calls == {"arguments": 0, "free_text": 0, "outcome": 0}
+
+
+def test_few_keys_a_changed_identifying_argument_still_fails() -> None:
+    stats, reasons = compare_audits(
+        notify_audit("baseline", seed=1), notify_audit("candidate", seed=3, customer_of=lambda c: f"C{c}"),
+        notify_audit("baseline_2", seed=2, unmatched={9}), [], CompareConfig())
+    fails = [r for r in reasons if r.severity == "fail"]
+    assert [r.code for r in fails] == ["SIDE_EFFECT_ARGUMENTS"]
+    assert "with other arguments for 18 calls (100.0% of calls vs noise 0.0%)" in fails[0].message
+    assert 'kwargs.customer: "c-0" → "C0"' in fails[0].message
+    tool = stat(stats, "notify_support")
+    assert tool.status == "regression" and tool.changed_calls["arguments"] == 18 and tool.noise_calls["arguments"] == 0
+
+
+def test_with_few_keys_calls_are_the_units() -> None:
+    """2 of 6 keys changed in all their 10 calls: per key 33% vs 0% is not significant with 6 keys; per call, 20
+    of 60 calls vs 0 are."""
+    def changed(c: int) -> str:
+        return f"C{c}" if c < 2 else f"c-{c}"
+
+    a, b, a2 = (notify_audit("baseline", seed=1, calls_per_key=10),
+                notify_audit("candidate", seed=1, calls_per_key=10, customer_of=changed),
+                notify_audit("baseline_2", seed=1, calls_per_key=10))
+    stats, reasons = compare_audits(a, b, a2, [], CompareConfig())
+    [reason] = reasons
+    assert reason.code == "SIDE_EFFECT_ARGUMENTS" and reason.severity == "fail"
+    assert "for 20 calls (33.3% of calls vs noise 0.0%)" in reason.message
+    tool = stat(stats, "notify_support")
+    assert (tool.change_unit, tool.changed_calls["arguments"], tool.arguments_changed_keys) == ("calls", 20, 2)
+    _, by_keys = compare_audits(a, b, a2, [], CompareConfig(call_units_below_keys=0))
+    assert [(r.code, r.severity) for r in by_keys] == [("NOT_SIGNIFICANT", "inconclusive")]
+    assert "33.3% of keys vs noise 0.0%" in by_keys[0].message
+
+
+def test_free_text_is_judged_by_similarity_against_the_baselines_own_rewording() -> None:
+    """A paraphrased reason is no change; a reason that says something else is, unless the baselines write other
+    reasons as often themselves."""
+    def other(variant: str, seed: int, every: int) -> list[AuditRecord]:
+        records = notify_audit(variant, seed=seed, why="customer demands a full refund and will dispute")
+        plain = notify_audit(variant, seed=seed)
+        return [r if i % every == 0 else plain[i] for i, r in enumerate(records)]
+
+    baseline, baseline_2 = notify_audit("baseline", seed=1), notify_audit("baseline_2", seed=2)
+    _, reasons = compare_audits(baseline, notify_audit("candidate", seed=3), baseline_2, [], CompareConfig())
+    assert reasons == []
+    stats, reasons = compare_audits(baseline, other("candidate", 3, 1), baseline_2, [], CompareConfig())
+    [reason] = reasons
+    assert reason.code == "SIDE_EFFECT_ARGUMENTS" and reason.severity == "fail"
+    assert "with other free text for 18 calls (100.0% of calls vs noise 0.0%)" in reason.message
+    assert "kwargs.reason:" in reason.message and "refund" in reason.message
+    tool = stat(stats, "notify_support")
+    assert tool.arguments_changed_keys == 0 and tool.free_text_changed_keys == KEYS
+    assert [c.aspect for c in tool.changes] == ["free_text"]
+    _, reasons = compare_audits(baseline, other("candidate", 3, 2), other("baseline_2", 2, 2), [], CompareConfig())
+    assert [r.severity for r in reasons if r.severity != "info"] == []
