@@ -15,6 +15,7 @@ import os
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,12 +64,17 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
-def test_a_changed_tool_is_never_served_production_s_recording(tmp_path: Path) -> None:
+def _run_on_the_flink_side(script: str, audit_dir: Path) -> dict[str, Any]:
+    """Run ``script`` in the Flink-side Python with ``audit_dir`` as its argument; what it printed last (JSON)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([str(FLINK_PYTHON), "-c", SCRIPT, str(tmp_path / "audit")], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", script, str(audit_dir)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_a_changed_tool_is_never_served_production_s_recording(tmp_path: Path) -> None:
+    out = _run_on_the_flink_side(SCRIPT, tmp_path / "audit")
     # the changed pure tool ran its own code although production's answer matched the call
     assert out["lookup_rate"] == "lookup_rate: the candidate's answer for o-1"
     # the changed side-effecting tool was not executed and not replayed: its stand-in
@@ -125,11 +131,7 @@ REWORDED_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
 def test_a_reworded_reason_is_served_production_s_result_and_the_audit_says_how(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([str(FLINK_PYTHON), "-c", REWORDED_SCRIPT, str(tmp_path / "audit")], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=ROOT)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _run_on_the_flink_side(REWORDED_SCRIPT, tmp_path / "audit")
     stand_in = "[replay: tool 'notify_support' recorded, not executed]"
     # the reworded reason of review r-1 is served by its ids; r-2 exactly; r-3 was never recorded
     assert out["baseline"] == ["t-1", "t-2", stand_in]
