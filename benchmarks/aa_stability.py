@@ -91,7 +91,9 @@ def gate(prod: Production, candidate: str, *, conf: dict[str, Any] | None = None
     n = prod.window * 3 + 20  # enough for the window whenever the capture starts, without flooding production
     feed = write_jsonl(prod.folder / f"feed-{len(prod.runs)}.jsonl", reviews(n, start=prod.fed))
     prod.fed += n
-    runs_dir = Path(_runs_uri(prod.spec).removeprefix("file://"))
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+    runs_dir = Path(ReplaySpec.from_yaml(prod.spec).runs_uri.removeprefix("file://"))
     before = set(runs_dir.rglob("run_record.json")) if runs_dir.exists() else set()
     started = time.monotonic()
     done = cli("run-dag", "gate", "--spec", str(prod.spec), "--candidate", candidate, "--feed", str(feed),
@@ -102,12 +104,6 @@ def gate(prod: Production, candidate: str, *, conf: dict[str, Any] | None = None
     record["_seconds"] = round(time.monotonic() - started, 1)
     prod.runs.append(record)
     return record
-
-
-def _runs_uri(spec: Path) -> str:
-    import yaml
-
-    return str(yaml.safe_load(spec.read_text())["runs_uri"])
 
 
 def comparison(record: dict[str, Any]) -> dict[str, Any]:
