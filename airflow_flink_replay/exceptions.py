@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from airflow_flink_replay.core.identity import IdentityReport
+    from airflow_flink_replay.core.production_lease import LeaseRecord
 
 __all__ = [
     "ActionStateIsolationError",
@@ -41,8 +42,13 @@ __all__ = [
     "OwnJobError",
     "PathError",
     "PreflightError",
+    "ProductionLeaseError",
+    "ProductionLeaseHeldError",
+    "ProductionLeaseNotHeldError",
     "ReplayPolicyBlocked",
+    "ResultRefused",
     "SecretReferenceError",
+    "SecretScrubbedError",
     "SpecError",
     "StackSetupError",
     "UsageError",
@@ -61,6 +67,11 @@ class SpecError(FlinkReplayError, ValueError):
 class SecretReferenceError(FlinkReplayError, ValueError):
     """A secret is given as a value where only a reference may travel, or a reference cannot be resolved
     on the job side; the message names the field (never the value) and the fix."""
+
+
+class SecretScrubbedError(FlinkReplayError, RuntimeError):
+    """Code handed a resolved secret failed, and its error text held the value: this error carries that text
+    with every resolved value replaced by its reference (``${env:NAME}``), the original one dropped."""
 
 
 class PreflightError(FlinkReplayError, ValueError):
@@ -211,6 +222,11 @@ class ReplayPolicyBlocked(FlinkReplayError, RuntimeError):
     """A resource call the replay policy blocks (raised inside the replay job, ``flink/proxies.py``)."""
 
 
+class ResultRefused(FlinkReplayError, ValueError):
+    """A recorded result the job side does not rebuild: its codec is unknown or names a type the job's code does
+    not declare, or its value is not one (the call is then unmatched; ``core/cassette.py``)."""
+
+
 class StackSetupError(FlinkReplayError, RuntimeError):
     """A part of the local stack could not be set up; the message says what to do."""
 
@@ -218,3 +234,23 @@ class StackSetupError(FlinkReplayError, RuntimeError):
 class OwnJobError(FlinkReplayError, RuntimeError):
     """A local command for your own job (``flink-replay deploy/produce/run-dag``) cannot go on; the message
     names the field or file and the fix."""
+
+
+# ------------------------------------------------------------------------------ production's lease
+class ProductionLeaseError(FlinkReplayError, RuntimeError):
+    """Production's lease cannot be read or written where the spec keeps it; the message names the file and the fix."""
+
+
+class ProductionLeaseHeldError(ProductionLeaseError):
+    """Another replay run holds production's lease (it is stopping and resuming production)."""
+
+    def __init__(self, message: str, *, holder: LeaseRecord, waited_s: float = 0.0) -> None:
+        super().__init__(message)
+        #: The generation that holds it.
+        self.holder = holder
+        #: Seconds this run waited for it.
+        self.waited_s = waited_s
+
+
+class ProductionLeaseNotHeldError(ProductionLeaseError):
+    """A run renewed or released a lease it does not hold (never held, released, or taken over after expiry)."""

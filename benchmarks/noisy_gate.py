@@ -61,7 +61,9 @@ def real_runs(args: argparse.Namespace) -> int:
         started = time.monotonic()
         first = 100_000 * (i + 1) + args.feed_offset
         with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=first, rate=setup.feed_rate,
-                          count=args.window * 4):  # ~40 s of reviews: the stop comes ~25 s in
+                          count=args.window * args.feed):  # the stop comes ~25 s in; the rest keeps
+            # production fed past the window: fed 4 windows, two runs on a loaded machine found production had not
+            # output the window's last 2 records 300 s on (the wait timed out), and it had once the next feed began
             result = airflow.dags_test(DAG_IDS[dag], {"candidate": candidate}, runs_dir)
         record = result.record or {}
         verdicts[label][str(result.verdict)] += 1
@@ -70,6 +72,9 @@ def real_runs(args: argparse.Namespace) -> int:
         print(f"run {i + 1:2d} {dag} candidate {label}: {result.verdict} in {time.monotonic() - started:.0f}s; "
               f"A/A noise: {noise or 'none'}; fidelity {fidelity if fidelity is None else f'{fidelity:.0%}'} "
               f"(baseline = baseline-2: {record.get('fidelity_self')})", flush=True)
+        served = {v.get("variant"): v.get("cassette_calls") for v in record.get("variants") or []
+                  if v.get("cassette_calls")}
+        print("      cassette: " + ("; ".join(f"{v} {_served(c)}" for v, c in served.items()) or "no replay decisions"))
         for reason in record.get("reasons") or []:
             if reason.get("severity") in ("fail", "inconclusive"):
                 print(f"      [{reason.get('code')}] {str(reason.get('message'))[:200]}")
@@ -78,6 +83,14 @@ def real_runs(args: argparse.Namespace) -> int:
               f"{dict(verdicts['nightly A/A'])}")
     _cancel(stack, setup.job_name)
     return _summary(verdicts, args.runs, args.v2_runs)
+
+
+def _served(calls: dict[str, int]) -> str:
+    """'replayed r (of them a by arguments) / unmatched u = share served' for one variant's cassette calls."""
+    replayed, unmatched = calls.get("replayed", 0), calls.get("unmatched", 0)
+    share = replayed / (replayed + unmatched) if replayed + unmatched else 1.0
+    return (f"served {replayed} (by arguments {calls.get('by_arguments', 0)}), unmatched {unmatched} "
+            f"= {share:.0%} served")
 
 
 def _cancel(stack: Any, job_name: str) -> None:
@@ -124,7 +137,7 @@ def _summary(verdicts: dict[str, Counter[str]], v1_runs: int, v2_runs: int) -> i
     false_fails = verdicts["v1"]["FAIL"]
     print(f"\nv1 as its own candidate ({v1_runs} runs): {dict(verdicts['v1'])}; false FAILs: {false_fails}")
     print(f"v2 ({v2_runs} runs): {dict(verdicts['v2'])}")
-    return 0 if false_fails == 0 and verdicts["v2"]["FAIL"] == v2_runs else 1
+    return 0 if verdicts["v1"]["PASS"] == v1_runs and verdicts["v2"]["FAIL"] == v2_runs else 1
 
 
 def main() -> int:
@@ -134,6 +147,7 @@ def main() -> int:
     p.add_argument("--v2-runs", type=int, default=2, help="gate runs with v2 as the candidate")
     p.add_argument("--nightly-runs", type=int, default=0, help="nightly DAG runs, production's agent as candidate")
     p.add_argument("--feed-offset", type=int, default=0, help="first review index offset (fresh review ids)")
+    p.add_argument("--feed", type=int, default=6, help="reviews fed per run, in windows (default 6)")
     p.add_argument("--window", type=int, default=100, help="records per replay window")
     p.add_argument("--simulate", type=int, default=0, metavar="N", help="N windows per candidate without Flink")
     args = p.parse_args()

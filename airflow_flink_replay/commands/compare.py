@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
+from airflow_flink_replay.commands.output import one_line, printable
 from airflow_flink_replay.exceptions import UsageError
 
 #: Exit code for bad usage or unreadable input (argparse's own 2 would read as INCONCLUSIVE).
 EXIT_USAGE = 3
+#: Largest --config file read.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -81,7 +81,7 @@ def _exit_3_on_usage_errors(p: argparse.ArgumentParser) -> None:
 
     def error(message: str) -> NoReturn:
         p.print_usage(sys.stderr)
-        p.exit(EXIT_USAGE, f"{p.prog}: error: {message}\n")
+        p.exit(EXIT_USAGE, f"{p.prog}: error: {one_line(message)}. Fix: see `{p.prog} --help`\n")
 
     original = p.parse_known_args
 
@@ -97,6 +97,8 @@ def _exit_3_on_usage_errors(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace) -> Any:
     """The CompareConfig from --config plus the command-line overrides."""
+    from pydantic import ValidationError
+
     from airflow_flink_replay.core.compare import CompareConfig
 
     data = _read_config(args.config) if args.config is not None else {}
@@ -125,50 +127,41 @@ def build_config(args: argparse.Namespace) -> Any:
     # command-line rules first: the first matching rule wins
     data["fields"] = rules + list(data.get("fields") or [])
     try:
-        return CompareConfig.model_validate(data)
+        config = CompareConfig.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise UsageError(f"configuration {where}: {first['msg']}") from None
+    if config.spill_dir is not None and not Path(config.spill_dir).is_dir():
+        raise UsageError(
+            f"configuration spill_dir {config.spill_dir}: no such folder. Fix: create it, or leave spill_dir out "
+            "(the temp folder)"
+        )
+    return config
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    """The --config file as a mapping; every problem is one line naming the file (and line) with a fix."""
-    from airflow_flink_replay.core.compare.loading import first_bad_utf8_line
+    """The --config file as a mapping; every problem is one line naming the file (and line) with a fix. It is read
+    with bounds (a regular file of at most 1 MiB; YAML without alias bombs or deep nesting)."""
+    from airflow_flink_replay.core.yaml_input import load_yaml, read_text_file
 
-    if not path.is_file():
-        raise UsageError(f"--config {path}: file not found")
-    raw = path.read_bytes()
-    line, col, byte = first_bad_utf8_line(raw)
-    if line:
-        raise UsageError(
-            f"--config {path}:{line}: not UTF-8 text (byte 0x{byte:02x} at column {col}). Fix: save it as UTF-8"
-        )
-    text = raw.decode("utf-8")
+    expected = "a CompareConfig as JSON or YAML"
     try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
+        text = read_text_file(path, f"--config {path}", expected, MAX_CONFIG_BYTES)
+        yaml_file = path.suffix in (".yaml", ".yml")
+        data = (load_yaml(text, f"--config {path}") or {}) if yaml_file else json.loads(text)
     except RecursionError:
         raise UsageError(
             f"--config {path}: nested too deeply to read. Fix: a CompareConfig is a few levels deep"
         ) from None
-    except Exception as err:
-        raise UsageError(f"--config {path}: cannot parse: {' '.join(str(err).split())}") from None
+    except ValueError as err:
+        message = str(err)
+        if not message.startswith("--config"):  # json's own error
+            message = f"--config {path}: cannot parse: {' '.join(message.split())}. Fix: correct the JSON"
+        raise UsageError(message) from None
     if not isinstance(data, dict):
-        raise UsageError(f"--config {path}: expected a mapping of CompareConfig fields")
+        raise UsageError(f"--config {path}: expected a mapping of CompareConfig fields. Fix: e.g. {{\"alpha\": 0.05}}")
     return data
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (terminal escapes, NUL, bell) written as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,12 +189,16 @@ def run(args: argparse.Namespace) -> int:
             ignore=args.ignore,
         )
     except (UsageError, CompareInputError) as err:
-        print(printable(f"flink-replay compare: error: {' '.join(str(err).splitlines())}"), file=sys.stderr)
+        message = one_line(err)
+        if "Fix:" not in message:  # every error line ends with what to do
+            message += f". Fix: correct {getattr(err, 'source', 'the option above')} (`flink-replay compare --help`)"
+        print(f"flink-replay compare: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     try:
         written = write_reports(result, args.out)
     except OSError as err:
-        print(f"flink-replay compare: error: cannot write reports to {args.out}: {err}", file=sys.stderr)
+        print(one_line(f"flink-replay compare: error: cannot write reports to {args.out}: {err}. Fix: give --out "
+                       "a folder you can write"), file=sys.stderr)
         return EXIT_USAGE
     if args.json:
         print(json.dumps({**result.summary(), "reports": {k: str(v) for k, v in written.items()}}, indent=2))
@@ -209,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{result.verdict}  ({result.mode.replace('_', '-')}, {result.counts.aligned_candidate} aligned outputs)")
         for reason in result.reasons:
             severity = "warning" if reason.code in WARNING_CODES else reason.severity
-            print(printable(f"  [{severity}] {reason.code}: {reason.message}"))
+            print(printable(f"  [{severity}] {reason.code}: {reason.message}", keep="\t"))
         for name, path in written.items():
             print(f"  {name:8s} {path}")
     return EXIT_CODES[result.verdict]

@@ -21,6 +21,9 @@ window and the gate blocking changes of at least 10 points of outputs, v2 still 
 
 ``--ui`` keeps Airflow serving after the two runs (http://127.0.0.1:8080, no login) so a person can click
 through them and trigger more, while reviews keep flowing; Ctrl-C stops it.
+
+Exit codes: 0 the demo ended as expected (v2 FAIL, v1 PASS); 1 it did not, or the stack could not be brought up
+(one line naming why and the fix); 64 a command line that does not parse (a port or window out of range).
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_flink_replay.commands.arguments import port as port_number
+from airflow_flink_replay.commands.arguments import positive_int
+from airflow_flink_replay.commands.output import one_line, printable
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -40,9 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the end-to-end demo (release gate: v2 FAILs, v1 PASSes)")
     p.add_argument("--ui", action="store_true",
                    help="keep Airflow serving after the two gate runs (Ctrl-C stops it)")
-    p.add_argument("--port", type=int, default=None,
+    p.add_argument("--port", type=port_number, default=None,
                    help="Airflow's port (default: 8080 with --ui, otherwise any free port)")
-    p.add_argument("--window", type=int, default=None, help="records per replay window (default 40; --noisy 100)")
+    p.add_argument("--window", type=positive_int, default=None,
+                   help="records per replay window (default 40; --noisy 100)")
     p.add_argument("--noisy", action="store_true",
                    help="the chat model samples like an LLM (its own production): the A/A noise is not zero, and the "
                    "gate still FAILs v2 and PASSes v1")
@@ -93,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     """Carry out the demo: a few lines per step on the console, everything Airflow prints in a log file."""
     if str(ROOT) not in sys.path:  # the example agent and its review generator live in the checkout
         sys.path.insert(0, str(ROOT))
+    from airflow_flink_replay.exceptions import StackSetupError
     from airflow_flink_replay.local.airflow_runner import DAG_IDS, airflow_env
     from airflow_flink_replay.local.airflow_server import AirflowServer
     from airflow_flink_replay.local.demo import AgentRef, deploy_demo, placeholder_key_file, write_spec
@@ -100,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
 
     setup, port = _setup(args), _port(args)
     print("bringing the local stack up (the first time installs the Flink side: a few minutes)...")
-    stack = LocalStack(StackConfig()).up()
+    try:
+        stack = LocalStack(StackConfig()).up()
+    except StackSetupError as err:
+        print(f"demo: the local stack did not come up: {one_line(err)}", file=sys.stderr)
+        return 1
     demo_dir = Path(stack.workdir) / setup.prefix
     log_path = demo_dir / "logs" / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log"
     print(f"full Airflow log: {log_path}")
@@ -184,8 +197,8 @@ def _gate_run(
         run_id = server.trigger(dag_id, {"candidate": candidate})
         state = server.wait_for_run(dag_id, run_id, timeout=1800)
     result = run_result(dag_id, run_id, state, server.task_instances(dag_id, run_id).values(), runs)
-    for line in result.lines:
-        print(line)
+    for line in result.lines:  # from the run record: escaped
+        print(printable(line))
     downtime = (result.record or {}).get("downtime_s")
     if downtime is not None and raw:
         print(f"  production's downtime {downtime:.1f} s against {raw:.1f} s stopped and restored by hand: "

@@ -15,7 +15,8 @@ checkpoint; a job that fails or keeps restarting is reported with the Python err
 
 Exit codes: 0 production runs (and the spec is written); 1 production does not run: refused by the agent
 check (nothing submitted), the submission failed, or the job failed, kept restarting or completed no checkpoint
-in time; 2 a wrong option or reference, or the stack is not up.
+in time; 2 a wrong name, topic, reference, folder or --spec-out, or the stack is not up (one line naming it and the
+fix, before anything is submitted); 64 a command line that does not parse.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from airflow_flink_replay.commands.arguments import folder_problems, positive_float, positive_int, topic_problems
+from airflow_flink_replay.commands.output import one_line, printable
 
 if TYPE_CHECKING:
     from airflow_flink_replay.local.demo import AgentRef, DemoTopics
@@ -51,8 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--action-state-topic", help="default <name>-action-state")
     p.add_argument("--spec-out", type=Path, help="write the ReplaySpec of this production here")
     p.add_argument("--candidate", metavar="MODULE:ATTR", help="the spec's candidate (same form as the agent)")
-    p.add_argument("--window", type=int, default=40, help="the spec's records per replay window")
-    p.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+    p.add_argument("--window", type=positive_int, default=40, help="the spec's records per replay window")
+    p.add_argument("--wait", type=positive_float, default=120.0, metavar="SECONDS",
                    help="how long production may take to run and complete its first checkpoint (default 120)")
     p.set_defaults(func=run)
 
@@ -60,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check the references and the definition, link your package into the stack's Flink side, submit production,
     wait until it runs and checkpoints, write the spec (exit codes: the module docstring)."""
-    from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
+    from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError, StackSetupError
     from airflow_flink_replay.local.demo import AgentRef, submit_production, write_spec
     from airflow_flink_replay.local.own_job import OwnJobError, production_runs
 
@@ -68,24 +72,27 @@ def run(args: argparse.Namespace) -> int:
                      kind="agent_job" if args.agent_job else "agent_factory", key_field=args.key_field)
     topics = _topics(args)
     try:
+        if problem := _option_problems(args):
+            raise OwnJobError(problem)
         stack = _prepared_stack(args, agent)
-    except OwnJobError as err:
-        print(f"deploy: {err}", file=sys.stderr)
+    except (OwnJobError, StackSetupError) as err:
+        print(f"deploy: {one_line(err)}", file=sys.stderr)
         return 2
     try:
         refused = _refused(stack, agent)
         if refused:
-            print(f"deploy: {refused}", file=sys.stderr)
+            print(printable(f"deploy: {refused}", keep="\n"), file=sys.stderr)
             return 1
         job_id, submitted = submit_production(stack, topics, job_name=args.name, job_identifier=args.name,
                                               agent=agent)
         running = production_runs(stack, job_id, submitted=submitted, timeout=args.wait)
     except OwnJobError as err:
-        print(f"deploy: {err}", file=sys.stderr)
+        print(printable(f"deploy: {err}", keep="\n"), file=sys.stderr)
         return 1
     except (FlinkRestError, FlinkSubmissionError) as err:
         fix = "" if "\nFix:" in str(err) else "\nFix: correct the cause above, then deploy again"
-        print(f"deploy: production {args.name} could not be submitted: {err}{fix}", file=sys.stderr)
+        print(printable(f"deploy: production {args.name} could not be submitted: {err}{fix}", keep="\n"),
+              file=sys.stderr)
         return 1
     restarts = f"; {running.failures} restart(s) before: {running.newest_failure}" if running.failures else ""
     print(f"production {args.name}: Flink job {job_id} {'submitted' if submitted else 'was already running'}, "
@@ -100,6 +107,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"  spec: {args.spec_out} (flink-replay run-dag gate --spec {args.spec_out})")
         check_compare_key(stack, topics.outputs, args.spec_out)
     return 0
+
+
+def _option_problems(args: argparse.Namespace) -> str:
+    """What is wrong with the name, the topics, the folders or --spec-out (``""``: nothing), found before the
+    stack is asked: a name that cannot be a job name, a topic prefix or (with --spec-out) a spec name would
+    otherwise fail after production was deployed."""
+    from airflow_flink_replay.core.replay_spec import MAX_TOPIC_NAME, is_spec_name, job_name_problem
+
+    if problem := job_name_problem(args.name):
+        return f"--name {args.name[:60]!r} {problem}"
+    if len(args.name) > MAX_TOPIC_NAME - len("-action-state") or topic_problems("--name", args.name):
+        return (f"--name {args.name[:60]!r}: production's topics are named after it (<name>-input, ...).\nFix: at most "
+                f"{MAX_TOPIC_NAME - len('-action-state')} characters of a-z A-Z 0-9 . _ -, or name each topic")
+    if args.spec_out and not is_spec_name(args.name):
+        return (f"--name {args.name[:60]!r}: the spec (--spec-out) is named after it.\nFix: 2-63 characters of "
+                "a-z 0-9 _ -, starting with a letter or digit")
+    for option, topic in (("--source-topic", args.source_topic), ("--sink-topic", args.sink_topic),
+                          ("--capture-topic", args.capture_topic), ("--action-state-topic", args.action_state_topic)):
+        if problem := topic_problems(option, topic):  # an empty one too: it would fall back to <name>-...
+            return problem
+    if args.spec_out and (args.spec_out.is_dir() or not args.spec_out.parent.is_dir()):
+        return (f"--spec-out {args.spec_out}: {'a folder' if args.spec_out.is_dir() else 'its folder does not exist'}."
+                "\nFix: the path of the spec file to write, in an existing folder")
+    return folder_problems("--python-path", args.python_path)
 
 
 def _topics(args: argparse.Namespace) -> DemoTopics:

@@ -6,6 +6,9 @@ keyed by ``--key-field`` when given. The topic is ``--topic``, or the spec's ``p
 With ``--spec`` the records are for the spec's production: when no job of its name runs on the stack (it failed,
 was cancelled, or was never deployed) nothing is sent and the command fails (exit 1) with the newest job's
 cause — records sent to a dead production would wait unread. ``--topic`` sends without asking.
+
+Exit codes: 0 sent; 1 production does not run (nothing sent) or a record was not delivered; 2 a wrong file, spec
+or topic, or the stack is not up (one line naming it and the fix); 64 a command line that does not parse.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from airflow_flink_replay.commands.arguments import non_negative_float, topic_problems
+from airflow_flink_replay.commands.output import one_line, printable
 
 if TYPE_CHECKING:
     from airflow_flink_replay.local.stack import StackInfo
@@ -27,31 +33,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--spec", type=Path, help="a ReplaySpec YAML: its production.input_topic")
     where.add_argument("--topic", help="the topic to produce to")
     p.add_argument("--key-field", default=None, help="field whose value is the Kafka key (default: no key)")
-    p.add_argument("--rate", type=float, default=0.0, help="records per second (default: as fast as possible)")
+    p.add_argument("--rate", type=non_negative_float, default=0.0,
+                   help="records per second (default: as fast as possible)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Read and check every line, then produce them in order."""
+    from airflow_flink_replay.exceptions import StackSetupError
     from airflow_flink_replay.local.own_job import OwnJobError, load_spec, produce_jsonl, read_jsonl, running_stack
 
     try:
-        spec = load_spec(args.spec) if args.spec else None
-        topic = args.topic or spec.production.input_topic  # type: ignore[union-attr]  # one of the two is given
+        if problem := topic_problems("--topic", args.topic):
+            raise OwnJobError(problem)
+        spec = load_spec(args.spec) if args.spec is not None else None
+        topic = spec.production.input_topic if spec is not None else str(args.topic)
         records = read_jsonl(args.file, args.key_field)
         stack = running_stack()
-    except OwnJobError as err:
-        print(f"produce: {err}", file=sys.stderr)
+    except (OwnJobError, StackSetupError) as err:
+        print(f"produce: {one_line(err)}", file=sys.stderr)
         return 2
     if spec is not None:
         dead = _not_running(stack, spec.production.job_name)
         if dead:
-            print(f"produce: {dead}", file=sys.stderr)
+            print(printable(f"produce: {dead}", keep="\n"), file=sys.stderr)
             return 1
     try:
         sent = produce_jsonl(stack.kafka_bootstrap, topic, records, rate=args.rate)
     except OwnJobError as err:
-        print(f"produce: {err}", file=sys.stderr)
+        print(f"produce: {one_line(err)}", file=sys.stderr)
         return 2
     print(f"produced {sent} record(s) from {args.file} to {topic} ({stack.kafka_bootstrap})")
     return 0

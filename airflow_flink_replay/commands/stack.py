@@ -1,5 +1,10 @@
 """``flink-replay stack prepare | up | down | status | restart-taskmanager | recycle-replay``: the embedded local
-stack."""
+stack.
+
+Exit codes: 0 done (``status``: every part answers); 1 it failed or a part does not answer, or the stack folder's
+``stack.json`` is not a stack record (one line naming it and the fix); 64 a command line that does not parse (a
+port out of 1-65535, fewer than one task slot).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from airflow_flink_replay.commands.arguments import port, positive_int
+from airflow_flink_replay.commands.output import one_line
 from airflow_flink_replay.exceptions import StackSetupError
-from airflow_flink_replay.local.stack import LocalStack, StackConfig
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,23 +44,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="where the Flink-side venv and downloads are cached (default: the workdir)",
     )
-    p.add_argument("--flink-rest-port", type=int, default=None)
-    p.add_argument("--flink-rpc-port", type=int, default=None)
-    p.add_argument("--kafka-port", type=int, default=None)
-    p.add_argument("--chroma-port", type=int, default=None)
-    p.add_argument("--replay-rest-port", type=int, default=None)
-    p.add_argument("--replay-rpc-port", type=int, default=None)
+    p.add_argument("--flink-rest-port", type=port, default=None)
+    p.add_argument("--flink-rpc-port", type=port, default=None)
+    p.add_argument("--kafka-port", type=port, default=None)
+    p.add_argument("--chroma-port", type=port, default=None)
+    p.add_argument("--replay-rest-port", type=port, default=None)
+    p.add_argument("--replay-rpc-port", type=port, default=None)
     p.add_argument(
         "--no-replay-cluster", action="store_true",
         help="run only production's Flink cluster (replays then share it: see docs/real-cluster.md)",
     )
-    p.add_argument("--task-slots", type=int, default=4)
+    p.add_argument("--task-slots", type=positive_int, default=4)
     p.add_argument("--json", action="store_true", help="print machine-readable output")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Carry out the stack action; a stack folder whose ``stack.json`` cannot be read is one line and exit 1."""
+    try:
+        return _run(args)
+    except StackSetupError as err:
+        print(f"stack {args.action}: {one_line(err)}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     """Carry out the stack action."""
+    from airflow_flink_replay.local.stack import LocalStack, StackConfig
+
     overrides = {
         "workdir": args.workdir,
         "cache_dir": args.cache_dir,

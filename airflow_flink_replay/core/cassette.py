@@ -14,14 +14,17 @@ to the resource's other policy decision for it.
 Pure: pydantic only. The job side records and serves (``airflow_flink_replay.flink.cassette_io``). Results
 travel as JSON with a codec naming how to rebuild them (:func:`encode_result`, :func:`decode_result`):
 ``json`` (the value as is), ``pydantic:<module>:<class>`` (a pydantic model: a chat message, a vector-store
-query result), ``pydantic-list:<module>:<class>``.
+query result), ``pydantic-list:<module>:<class>``. A codec is only a name looked up among the result types the
+job's code declares (:func:`declared_result_types`): anyone who can write to the cassette topic writes codecs,
+so a record never chooses what the job side imports.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Iterable, Iterator
+import re
+import typing
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from airflow_flink_replay.core.audit import hash_names, is_key_hash, key_hashes
 from airflow_flink_replay.core.call_match import CallArguments, MatchRule, infer_rule
 from airflow_flink_replay.core.policy import CallMatch
+from airflow_flink_replay.exceptions import ResultRefused
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -41,8 +45,11 @@ __all__ = [
     "CassetteSource",
     "CassetteWindow",
     "MatchKey",
+    "ResultRefused",
+    "declared_result_types",
     "decode_result",
     "encode_result",
+    "result_type_name",
 ]
 
 #: A result larger than this (its JSON, in bytes) is recorded without its value (``result_dropped``): a
@@ -279,6 +286,13 @@ class Cassette:
             return self._hash_names.get(int(key))
         return next((str(h) for h in key_hashes(key) if str(h) in self._keys), None)
 
+    def refuse(self, found: CassetteMatch) -> None:
+        """Count a call :meth:`match` served as unmatched after all: its recorded result could not be rebuilt
+        (:class:`ResultRefused`). The recorded call stays used up, as one whose result was dropped."""
+        self.served -= 1
+        self.served_by_arguments -= found.matched == "arguments"
+        self.unmatched += 1
+
     def remaining(self) -> int:
         """Recorded calls not taken (a replay that made fewer calls than production leaves some)."""
         return sum(taken.count(False) for taken in self._taken.values())
@@ -366,6 +380,47 @@ class CassetteWindow(BaseModel):
         return sum(end - start for start, end in self.ranges().values())
 
 
+#: Content-hashed module names (``flink.agent_build``): production's build and a replay's name one class apart.
+_BUILD_MODULE = re.compile(r"\bafr_build_[0-9a-f]{16}\b")
+_RUNTIME_MODULE = re.compile(r"\bafr_rt_[0-9a-f]{16}_[0-9a-f]{8}\b")
+#: How deep :func:`declared_result_types` follows an annotation's arguments (``list[dict[str, X | None]]``).
+_MAX_ANNOTATION_DEPTH = 8
+
+
+def result_type_name(cls: type) -> str:
+    """``<module>:<qualname>`` of a result type as codecs name it, a content-hashed build's module name read
+    alike on both sides (``<build>``, and this package's runtime copy as ``airflow_flink_replay``)."""
+    return _type_name(f"{cls.__module__}:{cls.__qualname__}")
+
+
+def declared_result_types(annotation: Any) -> dict[str, type[BaseModel]]:
+    """The pydantic model classes a return annotation names (through ``X | None``, ``list[X]``, ``dict[str, X]``
+    and the like) and their subclasses loaded so far, by :func:`result_type_name`: what a served result may be
+    rebuilt as. ``BaseModel`` itself, ``Any`` and no annotation declare nothing."""
+    found: dict[str, type[BaseModel]] = {}
+
+    def visit(node: Any, depth: int) -> None:
+        if depth > _MAX_ANNOTATION_DEPTH:
+            return
+        if isinstance(node, type) and issubclass(node, BaseModel) and node is not BaseModel:
+            _with_subclasses(node, found)
+        for arg in typing.get_args(node):
+            visit(arg, depth + 1)
+
+    visit(annotation, 0)
+    return found
+
+
+def _with_subclasses(cls: type[BaseModel], found: dict[str, type[BaseModel]]) -> None:
+    pending = [cls]
+    while pending:
+        current = pending.pop()
+        name = result_type_name(current)
+        if name not in found:
+            found[name] = current
+            pending.extend(current.__subclasses__())
+
+
 def encode_result(result: Any) -> tuple[Any, str]:
     """``result`` as JSON plus the codec that rebuilds it (:func:`decode_result`)."""
     if isinstance(result, BaseModel):
@@ -379,17 +434,28 @@ def encode_result(result: Any) -> tuple[Any, str]:
     return result, "json"
 
 
-def decode_result(value: Any, codec: str) -> Any:
-    """The result ``encode_result`` gave as ``(value, codec)``."""
+def decode_result(value: Any, codec: str, declared: Mapping[str, type[BaseModel]]) -> Any:
+    """The result ``encode_result`` gave as ``(value, codec)``, rebuilt only as one of the ``declared`` result
+    types (:func:`declared_result_types`): nothing is imported by the codec's name. Raises :class:`ResultRefused`
+    for an unknown codec, a type not declared or a value that is not one."""
     if codec == "json":
         return value
     kind, _, target = codec.partition(":")
     if kind not in ("pydantic", "pydantic-list") or ":" not in target:
-        raise ValueError(f"unknown cassette codec {codec!r}")
-    module, qualname = target.split(":", 1)
-    cls: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        cls = getattr(cls, part)
-    if kind == "pydantic":
-        return cls.model_validate(value)
-    return [cls.model_validate(v) for v in value]
+        raise ResultRefused(f"unknown cassette codec {codec[:200]!r}")
+    cls = declared.get(_type_name(target))
+    if cls is None:
+        raise ResultRefused(f"codec names {target[:200]!r}, not a declared result type")
+    if kind == "pydantic-list" and not isinstance(value, list):
+        raise ResultRefused(f"codec {kind} needs a list, the record holds {type(value).__name__}")
+    try:
+        if kind == "pydantic":
+            return cls.model_validate(value)
+        return [cls.model_validate(v) for v in value]
+    except ValueError as exc:  # pydantic's ValidationError
+        raise ResultRefused(f"the recorded value is not a valid {cls.__qualname__} ({str(exc)[:300]})") from None
+
+
+def _type_name(target: str) -> str:
+    """``<module>:<qualname>`` with content-hashed build module names read alike (:func:`result_type_name`)."""
+    return _RUNTIME_MODULE.sub("airflow_flink_replay", _BUILD_MODULE.sub("<build>", target))

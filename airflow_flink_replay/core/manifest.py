@@ -16,8 +16,10 @@ The manifest is sealed by a sha256 digest over its canonical JSON (sorted keys, 
 A digest anyone can recompute proves nothing against someone who edits the file on purpose: with a key
 (an Airflow connection's password on the Airflow side, a ``${env:…}`` / ``${file:…}`` reference resolved
 inside Flink on the job side) the manifest also carries an HMAC-SHA256 ``signature`` over the same
-canonical JSON minus the ``isolation`` section, which later steps fill in without the key (the replay job
-takes its topic and namespace from its own spec, guarded there, never from that section).
+canonical JSON, the ``isolation`` section included: the step that fills it in later verifies the signature
+and signs again with the key. Manifests signed before the signature covered it (``hmac-sha256:<hex>``, without
+``v2:``) still verify as they did, over everything but the isolation section, and say so
+(:attr:`ReplayManifest.signature_covers_isolation`, their summary).
 
 Pure: pydantic only (works with pydantic 2.11 on the Flink side and 2.14 on the Airflow side). Reading
 and writing through URIs lives in :mod:`airflow_flink_replay.core.manifest_io`.
@@ -51,7 +53,9 @@ SERIALIZERS = ("string", "json", "bytes", "avro")
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_SIGNATURE = re.compile(r"^hmac-sha256:[0-9a-f]{64}$")
+_SIGNATURE = re.compile(r"^hmac-sha256:(v2:)?[0-9a-f]{64}$")
+#: The signature form that covers the isolation section; without it (written before issue 42), it does not.
+_SIGNATURE_V2 = "hmac-sha256:v2:"
 
 #: How to fix a field that is missing altogether (used when a required field is absent).
 _MISSING_FIXES: dict[str, str] = {
@@ -506,8 +510,8 @@ class ReplayManifest(_Model):
     digest: str | None = Field(default=None, description="sha256:<hex> of the canonical JSON without this field")
     signature: str | None = Field(
         default=None,
-        description="hmac-sha256:<hex> keyed signature of the canonical JSON without digest, signature and "
-        "isolation (None: unsigned)",
+        description="hmac-sha256:v2:<hex> keyed signature of the canonical JSON without digest and signature "
+        "(hmac-sha256:<hex>, written before v2: without the isolation section either; None: unsigned)",
     )
 
     @field_validator("schema_version")
@@ -531,7 +535,7 @@ class ReplayManifest(_Model):
     @classmethod
     def _signature_form(cls, value: str | None) -> str | None:
         if value is not None and not _SIGNATURE.match(value):
-            raise _fail("signature is not of the form hmac-sha256:<64 hex>", "re-create the manifest")
+            raise _fail("signature is not of the form hmac-sha256:v2:<64 hex>", "re-create the manifest")
         return value
 
     # -- construction / parsing ------------------------------------------------------------------
@@ -591,12 +595,14 @@ class ReplayManifest(_Model):
         _drop_empty(body["capture"], "cassette")
         return body
 
-    def signed_content(self) -> bytes:
-        """What the signature covers: :meth:`canonical_json` without the ``isolation`` section.
+    @property
+    def signature_covers_isolation(self) -> bool:
+        """False for a signature written before it covered the isolation section (or no signature at all)."""
+        return bool(self.signature and self.signature.startswith(_SIGNATURE_V2))
 
-        The isolation section is filled in after the manifest is written (the action-state step records
-        its topics and re-seals) by tasks that hold no key; nothing reads it to decide what a replay does.
-        """
+    def legacy_signed_content(self) -> bytes:
+        """What a signature written before ``v2`` covers: :meth:`canonical_json` without the ``isolation``
+        section (then filled in by tasks that held no key). Only used to verify such signatures."""
         body = self._body()
         body.pop("isolation", None)
         return _canonical(body)
@@ -609,14 +615,17 @@ class ReplayManifest(_Model):
         """A copy carrying the digest of its current content."""
         return self.model_copy(update={"digest": self.compute_digest()})
 
-    def compute_signature(self, key: str | bytes) -> str:
-        """``hmac-sha256:<hex>`` of :meth:`signed_content` under ``key``."""
+    def compute_signature(self, key: str | bytes, *, legacy: bool = False) -> str:
+        """``hmac-sha256:v2:<hex>`` of :meth:`canonical_json` (everything but digest and signature) under
+        ``key``; with ``legacy``, the pre-v2 form over :meth:`legacy_signed_content` (to verify old manifests)."""
         raw = key.encode("utf-8") if isinstance(key, str) else key
         if not raw:
             raise ManifestError(
                 ["signature: the signing key is empty. Fix: give the signing connection a password (the key)"]
             )
-        return "hmac-sha256:" + hmac.new(raw, self.signed_content(), hashlib.sha256).hexdigest()
+        if legacy:
+            return "hmac-sha256:" + hmac.new(raw, self.legacy_signed_content(), hashlib.sha256).hexdigest()
+        return _SIGNATURE_V2 + hmac.new(raw, self.canonical_json(), hashlib.sha256).hexdigest()
 
     def signed(self, key: str | bytes) -> ReplayManifest:
         """A sealed copy carrying the digest and the keyed signature of its current content."""
@@ -638,7 +647,8 @@ class ReplayManifest(_Model):
                 ],
                 title="unsigned replay manifest",
             )
-        if not hmac.compare_digest(self.compute_signature(key), self.signature):
+        expected = self.compute_signature(key, legacy=not self.signature_covers_isolation)
+        if not hmac.compare_digest(expected, self.signature):
             raise ManifestTamperedError(
                 [
                     "signature: mismatch — the content (digest recomputed or not) is not what the key signed: the "
@@ -671,13 +681,18 @@ class ReplayManifest(_Model):
             )
 
     def with_isolation(self, **changes: Any) -> ReplayManifest:
-        """A re-sealed copy with the isolation section updated (later steps of the chain fill it in)."""
+        """A re-sealed copy with the isolation section updated (later steps of the chain fill it in).
+
+        A signature that covers the isolation section no longer matches and is dropped: sign the copy again
+        (:meth:`signed`). One written before it covered the section stays, as valid as it was.
+        """
         merged = {**self.isolation.model_dump(), **changes}
         try:
             isolation = Isolation.model_validate(merged)
         except ValidationError as err:
             raise ManifestError([f"isolation.{line}" for line in friendly_errors(err)]) from None
-        return self.model_copy(update={"isolation": isolation}).sealed()
+        signature = None if self.signature_covers_isolation else self.signature
+        return self.model_copy(update={"isolation": isolation, "signature": signature}).sealed()
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """JSON text (sealed manifests keep their digest)."""
@@ -689,7 +704,7 @@ class ReplayManifest(_Model):
         p, i, sp = self.production, self.capture, self.production.savepoint
         lines = [
             f"replay manifest v{self.schema_version}  run {self.run_id}  created {self.created_at.isoformat()}",
-            f"digest      {self.digest or '(unsealed)'}" + ("  (signed)" if self.signature else ""),
+            f"digest      {self.digest or '(unsealed)'}" + _signature_note(self),
             f"production  job {p.job_name} ({p.job_id})  Flink {p.flink_version or '?'}",
             f"savepoint   {sp.path}  [{sp.format}, quiesce={sp.quiesce_mode}"
             + (f", checkpoint {sp.checkpoint_id}" if sp.checkpoint_id is not None else "")
@@ -722,6 +737,14 @@ class ReplayManifest(_Model):
         else:
             lines.append("isolation   (not filled in yet)")
         return "\n".join(lines)
+
+
+def _signature_note(manifest: ReplayManifest) -> str:
+    if not manifest.signature:
+        return ""
+    if manifest.signature_covers_isolation:
+        return "  (signed)"
+    return "  (signed before v2: isolation not covered by the signature)"
 
 
 def _canonical(body: dict[str, Any]) -> bytes:

@@ -60,6 +60,7 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
         found.problems.append(
             f"capture_topic equals input_topic ({prod.input_topic!r}): the capture tee must write its own topic"
         )
+    found.problems.extend(_shared_topics(spec))
     if prod.cassette_topic and prod.cassette_topic in (
         prod.input_topic, prod.capture_topic, prod.output_topic, prod.action_state_topic
     ):
@@ -75,6 +76,27 @@ def check_names(spec: ReplaySpec, run_tag: str) -> PreflightFindings:
             "journals its memory writes to a topic of their own (production_job.py --memory-journal-topic)"
         )
     return found
+
+
+#: Production's topics that must be four topics (capture = input has its own message; the cassette and the
+#: journal are checked in :func:`check_names`).
+_DISTINCT_TOPICS = ("input_topic", "capture_topic", "output_topic", "action_state_topic")
+
+
+def _shared_topics(spec: ReplaySpec) -> list[str]:
+    """Two of production's input, capture, output and action-state topics that are one topic: the capture would
+    hold the agent's state or its outputs, or production would read its own outputs or state as input."""
+    prod = spec.production
+    problems = []
+    for i, first in enumerate(_DISTINCT_TOPICS):
+        for second in _DISTINCT_TOPICS[i + 1 :]:
+            topic = getattr(prod, first)
+            if topic and topic == getattr(prod, second) and {first, second} != {"input_topic", "capture_topic"}:
+                problems.append(
+                    f"production.{first} and production.{second} are one topic ({topic!r}): production's input, "
+                    "capture, output and action-state topics are four topics. Fix: give each its own topic"
+                )
+    return problems
 
 
 #: The production program this package ships (its arguments are known).

@@ -60,9 +60,10 @@ __all__ = [
     "timing_from_capture",
 ]
 
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_WATERMARK = re.compile(r"^(none|monotonous|bounded:\d+)$")
+# shapes are checked with fullmatch: ``$`` would accept a trailing newline
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_WATERMARK = re.compile(r"none|monotonous|bounded:\d+")
 
 
 class ReplayWindow(BaseModel):
@@ -116,7 +117,7 @@ class ReplayTiming(BaseModel):
     @field_validator("watermark")
     @classmethod
     def _watermark_shape(cls, value: str) -> str:
-        if not _WATERMARK.match(value):
+        if not _WATERMARK.fullmatch(value):
             raise ValueError(f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>"')
         return value
 
@@ -366,7 +367,7 @@ class ReplayJobSpec(BaseModel):
     @field_validator("agent_job", "agent_factory")
     @classmethod
     def _ref_shape(cls, value: str | None, info: Any) -> str | None:
-        if value is not None and not _FACTORY.match(value):
+        if value is not None and not _FACTORY.fullmatch(value):
             raise ValueError(f'{info.field_name} {value!r} must look like "package.module:attribute"')
         return value
 
@@ -387,14 +388,14 @@ class ReplayJobSpec(BaseModel):
     @field_validator("agent_uid_hash")
     @classmethod
     def _hex32(cls, value: str | None) -> str | None:
-        if value is not None and not _HEX32.match(value.lower()):
+        if value is not None and not _HEX32.fullmatch(value.lower()):
             raise ValueError(f"agent_uid_hash {value!r} must be a 32-hex Flink vertex id (JobVertexID)")
         return value.lower() if value else value
 
     @field_validator("watermark")
     @classmethod
     def _watermark_shape(cls, value: str | None) -> str | None:
-        if value is None or _WATERMARK.match(value):
+        if value is None or _WATERMARK.fullmatch(value):
             return value
         raise ValueError(
             f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>" (or left out: the manifest\'s)'
@@ -405,6 +406,7 @@ class ReplayJobSpec(BaseModel):
         """The spec travels as a program argument (JobManager log, REST): secrets only as references."""
         refuse_literal_secrets(self.mem0_config, "mem0_config")
         refuse_literal_secrets(self.agent_options, "agent_options")
+        refuse_literal_secrets(self.agent_config, "agent_config")
         return self
 
     @model_validator(mode="after")
@@ -434,7 +436,7 @@ class ReplayJobSpec(BaseModel):
     def production_clashes(self) -> list[str]:
         """Why this spec would touch production's state: its action-state topic or job identifier is
         production's (``cause. Fix: …`` each; [] when neither is, or production's are not known)."""
-        problems = []
+        problems = self._empty_names()
         if self.production_action_state_topic and self.action_state_topic == self.production_action_state_topic:
             problems.append(
                 f"action_state_topic {self.action_state_topic!r} is production's action-state topic: the replay "
@@ -460,6 +462,23 @@ class ReplayJobSpec(BaseModel):
                 f"results.outputs and results.audit are one topic ({self.results.audit!r}). Fix: two topics"
             )
         return problems
+
+    def _empty_names(self) -> list[str]:
+        """The names the guard compares that are given but empty: an empty production topic or identifier would
+        read as "not known" and turn the guard off; an empty replay topic or namespace names nothing."""
+        fixes = {
+            "production_action_state_topic": (self.production_action_state_topic, "give production's action-state "
+                                              "topic (the DAG sets it), or leave the field out"),
+            "production_job_identifier": (self.production_job_identifier, "give production's job identifier (the "
+                                          "DAG sets it), or leave the field out"),
+            "action_state_topic": (self.action_state_topic, "give the replay a fresh topic of its own"),
+            "job_identifier": (self.job_identifier, "give the replay its memory fork's namespace"),
+        }
+        return [
+            f"{field} is empty: the guard against replaying on production's state needs it. Fix: {fix}"
+            for field, (value, fix) in fixes.items()
+            if value is not None and not value.strip()
+        ]
 
     def audit_target(self) -> str:
         """Where the job's proxies and guard send audit records: the results' audit topic (as

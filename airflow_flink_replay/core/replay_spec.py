@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from airflow_flink_replay.core.compare.config import CompareConfig
@@ -22,23 +22,60 @@ from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
 from airflow_flink_replay.core.manifest import EventTime, WatermarkSpec
 from airflow_flink_replay.core.policy import ReplayPolicy
 from airflow_flink_replay.core.results import ResultTopics
-from airflow_flink_replay.core.secrets import is_reference, refuse_literal_secrets
+from airflow_flink_replay.core.secrets import (
+    is_reference,
+    refuse_credentials_in_locations,
+    refuse_literal_secrets,
+)
 from airflow_flink_replay.exceptions import SpecError
 
 QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
 VARIANTS = ("baseline", "baseline_2", "candidate")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{1,62}$")
-_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# names and references are checked with fullmatch: ``$`` would accept a trailing newline
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,62}")
+_FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+#: Longest production job name or job identifier; characters of these Unicode categories are refused in them
+#: (control, format such as zero-width or bidi overrides, line and paragraph separators, lone surrogates).
+MAX_JOB_NAME = 200
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+#: Largest spec file read (a spec is a few KB).
+MAX_SPEC_BYTES = 1 << 20
 #: Characters Kafka does not allow in a topic name, and its longest topic name.
 _ILLEGAL_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]")
 MAX_TOPIC_NAME = 249
+#: Policy mappings keyed by resource names (not field names: ``refresh_token: block`` names no secret).
+_RESOURCE_MAPS = ("policy.by_type", "policy.by_name", "policy.stand_ins", "policy.call_match")
 #: Where the replay job finds the manifest signing key when the spec does not say (a Flink env variable).
 DEFAULT_MANIFEST_KEY_REF = "${env:AFR_MANIFEST_KEY}"
 
 
 def is_legal_topic_name(name: str) -> bool:
-    """True for a Kafka-legal topic name: 1-249 of ``[a-zA-Z0-9._-]``."""
-    return 0 < len(name) <= MAX_TOPIC_NAME and not _ILLEGAL_TOPIC_CHARS.search(name)
+    """True for a Kafka-legal topic name: 1-249 of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    return 0 < len(name) <= MAX_TOPIC_NAME and not _ILLEGAL_TOPIC_CHARS.search(name) and name not in (".", "..")
+
+
+def is_spec_name(name: str) -> bool:
+    """True for a spec's ``name``: 2-63 characters of ``[a-z0-9_-]``, starting with a letter or digit."""
+    return bool(_NAME.fullmatch(name))
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    """``value`` for an error message: escaped (``repr``), and its beginning only when it is long."""
+    return repr(value[:limit]) + (f" (… {len(value):,} characters)" if len(value) > limit else "")
+
+
+def job_name_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a production job name or job identifier (None when it can): empty, longer than
+    :data:`MAX_JOB_NAME`, or holding characters a log line or a terminal would hide or act on."""
+    if not value.strip():
+        return "is empty. Fix: give production's name"
+    if len(value) > MAX_JOB_NAME:
+        return f"is {len(value):,} characters long. Fix: at most {MAX_JOB_NAME}"
+    hidden = sorted({f"U+{ord(c):04X}" for c in value if unicodedata.category(c) in _INVISIBLE})
+    if hidden:
+        return (f"holds control, format or separator characters ({', '.join(hidden[:5])}). Fix: visible characters "
+                "only (letters, digits, punctuation, spaces)")
+    return None
 
 
 def replay_topic_name(production_topic: str, run_key: str, variant: str) -> str:
@@ -119,9 +156,29 @@ class ProductionJob(BaseModel):
     @field_validator("agent_job", "agent_factory")
     @classmethod
     def _ref(cls, value: str | None, info: Any) -> str | None:
-        if value and not _FACTORY.match(value):
+        if value and not _FACTORY.fullmatch(value):
             raise ValueError(f'{info.field_name} {value!r} must look like "package.module:attribute"')
         return value or None
+
+    @field_validator("job_name", "job_identifier")
+    @classmethod
+    def _visible_name(cls, value: str, info: Any) -> str:
+        problem = job_name_problem(value)
+        if problem:
+            raise ValueError(f"{info.field_name} {_shown(value)} {problem}")
+        return value
+
+    @field_validator(
+        "input_topic", "capture_topic", "output_topic", "cassette_topic", "memory_journal_topic", "action_state_topic"
+    )
+    @classmethod
+    def _topic_name(cls, value: str | None, info: Any) -> str | None:
+        if value is not None and not is_legal_topic_name(value):
+            raise ValueError(
+                f"{info.field_name} {_shown(value)} is not a Kafka topic name. Fix: 1-{MAX_TOPIC_NAME} characters of "
+                "a-z A-Z 0-9 . _ - (not '.' or '..'); leave an optional topic out rather than empty"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_agent(self) -> ProductionJob:
@@ -223,18 +280,26 @@ class ReplaySpec(BaseModel):
     keep_fork: bool = False
     savepoint_dir: str | None = None
     replay_timeout_minutes: float = Field(default=20, gt=0)
+    lease_wait_minutes: float = Field(
+        default=5, ge=0, le=24 * 60,
+        description="minutes a run waits for production's lease while another replay run of the same production "
+        "(another DAG of it) stops and resumes it; then it fails having touched nothing",
+    )  # fmt: skip
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(f"name {value!r} must be 2-63 characters of [a-z0-9_-], starting with a letter/digit")
+        if not _NAME.fullmatch(value):
+            raise ValueError(
+                f"name {_shown(value)} must be 2-63 characters of [a-z0-9_-], starting with a letter/digit. Fix: "
+                "e.g. review-triage"
+            )
         return value
 
     @field_validator("candidate_agent_job", "candidate_agent_factory")
     @classmethod
     def _candidate(cls, value: str | None, info: Any) -> str | None:
-        if value and not _FACTORY.match(value):
+        if value and not _FACTORY.fullmatch(value):
             raise ValueError(f'{info.field_name} {value!r} must look like "package.module:attribute"')
         return value or None
 
@@ -248,9 +313,14 @@ class ReplaySpec(BaseModel):
 
     @model_validator(mode="after")
     def _secrets_by_reference(self) -> ReplaySpec:
-        """No literal secret in what travels to XCom, the run record and the jobs' arguments."""
-        refuse_literal_secrets(self.mem0_config, "mem0_config")
-        refuse_literal_secrets(_json_args(self.production.program.program_args), "production.program.program_args")
+        """No literal secret in what travels to XCom, the run record and the jobs' arguments: the whole spec is
+        walked (mem0_config, program arguments, env and Flink config, stand-ins, every URL), and no location
+        holds ``user:password@``."""
+        refuse_credentials_in_locations({
+            "runs_uri": self.runs_uri, "existing_manifest": self.existing_manifest, "savepoint_dir": self.savepoint_dir,
+            **{f"manifest_sources[{i}]": s for i, s in enumerate(self.manifest_sources or [])},
+        })  # fmt: skip
+        refuse_literal_secrets(self, "", opaque=_RESOURCE_MAPS)
         return self
 
     @model_validator(mode="after")
@@ -399,10 +469,23 @@ class ReplaySpec(BaseModel):
     # ---------------------------------------------------------------------------------------- loading
     @classmethod
     def from_yaml(cls, path: str | Path) -> ReplaySpec:
-        """Load a spec from a YAML file; errors name the field and the file."""
-        text = Path(path).read_text()
+        """Load a spec from a YAML file; errors name the field and the file.
+
+        The file is read with bounds first (:mod:`~airflow_flink_replay.core.yaml_input`): a regular file of at
+        most :data:`MAX_SPEC_BYTES` of UTF-8, one YAML mapping without alias bombs or deep nesting.
+        """
+        from airflow_flink_replay.core.yaml_input import load_yaml, read_text_file
+
         try:
-            return cls.model_validate(yaml.safe_load(text))
+            text = read_text_file(Path(path), f"spec {path}", "the path of a ReplaySpec YAML file", MAX_SPEC_BYTES)
+            data = load_yaml(text, f"spec {path}")
+        except ValueError as err:
+            raise SpecError(str(err)) from None
+        if not isinstance(data, dict):
+            what = "empty" if data is None else f"a YAML {type(data).__name__}"
+            raise SpecError(f"spec {path}: {what}, not a mapping of spec fields. Fix: name: ..., production: ...")
+        try:
+            return cls.model_validate(data)
         except ValidationError as err:
             raise SpecError(_explain(err, str(path))) from None
 
@@ -414,18 +497,3 @@ def _explain(err: ValidationError, where: str) -> str:
         lines.append(f"  - {loc}: {e['msg']}")
     return "\n".join(lines)
 
-
-def _json_args(args: list[str]) -> list[Any]:
-    """Program arguments, with the ones that are JSON objects (``--mem0-config '{...}'``) parsed."""
-    import json
-
-    out: list[Any] = []
-    for arg in args:
-        if arg.lstrip().startswith("{"):
-            try:
-                out.append(json.loads(arg))
-                continue
-            except ValueError:
-                pass
-        out.append(arg)
-    return out

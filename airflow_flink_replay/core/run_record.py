@@ -80,6 +80,11 @@ class RunRecord(BaseModel):
     )
     savepoint: dict[str, Any] | None = None
     production_resumed: dict[str, Any] | None = None
+    lease: dict[str, Any] | None = Field(
+        default=None,
+        description="production's lease as the last task that held it left it: holder (dag_id/run_id), acquired_at, "
+        "released_at, released_by, waited_s, took_over; a run that never got it: held_by, the run that held it",
+    )
     downtime_s: float | None = None
     memory_forks: list[dict[str, Any]] = Field(default_factory=list)
     production_memory_check: dict[str, Any] | None = None

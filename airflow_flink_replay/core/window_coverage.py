@@ -6,7 +6,11 @@ not made by then finds no recorded result and is served its fallback (a placehol
 candidate. So the submission waits, bounded, until production has processed the window: until production's
 output topic holds an output for every window record. Outputs are tied to the input record that caused them
 by event time: Flink Agents stamps every output with its input record's timestamp, and Flink's Kafka sink
-writes it as the record's timestamp (the capture topic holds the input records with their event time).
+writes it as the record's timestamp (the capture topic holds the input records with their event time). When
+the input records carry the comparison's key (an agent that echoes its input's id), a record and its output
+are tied by event time *and* key (:func:`window_units`): event times alone cannot tell records apart when many
+share one (a feed stamped with one time; outputs of records after the window with the same time would stand
+in for the window's), and such a window without keys is not judged (a note says why) rather than judged wrong.
 
 :func:`records_reached` counts the window records that have an output; :class:`WindowCoverage` is what the
 wait found, carried to the comparison: a window that was not covered when the replays read the cassette and
@@ -17,13 +21,36 @@ never a false difference. Pure: pydantic only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow_flink_replay.core.compare.result import ComparisonResult, Reason
 
-__all__ = ["WindowCoverage", "count_times", "records_reached", "with_coverage"]
+__all__ = [
+    "KEYED_SHARE",
+    "SHARED_TIME_MIN",
+    "SHARED_TIME_SHARE",
+    "WindowCoverage",
+    "WindowUnits",
+    "count_times",
+    "records_reached",
+    "window_units",
+    "with_coverage",
+]
+
+_Unit = TypeVar("_Unit", bound=Hashable)
+
+#: Records are tied to their outputs by event time and key when at least this share of the window's records
+#: carry the key (the rest are tied by their event time and no key, as their outputs are).
+KEYED_SHARE = 0.9
+#: Without keys: when at least this share of the window's records (and :data:`SHARED_TIME_MIN` of them) share
+#: their event time with another window record, outputs of other records with the same time could stand in for
+#: them: the window is not judged (a few records in one millisecond are told apart by count).
+SHARED_TIME_SHARE = 0.1
+SHARED_TIME_MIN = 10
 
 
 class WindowCoverage(BaseModel):
@@ -53,12 +80,13 @@ class WindowCoverage(BaseModel):
         )
 
 
-def records_reached(window_times: Mapping[int, int], output_times: Mapping[int, int]) -> int:
+def records_reached(window_times: Mapping[_Unit, int], output_times: Mapping[_Unit, int]) -> int:
     """How many window records production's outputs reach: per event time, as many records as there are
     outputs with that time (records sharing a timestamp are told apart by count only).
 
-    :param window_times: event time (ms) → number of window records with it.
-    :param output_times: event time (ms) → number of production outputs with it (any number of other times:
+    :param window_times: event time (ms), or ``(event time, key)`` (:func:`window_units`) → number of window
+        records with it.
+    :param output_times: the same units → number of production outputs with it (any number of other units:
         outputs of records before or after the window are not counted).
     """
     return sum(min(n, output_times.get(t, 0)) for t, n in window_times.items())
@@ -67,6 +95,57 @@ def records_reached(window_times: Mapping[int, int], output_times: Mapping[int, 
 def count_times(times: list[int]) -> Counter[int]:
     """Event times → how often each occurs (records without a timestamp, ``<= 0``, left out)."""
     return Counter(t for t in times if t > 0)
+
+
+@dataclass(frozen=True)
+class WindowUnits:
+    """The window's records as they are tied to production's outputs (:func:`window_units`)."""
+
+    #: event time → number of window records with it
+    times: Counter[int]
+    #: ``(event time, key)`` → number of window records, when enough records carry the key (:data:`KEYED_SHARE`)
+    keyed: Counter[tuple[int, str | None]] | None
+    #: why the records cannot be told apart by event time alone ("" when they can)
+    times_note: str = ""
+
+    @property
+    def total(self) -> int:
+        """The window's records (with an event time)."""
+        return sum(self.times.values())
+
+    def reached(self, by_time: Mapping[int, int], by_unit: Mapping[tuple[int, str | None], int]) -> tuple[int, str]:
+        """How many records production's outputs reach (``by_time``: outputs per event time; ``by_unit``: per
+        ``(event time, key)``), and a note when that cannot be told. Keys tie records to outputs that carry them;
+        they are given up for event time alone when the outputs at the window's times carry no key (and reach the
+        window by time), or carry keys none of which is a window record's though twice the window's outputs came."""
+        by_times = records_reached(self.times, by_time)
+        if self.keyed is not None:
+            by_keys = records_reached(self.keyed, by_unit)
+            keyed_outputs = sum(n for (t, k), n in by_unit.items() if k is not None and t in self.times)
+            carry_none = keyed_outputs == 0 and by_times >= self.total
+            if by_keys or not (carry_none or keyed_outputs >= 2 * self.total):
+                return by_keys, ""
+        return by_times, self.times_note
+
+
+def window_units(records: Sequence[tuple[int, str | None]]) -> WindowUnits | str:
+    """The window's records (``(event time ms, key or None)`` each) as units to tie to production's outputs, or
+    why production's progress cannot be told by its outputs (records without an event time). Without keys,
+    event times shared by too many window records (:data:`SHARED_TIME_SHARE`) leave a note."""
+    timed = [(t, k) for t, k in records if t > 0]
+    if len(timed) < len(records):
+        return (f"{len(records) - len(timed)} window record(s) carry no event time: production's progress cannot "
+                "be told by its outputs")
+    keyed = bool(timed) and sum(k is not None for _t, k in timed) >= KEYED_SHARE * len(timed)
+    times = Counter(t for t, _k in timed)
+    shared = sum(n for n in times.values() if n > 1)
+    note = ""
+    if shared >= max(SHARED_TIME_MIN, SHARED_TIME_SHARE * len(timed)):
+        note = (f"{shared} of the window's {len(timed)} records share their event time with another, and their "
+                "outputs carry no key of theirs: outputs of records outside the window could stand in for them, so "
+                "production's progress cannot be told (fix: set the spec's compare_key to a field the input records "
+                "and the outputs both carry, or give records distinct event times)")
+    return WindowUnits(times=times, keyed=Counter(timed) if keyed else None, times_note=note)
 
 
 def with_coverage(result: ComparisonResult, coverage: WindowCoverage | None,

@@ -53,7 +53,9 @@ def import_isolated(
 ) -> tuple[Any, Path | None]:
     """Import ``module_name``; with ``isolate`` from a content-hashed copy of its package (see the module doc).
 
-    Returns the module and the folder to ship with ``env.add_python_file`` (None without isolation).
+    Returns the module and the folder to ship with ``env.add_python_file`` (None without isolation). Without
+    ``build_root`` the copy goes into a private fresh folder (:func:`build_folder`), removed when the program
+    exits.
     """
     if not isolate:
         return importlib.import_module(module_name), None
@@ -68,11 +70,9 @@ def import_isolated(
     # their own. Shared, a TaskManager that imported the package for one resolves the other's module through the
     # first job's folder, which Flink removes when that job ends ("No module named afr_build_....v2").
     unique = f"afr_build_{_package_digest(pkg_dir, leaf)[:16]}"
-    if build_root is None:
-        import tempfile
-
-        build_root = Path(tempfile.gettempdir()) / "afr-agent-builds" / unique
-    root = Path(build_root)
+    # No folder given: a private fresh one (0700), never a predictable shared path — anyone who can write the
+    # temp folder could plant a build under the content-hashed name before this import, and it would run.
+    root = Path(build_root) if build_root is not None else build_folder("afr-agent-build-")
     dest = root / unique
     if not dest.exists():
         tmp = root / f".{unique}.tmp"

@@ -28,22 +28,34 @@ Durable execution identity is preserved: the guarded callables carry the wrapped
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 import threading
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from flink_agents.api.chat_message import ChatMessage, MessageRole
 from flink_agents.api.resource import Resource, ResourceDescriptor, ResourceType
+from flink_agents.api.vector_stores.vector_store import Collection, Document, VectorStoreQueryResult
+from flink_agents.plan.function import PythonFunction
 from flink_agents.plan.resource_provider import PythonResourceProvider, PythonSerializableResourceProvider
 from flink_agents.plan.tools.function_tool import FunctionTool
-from pydantic import PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
 from airflow_flink_replay.core.audit import REPLAY_NAMESPACE, AuditRecord
 from airflow_flink_replay.core.call_match import CallArguments, MatchRule
-from airflow_flink_replay.core.cassette import Cassette, CassetteRecording, decode_result
-from airflow_flink_replay.core.policy import Decision, ReplayPolicy
+from airflow_flink_replay.core.cassette import (
+    Cassette,
+    CassetteMatch,
+    CassetteRecording,
+    ResultRefused,
+    declared_result_types,
+    decode_result,
+)
+from airflow_flink_replay.core.policy import CallMatch, Decision, ReplayPolicy
 from airflow_flink_replay.exceptions import ReplayPolicyBlocked
 from airflow_flink_replay.flink import unmediated
 from airflow_flink_replay.flink.audit_context import MARKER_CONFIG_KEY, current_key, marker_entry
@@ -56,6 +68,13 @@ _log = logging.getLogger(__name__)
 PRODUCTION_MODE = "production"
 #: A replay's cassette is shared by the task's threads (the action and its async pool).
 _CASSETTE_LOCK = threading.Lock()
+#: Result types every replay may rebuild a served result as: what Flink Agents' own resources return (a chat
+#: model's message, a vector store's query result, documents and collections), whatever a resource declares.
+BUILTIN_RESULT_TYPES: Mapping[str, type[BaseModel]] = declared_result_types(
+    ChatMessage | VectorStoreQueryResult | list[Document] | list[Collection]
+)
+#: What a served result of one call may be rebuilt as (see :func:`declared_result_types_of`).
+ResultTypes = Callable[[], Mapping[str, type[BaseModel]]]
 
 __all__ = [
     "ChatModelPolicyProxy",
@@ -90,6 +109,7 @@ def guarded_call(
     to_result: Any = None,
     replace: dict[str, str] | None = None,
     cassette: Cassette | None = None,
+    result_types: ResultTypes | None = None,
 ) -> Any:
     """Apply ``policy`` to one call and audit it (see the module docstring); ``replace`` names the strings the
     audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call;
@@ -97,27 +117,23 @@ def guarded_call(
     policy's fallback decision, audited with it). A resource the candidate changed (``policy.changed``) is never
     served them (:meth:`ReplayPolicy.decide`); its calls are audited with ``changed``. A served call is audited
     with how it matched (``matched``, ``similarity``), and every call of a resource with free-text arguments with
-    the digest of its identifying ones (:func:`_call_arguments`)."""
+    the digest of its identifying ones (:func:`_call_arguments`). ``result_types``: what a served result may be
+    rebuilt as (:func:`_serve`; default :data:`BUILTIN_RESULT_TYPES`)."""
     decision = policy.decide(resource_type, resource_name, method, cassette=cassette is not None)
     fallback: Decision | None = None
     changed = policy.is_changed(resource_name)  # the candidate changed it: never replayed, audited as such
     arguments, matching = _call_arguments(policy, cassette, resource_name, method, args, kwargs, replace,
                                           replay=decision == Decision.REPLAY)
+    refused: str | None = None  # why the recorded call that matched could not be served
 
     def audit(outcome: str, error: str | None = None) -> None:
         write_audit(
             audit_dir,
             AuditRecord.for_call(
-                variant=variant,
-                key=key,
-                resource_type=resource_type,
-                resource_name=resource_name,
-                method=method,
-                args=args,
-                kwargs=kwargs,
-                decision=decision.value,
+                variant=variant, key=key, resource_type=resource_type, resource_name=resource_name, method=method,
+                args=args, kwargs=kwargs, decision=decision.value,
                 outcome=outcome,
-                error=error,
+                error="; ".join(e for e in (refused, error) if e) or None,
                 replace=replace,
                 fallback=fallback.value if fallback is not None else None,
                 changed=changed,
@@ -128,13 +144,13 @@ def guarded_call(
     applied = decision
     if decision == Decision.REPLAY:
         assert cassette is not None  # decide() gives replay only with a cassette
-        with _CASSETTE_LOCK:
-            found = cassette.match(resource_name, method, key, arguments or CallArguments.of(args, kwargs, replace),
-                                   policy.call_match_for(resource_name, method))
+        found, result, refused = _serve(cassette, policy.call_match_for(resource_name, method), resource_name,
+                                        method, key, arguments or CallArguments.of(args, kwargs, replace),
+                                        result_types)
         if found is not None:
             matching.update(matched=found.matched, similarity=found.similarity)
             audit("replayed")
-            return decode_result(found.entry.result, found.entry.codec)
+            return result
         applied = fallback = policy.fallback(resource_type, resource_name, method)
     if applied == Decision.ALLOW:
         try:
@@ -155,6 +171,60 @@ def guarded_call(
     )
     audit("blocked", message)
     raise ReplayPolicyBlocked(message)
+
+
+def _serve(
+    cassette: Cassette,
+    declared: CallMatch | None,
+    resource_name: str,
+    method: str,
+    key: str,
+    arguments: CallArguments,
+    result_types: ResultTypes | None,
+) -> tuple[CassetteMatch | None, Any, str | None]:
+    """The recorded call served to a ``replay`` decision and its result, rebuilt as a declared result type; else
+    ``(None, None, why)``: no recorded call matches (``why`` None), or the one that does names a type not
+    declared (:class:`ResultRefused`: the call counts as unmatched, the recorded call stays used up)."""
+    with _CASSETTE_LOCK:
+        found = cassette.match(resource_name, method, key, arguments, declared)
+    if found is None:
+        return None, None, None
+    try:
+        types = result_types() if result_types is not None else BUILTIN_RESULT_TYPES
+        return found, decode_result(found.entry.result, found.entry.codec, types), None
+    except ResultRefused as exc:
+        with _CASSETTE_LOCK:
+            cassette.refuse(found)
+        return None, None, f"result_refused: {exc}"
+
+
+def declared_result_types_of(proxy: Any, method: str) -> Mapping[str, type[BaseModel]]:
+    """What a served result of ``proxy.method`` may be rebuilt as: :data:`BUILTIN_RESULT_TYPES` and the result
+    types the job's code declares for it — the return annotation of a tool's function, or of the resource class's
+    method (:func:`~airflow_flink_replay.core.cassette.declared_result_types`). Read from the plan's own classes
+    and functions (imported by the names the plan gives, never by a cassette record's)."""
+    if isinstance(proxy, ToolPolicyProxy):
+        func = proxy.func
+        target = _plan_function(func.module, func.qualname) if isinstance(func, PythonFunction) else None
+    else:
+        target = getattr(type(proxy.inner()), method, None)
+    try:
+        returns = typing.get_type_hints(target).get("return") if callable(target) else None
+    except Exception:  # an annotation that does not resolve declares nothing
+        returns = None
+    return {**BUILTIN_RESULT_TYPES, **declared_result_types(returns)}
+
+
+def _plan_function(module: str, qualname: str) -> Any:
+    """The plan's function ``module:qualname`` (a tool's), or ``None`` when it does not resolve."""
+    try:
+        with unmediated.mediated():  # importing the job's own module is its own business, as in inner()
+            found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return found
 
 
 def _call_arguments(
@@ -234,6 +304,7 @@ def _dispatch(proxy: Any, resource_type: str, method: str, key: str, call: Any, 
         to_result=to_result,
         replace=proxy.afr_replace,
         cassette=load_cassette(proxy.afr_cassette) if proxy.afr_cassette else None,
+        result_types=lambda: declared_result_types_of(proxy, method),
     )
 
 

@@ -96,13 +96,15 @@ class PythonDriverLock:
     :meth:`RestPythonSubmitter._driver_call` (and on finding a job taken by another run by its name).
 
     :param base_url: the JobManager's REST URL (the lock's key).
-    :param lock_dir: where the lock files live (default ``$FLINK_REPLAY_LOCK_DIR`` or the temp folder).
+    :param lock_dir: where the lock files live (default ``$FLINK_REPLAY_LOCK_DIR`` or
+        ``<temp folder>/flink-replay-locks-<uid>``). The folder is private to this user: created 0700, refused
+        when it is a symlink, someone else's, or writable by group or others (anyone who can write it could
+        hold every submission's lock, or plant a link at a lock file's name).
     """
 
     def __init__(self, base_url: str, lock_dir: str | Path | None = None) -> None:
-        default = Path(tempfile.gettempdir(), "flink-replay-locks")
-        folder = Path(lock_dir or os.environ.get("FLINK_REPLAY_LOCK_DIR") or default)
-        folder.mkdir(parents=True, exist_ok=True)
+        default = Path(tempfile.gettempdir(), f"flink-replay-locks-{os.getuid()}")
+        folder = _private_folder(Path(lock_dir or os.environ.get("FLINK_REPLAY_LOCK_DIR") or default))
         digest = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
         self.path = folder / f"python-driver-{digest}.lock"
         self.base_url = base_url
@@ -111,7 +113,8 @@ class PythonDriverLock:
     def hold(self, timeout: float) -> Iterator[float]:
         """Hold the lock; yields the seconds waited. Raises :class:`FlinkSubmissionError` after ``timeout``."""
         started = time.monotonic()
-        with self.path.open("a+") as handle:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "a+") as handle:
             while True:
                 try:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -128,6 +131,29 @@ class PythonDriverLock:
                 yield time.monotonic() - started
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _private_folder(folder: Path) -> Path:
+    """``folder`` created 0700 if missing; refused (:class:`FlinkSubmissionError`) unless it is a directory of
+    this user that group and others cannot write."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    st = folder.lstat()
+    problem = (
+        "is a symlink" if folder.is_symlink()
+        else "is not a directory" if not folder.is_dir()
+        else f"belongs to uid {st.st_uid}, not to this user ({os.getuid()})" if st.st_uid != os.getuid()
+        else f"is writable by group or others (mode {st.st_mode & 0o777:o})" if st.st_mode & 0o022
+        else ""
+    )  # fmt: skip
+    if problem:
+        raise FlinkSubmissionError(
+            f"the submission lock folder {folder} {problem}: anyone who can write it can hold or replace the "
+            f"submissions' locks. Fix: remove it (it is created again, private to this user), or set "
+            f"FLINK_REPLAY_LOCK_DIR to a folder only this user can write"
+        )
+    return folder
 
 
 _JAVA_FRAME = re.compile(r"^\s+(at \S+\(.*\)$|\.\.\. \d+ more)")

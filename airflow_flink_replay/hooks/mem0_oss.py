@@ -58,6 +58,7 @@ from airflow_flink_replay.core.memory import (
     rewrite_payload,
     split_chunks,
 )
+from airflow_flink_replay.core.secrets import call_scrubbed
 from airflow_flink_replay.exceptions import ForkConflictError, NoForkError
 from airflow_flink_replay.hooks.mem0_backend import (
     ForkBaseline,
@@ -157,7 +158,7 @@ class OssMem0Backend:
             from airflow_flink_replay.memory.offline import offline_memory_config
 
             cfg, dims = offline_memory_config(self.config, embedder=self.embedder, store_dims=False)
-            view = chroma_server_view(cfg, dims)
+            view = call_scrubbed(self.config, chroma_server_view, cfg, dims)  # cfg holds resolved references
             if view is not None:
                 return view
         return self.memory

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_flink_replay.core.local_files import replacing
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 
 __all__ = ["export_outputs"]
@@ -36,7 +37,7 @@ def export_outputs(
     ranges = {int(p): (int(start_offsets.get(p, 0)), end) for p, end in ends.items()}
     written = 0
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8") as out:
+    with replacing(target) as out:  # a symlink planted at the name is replaced, never written through
 
         def keep(record: Record) -> None:
             nonlocal written

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
+
+from airflow_flink_replay.core.local_files import replacing
 
 __all__ = ["digest", "exists", "is_uri", "join", "location", "open_text", "parent", "write_text"]
 
@@ -60,11 +63,16 @@ def exists(value: str) -> bool:
     return bool(location(value).exists())
 
 
-def open_text(value: str, mode: str = "r") -> IO[str]:
-    """Open ``value`` as UTF-8 text; writing creates its folder."""
+def open_text(value: str, mode: str = "r") -> AbstractContextManager[IO[str]]:
+    """Open ``value`` as UTF-8 text (use it in a ``with``); writing creates its folder. A local file opened with
+    ``w`` is written beside its name and renamed over it when the block ends
+    (:func:`~airflow_flink_replay.core.local_files.replacing`): a symlink planted at the name is replaced, never
+    written through."""
     target = location(value)
     if "w" in mode or "a" in mode:
         target.parent.mkdir(parents=True, exist_ok=True)
+    if mode == "w" and isinstance(target, Path):
+        return replacing(target)
     return target.open(mode, encoding="utf-8")
 
 

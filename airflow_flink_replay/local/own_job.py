@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: The Flink-side ``.pth`` file listing the folders of your packages (one per line).
 USER_PATHS_PTH = "flink_replay_user_paths.pth"
-_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_REFERENCE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # fullmatch: ``$`` accepts a trailing newline
 
 
 def running_stack() -> StackInfo:
@@ -52,7 +52,7 @@ def running_stack() -> StackInfo:
 def check_reference(option: str, reference: str, python_path: list[Path], checkout: Path) -> None:
     """Refuse a reference that is not ``"module:attr"`` or whose top-level package is in none of the folders
     the Flink side imports from (``python_path`` and the checkout)."""
-    if not _REFERENCE.match(reference):
+    if not _REFERENCE.fullmatch(reference):
         raise OwnJobError(
             f'{option} {reference!r} is not a reference.\nFix: give "package.module:attribute", e.g. '
             '"my_agents.review.job:job"'
@@ -165,12 +165,14 @@ def load_spec(path: Path) -> ReplaySpec:
     from airflow_flink_replay.core.replay_spec import ReplaySpec
     from airflow_flink_replay.exceptions import SpecError
 
-    if not path.is_file():
+    if not path.exists():
         raise OwnJobError(f"--spec {path}: no such file.\nFix: give your ReplaySpec YAML "
                           "(`flink-replay deploy ... --spec-out <file>` writes one for a production it deploys)")
     try:
         return ReplaySpec.from_yaml(path)
     except (SpecError, yaml.YAMLError) as err:
+        if str(err).startswith(f"spec {path}"):  # a file that cannot be read as YAML says its own fix
+            raise OwnJobError(f"--{err}") from None
         raise OwnJobError(f"{err}\nFix: correct the field(s) above in {path} (docs/operators.md: the spec)") from None
 
 
@@ -178,7 +180,8 @@ def read_jsonl(path: Path, key_field: str | None) -> list[tuple[bytes | None, by
     """The records of a JSONL file as ``(key, value)``: the value is the line's bytes unchanged; the key is
     the ``key_field`` of its JSON object (as text), or None. Every line is checked before anything is sent."""
     if not path.is_file():
-        raise OwnJobError(f"--file {path}: no such file.\nFix: give a JSONL file (one JSON object per line)")
+        what = "not a regular file (a folder or a device)" if path.exists() else "no such file"
+        raise OwnJobError(f"--file {path}: {what}.\nFix: give a JSONL file (one JSON object per line)")
     records = []
     for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
         if not raw.strip():
@@ -187,13 +190,20 @@ def read_jsonl(path: Path, key_field: str | None) -> list[tuple[bytes | None, by
             value = json.loads(raw)
         except ValueError as err:
             raise OwnJobError(f"{path} line {number}: not JSON ({err}).\nFix: one JSON object per line") from err
+        except RecursionError:
+            raise OwnJobError(f"{path} line {number}: nested too deeply.\nFix: one JSON object per line, a few "
+                              "levels deep") from None
         if not isinstance(value, dict):
             raise OwnJobError(f"{path} line {number}: a JSON {type(value).__name__}, not an object.\n"
                               "Fix: one JSON object per line")
         if key_field is not None and key_field not in value:
             raise OwnJobError(f"{path} line {number}: no field {key_field!r} (--key-field).\n"
                               f"Fix: add it to every line, or pass the field your records are keyed by")
-        key = None if key_field is None else str(value[key_field]).encode()
+        try:
+            key = None if key_field is None else str(value[key_field]).encode()
+        except UnicodeEncodeError:
+            raise OwnJobError(f"{path} line {number}: the {key_field!r} value is not Unicode text (a lone "
+                              "surrogate).\nFix: a key of valid text") from None
         records.append((key, raw.strip()))
     if not records:
         raise OwnJobError(f"{path}: no records.\nFix: one JSON object per line")

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import requests
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from airflow_flink_replay.exceptions import StackSetupError
 from airflow_flink_replay.local.components import (
@@ -334,10 +334,22 @@ class LocalStack:
 
     # -- reading
     def info(self) -> StackInfo | None:
-        """The recorded stack, or None when none was started here."""
+        """The recorded stack, or None when none was started here; a file that is not a stack record (cut short,
+        edited, not ours) raises :class:`StackSetupError` naming it and the fix."""
         if not self.stack_file.exists():
             return None
-        return StackInfo.model_validate_json(self.stack_file.read_text())
+        try:
+            return StackInfo.model_validate_json(self.stack_file.read_bytes())
+        except OSError as err:
+            cause = str(err.strerror)
+        except ValidationError as err:
+            first = err.errors(include_url=False)[0]
+            cause = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}"
+        raise StackSetupError(
+            f"{self.stack_file} is not a stack record ({' '.join(cause.split())[:200]}). Fix: stop what is left "
+            f"of that stack (its Flink, tansu and Chroma processes under {self.workdir}), delete {self.stack_file}, "
+            "then `flink-replay stack up`"
+        )
 
     def status(self) -> dict[str, Any]:
         """What is up: per process alive/dead, Flink TaskManagers, Kafka metadata, Chroma heartbeat."""

@@ -56,7 +56,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_flink_replay.core.secrets import resolve_references
+from airflow_flink_replay.core.secrets import call_scrubbed, resolve_references
 
 if TYPE_CHECKING:  # pragma: no cover
     from mem0 import Memory
@@ -245,8 +245,24 @@ def offline_memory_config(
     See the module docstring for ``embedder``. ``dims`` defaults to the config's
     ``embedder.config.embedding_dims`` or ``vector_store.config.embedding_model_dims``, else 64 (hashing)
     or 384 (MiniLM). ``store_dims=False`` leaves the vector store's own dims field alone — filling it needs
-    mem0's config classes, hence mem0's import: for a caller that builds no mem0 store.
+    mem0's config classes, hence mem0's import: for a caller that builds no mem0 store. An error that would
+    show a value one of the config's references resolved to is re-raised with the reference in its place
+    (:func:`~airflow_flink_replay.core.secrets.call_scrubbed`).
     """
+    options = {"embedder": embedder, "dims": dims, "minilm_path": minilm_path, "mem0_dir": mem0_dir}
+    return call_scrubbed(config, _offline_memory_config, config, store_dims=store_dims, **options)
+
+
+def _offline_memory_config(
+    config: Mapping[str, Any] | None,
+    *,
+    embedder: EmbedderChoice,
+    dims: int | None,
+    minilm_path: str | os.PathLike[str] | None,
+    mem0_dir: str | os.PathLike[str] | None,
+    store_dims: bool,
+) -> tuple[dict[str, Any], int]:
+    """:func:`offline_memory_config`, its errors unscrubbed."""
     home = ensure_offline_env(mem0_dir)
     # Secrets arrive as references (``${env:NAME}``, ``${file:/path}``) and become values only here, in the
     # process that talks to the store (a TaskManager): never in the job's arguments, plan or logs.
@@ -318,16 +334,35 @@ def build_offline_memory(
     embedder point at a loopback URL and are never called by ``add(..., infer=False)``, ``get_all`` and
     ``search``. A memory journal named in the config (``afr_journal``) is taken out of it and wraps the memory's
     vector store (:func:`~airflow_flink_replay.memory.journal.journal_memory`).
+
+    Secrets in ``config`` are references resolved here; an error that would show a resolved value (mem0's
+    config errors echo their input) is re-raised with the reference in its place
+    (:func:`~airflow_flink_replay.core.secrets.call_scrubbed`).
     """
+    options = {"embedder": embedder, "dims": dims, "minilm_path": minilm_path, "mem0_dir": mem0_dir}
+    return call_scrubbed(config, _build_offline_memory, config, **options)
+
+
+def _build_offline_memory(
+    config: Mapping[str, Any] | None,
+    *,
+    embedder: EmbedderChoice,
+    dims: int | None,
+    minilm_path: str | os.PathLike[str] | None,
+    mem0_dir: str | os.PathLike[str] | None,
+) -> Memory:
+    """:func:`build_offline_memory`, its errors unscrubbed."""
     from airflow_flink_replay.memory.journal import journal_memory, split_journal
 
     config, journal = split_journal(config)
-    cfg, used_dims = offline_memory_config(
-        config, embedder=embedder, dims=dims, minilm_path=minilm_path, mem0_dir=mem0_dir
+    cfg, used_dims = _offline_memory_config(
+        config, embedder=embedder, dims=dims, minilm_path=minilm_path, mem0_dir=mem0_dir, store_dims=True
     )
     from mem0 import Memory
+    from mem0.configs.base import MemoryConfig
 
-    memory = Memory.from_config(cfg)
+    # validated here, not by Memory.from_config: that logs the refusal, input values and all, before raising
+    memory = Memory(MemoryConfig(**cfg))
     if embedder == "hashing":
         memory.embedding_model = HashingEmbedder(used_dims)
     return journal_memory(memory, journal) if journal is not None else memory

@@ -56,6 +56,8 @@ class IsolateActionStateOperator(BaseOperator):
     :param kafka_config_id: the Kafka connection.
     :param manifest_uri: when given (templated), the topics are also recorded in the manifest's isolation
         section (``production_action_state_topic``, ``action_state_topics``) and the manifest re-sealed.
+    :param signing_conn_id: the manifest signing connection (its password is the key): the manifest's signature
+        is checked, then the manifest signed again (the signature covers the isolation section).
     :param result_topics: ``{variant: {"outputs": topic, "audit": topic}}`` (templated): each variant's result
         topics, created empty with them (one partition, ``cleanup.policy=delete``; refused when one holds data).
     """
@@ -75,9 +77,11 @@ class IsolateActionStateOperator(BaseOperator):
         kafka_config_id: str = "kafka_default",
         manifest_uri: str | None = None,
         result_topics: Mapping[str, Mapping[str, str]] | None = None,
+        signing_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.signing_conn_id = signing_conn_id
         self.manifest_uri = manifest_uri
         self.result_topics = result_topics
         self.production_topic = production_topic
@@ -138,10 +142,12 @@ class IsolateActionStateOperator(BaseOperator):
         if self.manifest_uri:
             from airflow_flink_replay.core.manifest import ManifestError
             from airflow_flink_replay.core.manifest_io import record_isolation
+            from airflow_flink_replay.operators.manifest import signing_key
 
             try:
                 sealed = record_isolation(
-                    self.manifest_uri, production_action_state_topic=self.production_topic, action_state_topics=names
+                    self.manifest_uri, signing_key=signing_key(self.signing_conn_id),
+                    production_action_state_topic=self.production_topic, action_state_topics=names,
                 )
             except ManifestError as err:
                 raise AirflowException(f"cannot record the topics in the manifest {self.manifest_uri}: {err}") from err

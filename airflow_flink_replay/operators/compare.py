@@ -52,7 +52,10 @@ class CompareReplayOutputsOperator(BaseOperator):
         check's XCom ``changed_resources``; templated): listed in the report (``CHANGED_RESOURCES``) with how the
         candidate's replay treated their calls.
     :param manifest_uri: the replay manifest; reports go to ``<its folder>/compare-<run id>/`` unless
-        ``report_uri`` is given (templated).
+        ``report_uri`` is given (templated). When given it is read before anything is compared and must verify
+        (digest; signature with ``signing_conn_id``): one that does not, or is not there, fails the task.
+    :param signing_conn_id: Airflow connection whose password is the manifest signing key (the spec's
+        ``manifest_signing_conn_id``): the manifest's signature is checked as the other steps check it.
     :param report_uri: folder for the reports (templated).
     :param report_url: URL under which readers open the report (templated, ``{report}`` is replaced by the
         report.html URI); default: the report's URI.
@@ -111,9 +114,11 @@ class CompareReplayOutputsOperator(BaseOperator):
         gate: bool = True,
         fail_on_inconclusive: bool = False,
         submit_task_id: str | None = None,
+        signing_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.signing_conn_id = signing_conn_id
         self.submit_task_id = submit_task_id
         self.baseline = baseline
         self.candidate = candidate
@@ -159,6 +164,7 @@ class CompareReplayOutputsOperator(BaseOperator):
             )
         except Exception as err:
             raise AirflowFailException(f"CompareReplayOutputsOperator: bad config: {err}") from None
+        _ = self._manifest  # fails closed before anything is compared: provenance and fidelity read it
         out_dir = self._report_dir(context)
         with contextlib.ExitStack() as stack:
 
@@ -314,17 +320,29 @@ class CompareReplayOutputsOperator(BaseOperator):
 
     @cached_property
     def _manifest(self) -> ReplayManifest | None:
-        """The run's manifest, read once (None without one, or when it cannot be read: the manifest step owns its
-        validation, and the comparison stands without the provenance notes and the fidelity figure)."""
+        """The run's manifest, read once and verified as every step verifies it (digest, and the signature with
+        ``signing_conn_id``); None only for a run without one (no ``manifest_uri``). A manifest that does not
+        verify or cannot be read fails the task: its quiesce mode and output offsets decide whether the
+        fidelity floor applies, so an edited one must not be taken for "no manifest"."""
         if not self.manifest_uri:
             return None
         from airflow_flink_replay.core.manifest_io import load_manifest
+        from airflow_flink_replay.exceptions import ManifestError
+        from airflow_flink_replay.operators.manifest import signing_key
 
+        uri = str(self.manifest_uri)
         try:
-            return load_manifest(str(self.manifest_uri))
-        except Exception as err:
-            self.log.warning("cannot read the manifest %s (provenance, fidelity): %s", self.manifest_uri, err)
-            return None
+            return load_manifest(uri, signing_key=signing_key(self.signing_conn_id))
+        except ManifestError as err:  # tampered, unsigned under a key, not found, not a manifest: a retry won't do
+            raise AirflowFailException(
+                f"the run's manifest {uri} does not verify, so the comparison is refused (its provenance and "
+                f"fidelity floor come from it): {err}"
+            ) from None
+        except (OSError, ImportError, ValueError) as err:
+            raise AirflowException(
+                f"cannot read the run's manifest {uri}: {err}. Fix: check that the comparison's worker can read "
+                "it (and has the fsspec backend of its scheme)"
+            ) from err
 
     def _log_result(self, result: ComparisonResult, report: str) -> None:
         self.log.info(

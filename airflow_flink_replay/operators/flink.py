@@ -35,11 +35,13 @@ from airflow_flink_replay.core.flink_models import (
     LIVE_STATES,
     CheckpointStats,
     FlinkPythonProgram,
+    JobDetails,
     ProductionPlan,
     QuiesceResult,
     ResumeResult,
     SubmittedJob,
 )
+from airflow_flink_replay.core.production_lease import DEFAULT_TTL_S, DEFAULT_WAIT_S, last_stop_before
 from airflow_flink_replay.exceptions import FlinkOperationFailedError, FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import (
     FlinkRestHook,
@@ -48,6 +50,7 @@ from airflow_flink_replay.hooks.flink_rest import (
 )
 from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter, SubmitterKind, get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
+from airflow_flink_replay.operators.production_lease import RunLease, run_lease
 from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
 
 MODES = ("drain", "stop", "savepoint")
@@ -166,9 +169,16 @@ class QuiesceAndSavepointOperator(BaseOperator):
         returns at savepoint completion (shorter downtime when resume follows directly; ``job_stopped_at``
         is then only set if the job had already finished).
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param lease_dir: the folder of production leases (templated; the replay DAG: ``<runs_uri>/_leases``). Given,
+        the task takes production's lease (:mod:`~airflow_flink_replay.core.production_lease`) before it touches
+        production, waiting up to ``lease_wait`` seconds while another run holds it, then failing with nothing
+        touched. ``savepoint`` mode releases it once the savepoint is taken; ``drain``/``stop`` keep it for the
+        resume (the stop window, ``resume_production``) or ``assert_production`` to release. None: no lease.
+    :param lease_wait: seconds to wait for another run's lease.
+    :param lease_ttl: seconds the lease stays valid without renewal (renewed every quarter of it while held).
     """
 
-    template_fields: Sequence[str] = ("job_id", "mode", "target_directory")
+    template_fields: Sequence[str] = ("job_id", "mode", "target_directory", "lease_dir")
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e8f0fe"
 
@@ -185,9 +195,18 @@ class QuiesceAndSavepointOperator(BaseOperator):
         agent_operator_name: str = AGENT_OPERATOR_NAME,
         wait_for_finished: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        lease_dir: str | None = None,
+        lease_wait: float = DEFAULT_WAIT_S,
+        lease_ttl: float = DEFAULT_TTL_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.lease_dir = lease_dir
+        self.lease_wait = float(lease_wait)
+        self.lease_ttl = float(lease_ttl)
+        self._lease: RunLease | None = None
+        #: production was (or may have been) stopped or savepointed by this task: a failure keeps the lease
+        self._touched = False
         self.job_id = job_id
         self.mode = mode
         self.target_directory = target_directory
@@ -223,11 +242,53 @@ class QuiesceAndSavepointOperator(BaseOperator):
         return base.rstrip("/") + run_path_segment(dag_id, run_id).rstrip("/")
 
     def execute(self, context: Any) -> Any:
-        """Record the plan, then trigger (or reattach to) this run's savepoint/stop and wait for it."""
+        """Take production's lease (with ``lease_dir``), then quiesce; a failure before production was touched
+        releases the lease."""
         if self.mode not in MODES:
             raise AirflowException(f"QuiesceAndSavepointOperator.mode must be one of {MODES}, got {self.mode!r}")
         hook = self.hook
         job = hook.get_job(self.job_id)  # FlinkJobNotFoundError names an unknown id
+        lease = self._production_lease(context, job.name)
+        if lease is None:
+            return self._quiesce(context, hook, job)
+        lease.acquire(wait_s=self.lease_wait, job_id=self.job_id)  # fails here, touching nothing, if still held
+        try:
+            with lease.heartbeat():
+                return self._quiesce(context, hook, self._production_after_wait(context, hook, job, lease))
+        except BaseException:
+            if not self._touched:
+                lease.release(why="this task failed before it stopped or savepointed production")
+            raise
+
+    def _production_lease(self, context: Any, job_name: str | None) -> RunLease | None:
+        """This task's hold on production's lease (created once), None without ``lease_dir``."""
+        if self._lease is None:
+            name = getattr(self, "job_name", None) or job_name  # the stop window's production.job_name
+            self._lease = run_lease(self.log, context, lease_dir=self.lease_dir, flink_url=self.hook.base_url,
+                                    job_name=name, ttl_s=self.lease_ttl)  # fmt: skip
+        return self._lease
+
+    def _production_after_wait(self, context: Any, hook: FlinkRestHook, job: JobDetails, lease: RunLease) -> JobDetails:
+        """Production's job once this run holds the lease. The run that held it before (while this one waited, or
+        after this run's preflight) resumed production as a new job: on a first try, that job is quiesced."""
+        if lease.record is not None and lease.record.waited_s > 0:
+            job = hook.get_job(self.job_id)  # as it is now, after the wait
+        if job.state == "RUNNING" or int(getattr(context["ti"], "try_number", 1) or 1) > 1 or lease.record is None:
+            return job
+        before = last_stop_before(lease.history(), lease.record.generation)
+        running = [j.jid for j in hook.list_jobs().by_name(job.name, states=frozenset({"RUNNING"}))]
+        if before is None or lease.me.same_run(before.holder) or len(running) != 1:
+            return job
+        self.log.warning(
+            "Production's job changed while this run waited for its lease: job %s is %s; %s resumed production "
+            "as job %s, which this run quiesces", self.job_id, job.state, before.holder.describe(), running[0],
+        )  # fmt: skip
+        self.job_id = running[0]
+        lease.note_job(self.job_id)
+        return hook.get_job(self.job_id)
+
+    def _quiesce(self, context: Any, hook: FlinkRestHook, job: JobDetails) -> Any:
+        """Record the plan, then trigger (or reattach to) this run's savepoint/stop and wait for it."""
         FlinkJobLink.persist(context, hook.job_ui_url(self.job_id, job.state))
         plan = ProductionPlan.from_job(job, self.agent_operator_name)
         dag_id, run_id, task_id, map_index = _ti_parts(context)
@@ -235,6 +296,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
 
         # A first try has nothing to reattach to: skip the look-ups (they cost REST calls before the stop).
         earlier_tries = int(getattr(context["ti"], "try_number", 1) or 1) > 1
+        self._touched = earlier_tries  # an earlier try may have stopped production
         trigger_id = operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, 0)
         if earlier_tries:
             # 1. Reattach to an operation of this task instance that Flink still remembers.
@@ -268,6 +330,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
         if self.mode != "savepoint":
             self._check_room_for_resume(hook)
         requested_at = datetime.now(UTC)
+        self._touched = True
         if self.mode == "savepoint":
             hook.trigger_savepoint(self.job_id, run_dir, format_type=self.format_type, trigger_id=trigger_id)
         else:
@@ -423,7 +486,15 @@ class QuiesceAndSavepointOperator(BaseOperator):
             note=note,
         )
         self.log.info("%s of job %s: %s (%s)", self.operation, self.job_id, location, note)
+        if not stopped:  # production kept running: nothing for a resume to do
+            self._release_lease(context, plan.job_name, savepoint=location, why="savepoint taken, production ran on")
         return result.model_dump(mode="json")
+
+    def _release_lease(self, context: Any, job_name: str | None, *, savepoint: str | None, why: str) -> None:
+        """Release production's lease (with ``lease_dir``), pushing it as this task left it (XCom ``lease``)."""
+        lease = self._production_lease(context, job_name)
+        if lease is not None and (done := lease.release(savepoint=savepoint, why=why)) is not None:
+            lease.push(done.summary())
 
     def on_kill(self) -> None:
         """Flink cannot abort a savepoint or undo a stop over REST; the trigger id lets a retry reattach."""
@@ -470,6 +541,11 @@ class ResumeJobOperator(BaseOperator):
     :param quiesce_task_id: the task id of the quiesce whose stop this resume answers for.
     :param stop_timeout: seconds to wait for this run's stop to end when it is still in flight.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param lease_dir: the folder of production leases (templated; see ``QuiesceAndSavepointOperator``). Given, a
+        resume that may touch production holds production's lease: a run that never held it never stopped
+        production (skipped); a lease another run holds now is that run's production to resume (fails, touching
+        nothing); production verified RUNNING releases it.
+    :param lease_ttl: seconds the lease stays valid without renewal.
     """
 
     template_fields: Sequence[str] = (
@@ -479,6 +555,7 @@ class ResumeJobOperator(BaseOperator):
         "job_name",
         "production_job_id",
         "quiesce_mode",
+        "lease_dir",
     )
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"
@@ -502,10 +579,15 @@ class ResumeJobOperator(BaseOperator):
         quiesce_task_id: str = "quiesce",
         stop_timeout: float = 900.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        lease_dir: str | None = None,
+        lease_ttl: float = DEFAULT_TTL_S,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
+        self.lease_dir = lease_dir
+        self.lease_ttl = float(lease_ttl)
+        self._lease: RunLease | None = None
         self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
         self.quiesce_result = (
             quiesce_result.model_dump(mode="json") if isinstance(quiesce_result, QuiesceResult) else quiesce_result
@@ -549,6 +631,7 @@ class ResumeJobOperator(BaseOperator):
 
         in_window = self._resumed_in_window(context, hook, quiesce)
         if in_window is not None:
+            self._release_lease(context, name, savepoint=in_window.get("savepoint_path"), why="resumed in the window")
             return in_window
         if quiesce is not None and not quiesce.production_stopped:
             self.log.info(
@@ -566,6 +649,71 @@ class ResumeJobOperator(BaseOperator):
                 stopped_at=None,
                 reattached=True,
             )
+        lease = self._production_lease(context, name)
+        if lease is None:
+            return self._bring_back(context, hook, quiesce, program, name, job_id, stopped_at)
+        handed_over = self._hold_lease(lease, quiesce)
+        if handed_over is not None:
+            return handed_over
+        job_id = (lease.record.job_id if lease.record else None) or job_id  # the job this run's quiesce stopped
+        with lease.heartbeat():
+            return self._bring_back(context, hook, quiesce, program, name, job_id, stopped_at)
+
+    def _production_lease(self, context: Any, name: str | None) -> RunLease | None:
+        """This task's hold on production's lease (created once), None without ``lease_dir``."""
+        if self._lease is None:
+            self._lease = run_lease(self.log, context, lease_dir=self.lease_dir, flink_url=self.hook.base_url,
+                                    job_name=name, ttl_s=self.lease_ttl)  # fmt: skip
+        return self._lease
+
+    def _hold_lease(self, lease: RunLease, quiesce: QuiesceResult | None) -> Any:
+        """Take production's lease for the resume (this run's own, renewed, or a free one). Returns the stop
+        window's result when another run stopped production after this run's window resumed it (that run resumes
+        it), None to go on.
+
+        :raises AirflowSkipException: this run never held the lease, so it never stopped production.
+        :raises AirflowFailException: another run holds the lease now: production is its to resume.
+        """
+        history = lease.history()
+        if not lease.of_this_run(history):
+            holder = lease.held_by_other()
+            raise AirflowSkipException(
+                "This run never held production's lease, so it never stopped production"
+                + (f" (the lease is held by {holder.describe()}, which resumes it)" if holder else "")
+                + ": nothing to resume"
+            )
+        resumed = quiesce.window.resumed if quiesce is not None and quiesce.window else None
+        later = lease.others_since(history)
+        if resumed is not None and later:
+            self.log.warning("Production, resumed by this run's stop window as job %s, was stopped again since by %s, "
+                             "which resumes it", resumed.job_id, later[-1].holder.describe())  # fmt: skip
+            return resumed.model_dump(mode="json")
+        if lease.acquire_now() is None:
+            holder = lease.held_by_other()
+            raise AirflowFailException(
+                f"Production's lease is held by {holder.describe() if holder else 'another run'}, no longer by this "
+                "run (its lease expired and was taken over): that run stops and resumes production, so this run does "
+                "not resubmit it. Check that run's assert_production task"
+            )
+        return None
+
+    def _release_lease(self, context: Any, name: str | None, *, savepoint: str | None, why: str) -> None:
+        """Release production's lease (with ``lease_dir``) once production RUNS, pushing it (XCom ``lease``)."""
+        lease = self._production_lease(context, name)
+        if lease is not None and (done := lease.release(savepoint=savepoint, why=why)) is not None:
+            lease.push(done.summary())
+
+    def _bring_back(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        quiesce: QuiesceResult | None,
+        program: FlinkPythonProgram,
+        name: str | None,
+        job_id: str | None,
+        stopped_at: datetime | None,
+    ) -> Any:
+        """Reattach to production, or resubmit it from this run's savepoint (production may be stopped)."""
         if name:
             # an earlier try of this task resubmitted production already: reattach (never a second copy)
             live = [j for j in hook.list_jobs().by_name(name, states=LIVE_STATES) if j.jid != job_id]
@@ -776,6 +924,7 @@ class ResumeJobOperator(BaseOperator):
         reattached: bool,
     ) -> dict[str, Any]:
         FlinkJobLink.persist(context, hook.job_ui_url(job_id))
+        self._release_lease(context, self.job_name or job_name, savepoint=savepoint, why=f"job {job_id} RUNNING")
         result = ResumeResult(
             job_id=job_id,
             job_name=job_name,

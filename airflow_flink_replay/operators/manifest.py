@@ -39,8 +39,8 @@ from airflow_flink_replay.core.manifest import (
     production_from_quiesce_result,
 )
 from airflow_flink_replay.core.manifest_io import (
+    checked_manifest_source,
     load_manifest,
-    manifest_source_problems,
     normalized_location,
     save_manifest,
     savepoint_problems,
@@ -406,7 +406,8 @@ class ReuseManifestOperator(BaseOperator):
     :param kafka_config_id: with it, refuse when the capture topic no longer holds the window's first
         records (retention deleted them: Flink would silently start at the earliest record left).
     :param manifest_sources: URI prefixes the earlier manifest may be loaded from (templated); anything
-        else — an ``http://`` URL, another folder — is refused before it is read. None: the folder that holds
+        else — an ``http://`` URL, another folder, a ``file://`` URL naming a host, ``..``, ``%``-escapes, a
+        symlink out of the folder — is refused before it is read. None: the folder that holds
         this run's folder (``manifest_uri``'s grandparent, i.e. ``runs_uri/<dag id>`` in the DAG, which
         passes the spec's ``manifest_sources`` or ``runs_uri``).
     :param signing_conn_id: Airflow connection whose password is the HMAC key: the earlier manifest must carry
@@ -459,12 +460,13 @@ class ReuseManifestOperator(BaseOperator):
                 "quiesce_mode=existing needs existing_manifest: the manifest URI of the earlier run whose savepoint "
                 "and window to replay (its run_record.json names it)"
             )
-        refused = manifest_source_problems(self.existing_manifest, self.allowed_sources())
-        if refused:
-            raise AirflowFailException("; ".join(refused))
+        try:  # read from exactly the place that was checked (not as fsspec would read the text given)
+            source = checked_manifest_source(self.existing_manifest, self.allowed_sources())
+        except ManifestError as err:
+            raise AirflowFailException("; ".join(err.problems)) from None
         key = signing_key(self.signing_conn_id)
         try:
-            earlier = load_manifest(self.existing_manifest, signing_key=key)
+            earlier = load_manifest(source, signing_key=key)
         except ManifestError as err:
             raise AirflowFailException(f"existing_manifest {self.existing_manifest}: {err}") from err
         problems = savepoint_problems(earlier) if self.check_savepoint else []

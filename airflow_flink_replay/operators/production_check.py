@@ -6,6 +6,12 @@ stopped it and it still runs; in every other case it fails, loudly, naming the s
 and the ``flink run`` command that does it. It is the net under resume: whatever failed or was killed in
 between (a quiesce killed mid-stop, a resume whose retries ran out), a run never looks healthy while
 production is down.
+
+With production's lease (``lease_dir``) it never prescribes a restore while another replay run holds the lease:
+production is that run's to stop and resume, and the check says so. Otherwise it holds the lease while it
+checks (no other run stops production meanwhile), reads in the lease's history whether this run ever stopped
+production and whether another run stopped and resumed it after this one, and releases the lease at the end,
+whatever the outcome.
 """
 
 from __future__ import annotations
@@ -21,17 +27,20 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.flink_models import LIVE_STATES, FlinkPythonProgram, QuiesceResult
 from airflow_flink_replay.core.manifest_io import normalized_location
+from airflow_flink_replay.core.production_lease import DEFAULT_TTL_S, LeaseRecord
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, StopOutcome
 from airflow_flink_replay.hooks.flink_submit import CliPythonSubmitter
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.operators.flink import MODES, operation_trigger_ids, run_path_segment
+from airflow_flink_replay.operators.production_lease import RunLease, run_lease
 
 
 class AssertProductionOperator(BaseOperator):
     """Assert that production runs again after the run: from this run's savepoint, or never touched.
 
-    Returns ``{"production": "resumed" | "untouched", "job_id", "savepoint", "restored_from"}``. Fails
+    Returns ``{"production": "resumed" | "untouched" | "resumed_by_other" | "held_by_other", "job_id", "savepoint",
+    "restored_from"}`` (the last two with ``by``: the other run holding or last holding production's lease). Fails
     (no retry: :class:`AirflowFailException`) when no job with production's name runs, when more than one
     does, or when the one that runs was not restored from this run's savepoint; the message names the
     savepoint and the command that restores production from it. REST errors fail the task normally, so
@@ -45,9 +54,14 @@ class AssertProductionOperator(BaseOperator):
     :param quiesce_task_id: the quiesce task whose stop this run triggered (its trigger ids).
     :param flink_conn_id: production's Flink REST connection.
     :param timeout: seconds to wait for a stop of this run still in flight, and for production to run.
+    :param lease_dir: the folder of production leases (templated; see ``QuiesceAndSavepointOperator``); None: no
+        lease (the check trusts that no other run touched production).
+    :param lease_ttl: seconds the lease stays valid without renewal while the check holds it.
     """
 
-    template_fields: Sequence[str] = ("job_name", "production_job_id", "quiesce_result", "quiesce_mode", "program")
+    template_fields: Sequence[str] = (
+        "job_name", "production_job_id", "quiesce_result", "quiesce_mode", "program", "lease_dir",
+    )  # fmt: skip
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"
 
@@ -62,10 +76,14 @@ class AssertProductionOperator(BaseOperator):
         quiesce_task_id: str = "quiesce",
         flink_conn_id: str = FlinkRestHook.default_conn_name,
         timeout: float = 300.0,
+        lease_dir: str | None = None,
+        lease_ttl: float = DEFAULT_TTL_S,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
+        self.lease_dir = lease_dir
+        self.lease_ttl = float(lease_ttl)
         self.job_name = job_name
         self.production_job_id = production_job_id
         self.quiesce_result = quiesce_result
@@ -89,6 +107,93 @@ class AssertProductionOperator(BaseOperator):
             return {"production": "untouched", "job_id": job_id, "savepoint": None, "restored_from": None}
         hook = self.hook
         name = self.job_name or (quiesce.job_name if quiesce else None) or self._program_name() or ""
+        lease = run_lease(self.log, context, lease_dir=self.lease_dir, flink_url=hook.base_url, job_name=name,
+                          ttl_s=self.lease_ttl)  # fmt: skip
+        if lease is None:
+            return self._assert(context, hook, name, quiesce, job_id)
+        holder = lease.held_by_other()
+        history = lease.history()
+        if holder is not None or lease.acquire_now(check_only=True) is None:
+            return self._held_elsewhere(name, job_id, holder or lease.held_by_other())
+        mine = lease.of_this_run(history)
+        try:
+            with lease.heartbeat():
+                return self._assert_with_lease(context, hook, name, quiesce, job_id, lease, history)
+        finally:
+            done = lease.release(why="production checked")
+            if done is not None and mine and done.generation == mine[-1].generation:  # the quiesce's hold
+                lease.push(done.summary())
+
+    def _assert_with_lease(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        name: str,
+        quiesce: QuiesceResult | None,
+        job_id: str,
+        lease: RunLease,
+        history: list[LeaseRecord],
+    ) -> dict[str, Any]:
+        """The check while this task holds production's lease; ``history``: the lease's generations before it."""
+        mine, later = lease.of_this_run(history), lease.others_since(history)
+        if not mine:  # the quiesce takes the lease before it touches production
+            return self._never_stopped(context, hook, name, job_id, later[-1] if later else None)
+        if later:  # this run released the lease with production RUNNING; another run stopped it after
+            return self._resumed_by_other(context, hook, name, job_id, later[-1])
+        return self._assert(context, hook, name, quiesce, (None if quiesce else mine[-1].job_id) or job_id)
+
+    def _held_elsewhere(self, name: str, job_id: str, holder: LeaseRecord | None) -> dict[str, Any]:
+        """Another replay run holds production's lease: it stops and resumes production; nothing to prescribe."""
+        by = holder.describe() if holder else "another replay run"
+        self.log.warning(
+            "Production %r is held by %s: that replay run is stopping and resuming production and will resume it. "
+            "This run does not check production now and prescribes no restore (that run's assert_production "
+            "checks it)", name, by,
+        )  # fmt: skip
+        return {"production": "held_by_other", "job_id": job_id, "savepoint": None, "restored_from": None,
+                "by": holder.holder.label if holder else None}  # fmt: skip
+
+    def _never_stopped(
+        self, context: Any, hook: FlinkRestHook, name: str, job_id: str, other: LeaseRecord | None
+    ) -> dict[str, Any]:
+        """This run never held production's lease, so it never stopped production: one job must run, the same one
+        as at this run's preflight, or the one a run that held the lease since (``other``) resumed."""
+        live = [j.jid for j in hook.list_jobs().by_name(name, states=LIVE_STATES)]
+        if live != [job_id] and (other is None or len(live) != 1):
+            self._fail(hook, name, other.savepoint if other else None,
+                       f"this run never stopped production (it never held production's lease), yet the live jobs "
+                       f"named {name!r} are {live or 'none'}")  # fmt: skip
+        self._running(hook, name, live[0], None)
+        FlinkJobLink.persist(context, hook.job_ui_url(live[0]))
+        if live == [job_id]:
+            self.log.info("Production job %s (%s) was never stopped by this run and RUNS", job_id, name)
+            return {"production": "untouched", "job_id": job_id, "savepoint": None, "restored_from": None}
+        by = other.holder if other else None
+        self.log.info("This run never stopped production; %s did, and production RUNS again as job %s",
+                      by.describe() if by else "another run", live[0])  # fmt: skip
+        return {"production": "resumed_by_other", "job_id": live[0], "savepoint": None, "restored_from": None,
+                "by": by.label if by else None}  # fmt: skip
+
+    def _resumed_by_other(
+        self, context: Any, hook: FlinkRestHook, name: str, job_id: str, other: LeaseRecord
+    ) -> dict[str, Any]:
+        """After this run gave production back, ``other`` (a later run) stopped and resumed it: one job must run."""
+        live = [j.jid for j in hook.list_jobs().by_name(name, states=LIVE_STATES)]
+        if len(live) != 1:
+            self._fail(hook, name, other.savepoint,
+                       f"{other.holder.describe()} stopped production after this run gave it back; live jobs named "
+                       f"{name!r}: {live or 'none'}")  # fmt: skip
+        self._running(hook, name, live[0], None)
+        FlinkJobLink.persist(context, hook.job_ui_url(live[0]))
+        self.log.info("Production RUNS as job %s: this run gave it back, then %s stopped and resumed it",
+                      live[0], other.holder.describe())  # fmt: skip
+        return {"production": "resumed_by_other", "job_id": live[0], "savepoint": other.savepoint,
+                "restored_from": None, "by": other.holder.label}  # fmt: skip
+
+    def _assert(
+        self, context: Any, hook: FlinkRestHook, name: str, quiesce: QuiesceResult | None, job_id: str
+    ) -> dict[str, Any]:
+        """The check of what this run did to production (nobody else touched it since)."""
         if quiesce is not None:
             savepoint = quiesce.savepoint_path if quiesce.production_stopped else None
         else:

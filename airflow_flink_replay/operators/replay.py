@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram
 from airflow_flink_replay.core.identity import IdentityPlan
+from airflow_flink_replay.core.local_files import replacing
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, identity_report, pin_to_production
 from airflow_flink_replay.core.window_coverage import WindowCoverage
@@ -61,7 +62,7 @@ def collect_jsonl(folder: Path, target: Path) -> int:
     parts = sorted(p for p in folder.rglob("*.jsonl") if p.is_file() and not p.name.startswith("."))
     lines = 0
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8") as out:
+    with replacing(target) as out:  # a symlink planted at the name is replaced, never written through
         for part in parts:
             if part == target:
                 continue
@@ -303,6 +304,8 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         links one, and the replay's result topics (``spec.results``) back once it FINISHED.
     :param window_wait: seconds to wait, at most, until production has processed the window before the
         cassette's end is read (see :class:`SubmitReplayJobsOperator`).
+    :param compare_key: the comparison's key (JSONPath); ties window records to production's outputs while
+        waiting when the input records carry it too (see :class:`SubmitReplayJobsOperator`).
     """
 
     template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan", "identity_preflight")
@@ -319,11 +322,13 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         wait_for_completion: bool = True,
         identity_preflight: dict[str, str] | str | None = None,
         window_wait: float = DEFAULT_WINDOW_WAIT_S,
+        compare_key: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(spec=spec, **kwargs)
         self.identity_preflight = identity_preflight
         self.window_wait = float(window_wait)
+        self.compare_key = compare_key
         self.replay_program = replay_program
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -378,7 +383,8 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             job_id, state = existing
             self.log.info("reattaching to %s job %s of this run (%s)", state, job_id, spec.variant)
         else:
-            served, coverage = with_cassette([spec], self.kafka_config_id, self.log, window_wait=self.window_wait)
+            served, coverage = with_cassette([spec], self.kafka_config_id, self.log, window_wait=self.window_wait,
+                                             compare_key=self.compare_key)
             spec = served[0]
             _push_coverage(context, coverage)
             program = self._program(spec)
@@ -550,6 +556,9 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param window_wait: seconds to wait, at most, before reading the cassette's end, until production has
         processed the window (its outputs reach every window record); what the wait found is pushed as XCom
         ``cassette_coverage`` (:data:`XCOM_CASSETTE_COVERAGE_KEY`) for the comparison.
+    :param compare_key: the comparison's key (JSONPath): while waiting, a window record is tied to its output by
+        event time and this key when the input records carry it too (an agent that echoes its input's id);
+        without it, by event time alone.
     :param changed_resources: the resources the candidate changed, ``{name: "changed" | "added"}`` or a list of
         names (the agent check's XCom ``changed_resources``; templated): the candidate's spec carries them
         (``changed_resources``), and its replay never serves them production's cassette.
@@ -576,11 +585,13 @@ class SubmitReplayJobsOperator(BaseOperator):
         submit_timeout: float = 300.0,
         kafka_config_id: str = "kafka_default",
         window_wait: float = DEFAULT_WINDOW_WAIT_S,
+        compare_key: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.kafka_config_id = kafka_config_id
         self.window_wait = float(window_wait)
+        self.compare_key = compare_key
         self.specs = [s.model_dump(mode="json") if isinstance(s, ReplayJobSpec) else s for s in specs]
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -670,7 +681,8 @@ class SubmitReplayJobsOperator(BaseOperator):
             else:
                 missing.append(spec)
         if missing:
-            missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait)
+            missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait,
+                                              compare_key=self.compare_key)
             _push_coverage(context, coverage)
             self._submit(hook, missing, production)
             appeared = self._appeared(hook, missing)
@@ -793,15 +805,21 @@ def with_changed_resources(
 
 
 def with_cassette(
-    specs: list[ReplayJobSpec], kafka_config_id: str, log: Any, *, window_wait: float = DEFAULT_WINDOW_WAIT_S
+    specs: list[ReplayJobSpec],
+    kafka_config_id: str,
+    log: Any,
+    *,
+    window_wait: float = DEFAULT_WINDOW_WAIT_S,
+    compare_key: str | None = None,
 ) -> tuple[list[ReplayJobSpec], WindowCoverage | None]:
     """``specs`` served production's cassette when their manifest links one: the cassette topic from its offsets
     at the savepoint to its end now, read once for all of them (the same recorded calls for every variant).
 
     First waits, at most ``window_wait`` seconds, until production has processed the window (its outputs reach
-    every window record: :func:`~airflow_flink_replay.hooks.window_progress.await_window`), so that the
-    calls production makes for the window are in the cassette; returns what that wait found (None without a
-    cassette, or without an output topic to tell production's progress by)."""
+    every window record: :func:`~airflow_flink_replay.hooks.window_progress.await_window`, tied by event time
+    and ``compare_key`` where the records carry it), so that the calls production makes for the window are in
+    the cassette; returns what that wait found (None without a cassette, or without an output topic to tell
+    production's progress by)."""
     from airflow_flink_replay.core.cassette import CassetteWindow
     from airflow_flink_replay.core.manifest import ReplayManifest
     from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
@@ -824,7 +842,7 @@ def with_cassette(
                 out.append(spec)
                 continue
             if link.topic not in ends:
-                coverage = await_window(hook, manifest, timeout=window_wait, log=log)
+                coverage = await_window(hook, manifest, timeout=window_wait, log=log, key_path=compare_key)
                 ends[link.topic] = hook.end_offsets(link.topic)
             window = CassetteWindow(topic=link.topic, start_offsets=link.start_offsets, end_offsets=ends[link.topic])
             log.info("replay %s: production's cassette %s, %d recorded calls since the savepoint", spec.variant,

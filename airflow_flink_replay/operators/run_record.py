@@ -79,6 +79,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         refusal=refusal_of(checked),
         savepoint=pull(ids.TASK_QUIESCE) or pull(ids.TASK_REUSE_MANIFEST),
         production_resumed=resumed or None,
+        lease=next((v for t in ids.LEASE_TASKS if (v := pull(t, ids.XCOM_LEASE_KEY))), None),
         downtime_s=resumed.get("downtime_seconds") if isinstance(resumed, dict) else None,
         memory_forks=[pull(ids.fork_task(v)) or {} for v in ids.VARIANTS],
         production_memory_check=pull(ids.TASK_VERIFY_PRODUCTION_MEMORY),

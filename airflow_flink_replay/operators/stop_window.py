@@ -66,7 +66,8 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :class:`QuiesceAndSavepointOperator`.
 
     Takes the quiesce operator's arguments (it never defers: a deferral's return would put the scheduler in
-    the window) plus:
+    the window; with ``lease_dir`` it holds production's lease from before the stop until the resumed job RUNS,
+    and a window that did not bring production back leaves it to ``resume_production``) plus:
 
     :param capture_topic: the capture topic whose end offsets become the replay's start offsets (templated).
     :param offsets_before: its end offsets read before the stop (templated; see ``RecordStartOffsetsOperator``).
@@ -193,6 +194,9 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
         if not quiesce.production_stopped:
             return result
         window = self._window(context, hook, quiesce)
+        if window.resumed is not None:  # every task of production's new job RUNS: the next run may stop it
+            self._release_lease(context, quiesce.job_name, savepoint=quiesce.savepoint_path,
+                                why=f"production RUNNING again as job {window.resumed.job_id}")  # fmt: skip
         ended = self._old_job_end(hook, quiesce.job_id)
         done = quiesce.model_copy(update={"window": window, "job_stopped_at": quiesce.job_stopped_at or ended})
         if window.error:

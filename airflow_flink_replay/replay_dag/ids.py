@@ -10,6 +10,7 @@ from airflow_flink_replay.core.replay_spec import VARIANTS
 from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, XCOM_CHANGED_RESOURCES_KEY
 from airflow_flink_replay.operators.compare import XCOM_COMPARISON_KEY
 from airflow_flink_replay.operators.preflight import XCOM_JOB_ID_KEY, XCOM_PRODUCTION_DETAILS_KEY
+from airflow_flink_replay.operators.production_lease import XCOM_LEASE_KEY
 
 __all__ = [
     "VARIANTS",
@@ -17,6 +18,7 @@ __all__ = [
     "XCOM_CHANGED_RESOURCES_KEY",
     "XCOM_COMPARISON_KEY",
     "XCOM_JOB_ID_KEY",
+    "XCOM_LEASE_KEY",
     "XCOM_PRODUCTION_DETAILS_KEY",
 ]
 
@@ -49,6 +51,8 @@ TASK_DROP_FORKS = "drop_forks"
 TASK_DELETE_REPLAY_TOPICS = "delete_replay_topics"
 TASK_ASSERT_PRODUCTION = "assert_production"
 TASK_RUN_RECORD = "run_record"
+#: The tasks that hold production's lease, the last first: each pushes it as it left it (``XCOM_LEASE_KEY``).
+LEASE_TASKS = (TASK_ASSERT_PRODUCTION, TASK_RESUME_PRODUCTION, TASK_QUIESCE)
 
 
 #: stage memory: pre-copies the baseline's source while production runs (its fork then copies the delta)

@@ -16,6 +16,7 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_flink_replay.core.production_lease import lease_folder
 from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 from airflow_flink_replay.operators.agent_check import AgentCheckOperator
@@ -171,6 +172,10 @@ def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) ->
         mem0_conn_id=spec.mem0_conn_id,
         program=prod.program,
         job_name=prod.job_name,
+        # production's lease (one run of this production at a time): taken before the stop, released once
+        # production RUNS again; a second run waits lease_wait_minutes, then fails touching nothing
+        lease_dir=lease_folder(spec.runs_uri),
+        lease_wait=spec.lease_wait_minutes * 60,
     )
 
 
@@ -223,6 +228,7 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         flink_conn_id=spec.flink_conn_id,
         quiesce_mode=run[ids.XCOM_QUIESCE_MODE_KEY],
         quiesce_task_id=ids.TASK_QUIESCE,
+        lease_dir=lease_folder(spec.runs_uri),
         trigger_rule="all_done",
     )
     window: Any = CaptureWindowSensor(
@@ -322,6 +328,7 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
         result_topics=run[ids.XCOM_RESULT_TOPICS_KEY],
         partitions=prod.action_state_partitions,
         manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        signing_conn_id=spec.manifest_signing_conn_id,
         kafka_config_id=spec.kafka_conn_id,
         trigger_rule="none_failed_min_one_success",  # after manifest or reuse_manifest
     )
@@ -336,6 +343,7 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
         changed_resources=changed,
         flink_conn_id=replay_conn,
         kafka_config_id=spec.kafka_conn_id,
+        compare_key=spec.compare_key,
     )
     replays = [
         AwaitReplayJobOperator(
@@ -375,6 +383,7 @@ def compare(spec: ReplaySpec, run: Any, *, gate: bool, changed: Any = None) -> C
         key=spec.compare_key,
         config=run[ids.XCOM_COMPARE_CONFIG_KEY],
         manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
+        signing_conn_id=spec.manifest_signing_conn_id,
         production_output_topic=spec.production.output_topic,
         kafka_conn_id=spec.kafka_conn_id,
         gate=gate,
@@ -442,6 +451,7 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanu
         program=spec.production.program,
         quiesce_task_id=ids.TASK_QUIESCE,
         flink_conn_id=spec.flink_conn_id,
+        lease_dir=lease_folder(spec.runs_uri),  # never prescribes a restore while another run holds it
         trigger_rule="all_done",
     )
     record = RunRecordOperator(task_id=ids.TASK_RUN_RECORD, spec_name=spec.name, trigger_rule="all_done")

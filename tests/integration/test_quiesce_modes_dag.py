@@ -221,6 +221,19 @@ PLANTED = {
     "kafka password": "afr-planted-kafka-" + uuid.uuid4().hex[:10],
     "flink token": "afr-planted-flink-" + uuid.uuid4().hex[:10],
     "memory store api key": "afr-planted-mem0-" + uuid.uuid4().hex[:10],
+    # the shapes of issue 42, planted by reference in the memory config: a header value's token, a URL's
+    # password, and a value that is a number (digits only, as a YAML number would be written)
+    "header token": "afr-planted-header-" + uuid.uuid4().hex[:10],
+    "url password": "afr-planted-url-" + uuid.uuid4().hex[:10],
+    "numeric value": str(uuid.uuid4().int)[:18],
+}
+#: The files the spec's references name, and what each holds (mem0's OpenAI LLM config takes these keys; they
+#: are used only with OpenRouter, so the replays build the LLM client and never send them).
+PLANTED_FILES = {
+    "api_key": ("mem0-api-key", PLANTED["memory store api key"]),
+    "app_name": ("mem0-header", f"Bearer {PLANTED['header token']}"),
+    "site_url": ("mem0-site-url", f"https://afr-user:{PLANTED['url password']}@openrouter.invalid/site"),
+    "route": ("mem0-route", PLANTED["numeric value"]),
 }
 
 
@@ -242,16 +255,18 @@ def _planted_connections(stack: Any, folder: Path) -> str:
 
 
 def _planted_spec(production: dict[str, Any], folder: Path) -> Any:
-    """The nightly spec in ``stop`` mode without a candidate, its agents' memory config carrying an API key by
-    reference (``${file:…}``: resolved only in the TaskManagers, where mem0 is built)."""
+    """The nightly spec in ``stop`` mode without a candidate, its agents' memory config carrying an API key, an
+    ``Authorization``-style header value, a URL with a password and a number by reference (``${file:…}``: resolved
+    only in the TaskManagers, where mem0 is built)."""
     from airflow_flink_replay.core.replay_spec import ReplaySpec
 
-    key_file = folder / "mem0-api-key"
-    key_file.write_text(PLANTED["memory store api key"])
+    llm: dict[str, Any] = {"openai_base_url": "http://127.0.0.1:9/v1"}
+    for key, (name, value) in PLANTED_FILES.items():
+        (folder / name).write_text(value)
+        llm[key] = f"${{file:{folder / name}}}"
     spec = ReplaySpec.from_yaml(production["spec_path"])
     mem0 = dict(spec.mem0_config or {})
-    mem0["llm"] = {"provider": "openai", "config": {"api_key": f"${{file:{key_file}}}",
-                                                    "openai_base_url": "http://127.0.0.1:9/v1"}}
+    mem0["llm"] = {"provider": "openai", "config": llm}
     no_candidate = {"candidate_agent_job": None, "candidate_agent_factory": None}
     return ReplaySpec.model_validate({**spec.model_dump(), **no_candidate, "quiesce_mode": "stop",
                                       "mem0_config": mem0})
@@ -271,8 +286,11 @@ def nightly_run(stack, production, tmp_path_factory, request) -> dict[str, Any]:
         earlier = capture.read_global_capture()
         sys.stdout.write(earlier.out)
         sys.stderr.write(earlier.err)
+    import time
+
     folder = tmp_path_factory.mktemp("planted")
     spec = _planted_spec(production, folder)
+    started = time.time()
     before = running_jobs(stack, production["job_name"])
     # Reviews flow only once production runs again: nothing is in flight at the stop. (A stop-mode savepoint
     # holding an agent run that waits on a tool response cannot be restored by Flink Agents 0.2.0 — KeyError
@@ -285,7 +303,7 @@ def nightly_run(stack, production, tmp_path_factory, request) -> dict[str, Any]:
         printed = got.out + got.err
         sys.stdout.write(got.out)
         sys.stderr.write(got.err)
-    return {"dagrun": dagrun, "before": before, "spec": spec, "printed": printed, **run}
+    return {"dagrun": dagrun, "before": before, "spec": spec, "printed": printed, "started": started, **run}
 
 
 def test_nightly_dag_in_stop_mode_resumes_production_with_its_state(stack, production, nightly_run) -> None:
@@ -325,8 +343,11 @@ def _leak_places(stack: Any, nightly_run: dict[str, Any], captured: str) -> dict
     """Everything a secret of the nightly run could have leaked to, as text by place: the run's XComs, every file
     of its run folder (manifest, collected outputs and audits, reports, run record), every Flink job's details
     and configuration on both clusters (program arguments included) and the clusters' logs (JobManager,
-    TaskManager, the PythonDriver's), and what the run printed (the task logs under ``dag.test``; not with
-    ``-s``, which sends them to the terminal)."""
+    TaskManager, the PythonDriver's), what every process of the stack wrote since the run started (each file of
+    a ``logs`` folder: the Flink processes' ``.out`` files are their stdout and stderr, the start logs, Kafka's
+    and Chroma's), and what the run printed (the task logs under ``dag.test``, with the stdout and stderr of the
+    processes the tasks started, which inherit the captured descriptors; not with ``-s``, which sends them to
+    the terminal)."""
     import requests
 
     dagrun, record = nightly_run["dagrun"], nightly_run["record"]
@@ -343,17 +364,18 @@ def _leak_places(stack: Any, nightly_run: dict[str, Any], captured: str) -> dict
             for part in ("", "/config"):
                 places[f"flink {url} job {job['name']}{part}"] = requests.get(f"{url}/jobs/{job['jid']}{part}",
                                                                              timeout=10).text
-    logs = [p for p in Path(stack.workdir).rglob("*") if p.is_file() and p.parent.name == "logs"
-            and p.name.startswith("flink-")]
+    logs = [p for p in Path(stack.workdir).rglob("*") if p.is_file() and p.parent.name in ("logs", "console-logs")
+            and (p.name.startswith("flink-") or p.stat().st_mtime >= nightly_run["started"])]
     assert any("standalonesession" in p.name for p in logs), logs
     places.update({f"log {p.relative_to(stack.workdir)}": p.read_text(errors="replace") for p in logs})
     return places
 
 
 def test_no_planted_secret_leaks_anywhere_after_a_full_run(stack, nightly_run) -> None:
-    """The Kafka password and the Flink token of the connections, and the memory store's API key of the spec
-    (a reference the TaskManagers resolve), appear in no XCom, file of the run, Flink job detail or
-    configuration, cluster log or task log after the full nightly run."""
+    """The Kafka password and the Flink token of the connections, and the memory config's API key, header
+    token, URL password and numeric value of the spec (references the TaskManagers resolve), appear in no XCom,
+    file of the run, Flink job detail or configuration, process log or output, or task log after the full
+    nightly run."""
     assert str(nightly_run["dagrun"].state) == "success", nightly_run["states"]
     printed = nightly_run["printed"]
     assert printed is None or len(printed) > 1000, "the run's task logs were not captured"
@@ -363,8 +385,9 @@ def test_no_planted_secret_leaks_anywhere_after_a_full_run(stack, nightly_run) -
           f"{len(PLANTED)} planted secrets")
     assert not leaks, leaks
     # the run did use them: the replays built their memory with the key's reference, the token went to Flink
-    assert any("${file:" in text and "mem0-api-key" in text for place, text in places.items()
-               if place.startswith("xcom resolve.job_spec_baseline"))
+    for name, _value in PLANTED_FILES.values():
+        assert any("${file:" in text and name in text for place, text in places.items()
+                   if place.startswith("xcom resolve.job_spec_baseline")), name
 
 
 def _in_runs(production: dict[str, Any], name: str) -> Path:

@@ -95,3 +95,42 @@ def test_a_record_production_never_output_times_the_wait_out_incomplete(topics) 
     assert not coverage.complete and (coverage.records, coverage.reached) == (6, 5), coverage
     assert 2.5 <= coverage.waited_s <= 5, coverage
     assert "5 of 6" in coverage.describe()
+
+
+def test_a_feed_stamped_with_one_time_is_tied_by_key_and_not_fooled_by_later_records(stack, monkeypatch) -> None:
+    """Every record carries the same event time (a feed stamped with a fixed time, as the noisy demo's is): the
+    outputs of records *after* the window, stamped alike, arrive first and reach the window's count by time; the
+    wait goes on until the window's own records (their compare key) have outputs, and not before."""
+    from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
+    from airflow_flink_replay.hooks.window_progress import await_records
+
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_WP",
+                       json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": stack.kafka_bootstrap}}))
+    name = f"afr-wp-{uuid.uuid4().hex[:6]}"
+    capture, outputs = f"{name}-capture", f"{name}-outputs"
+    _topics(stack.kafka_bootstrap, capture, outputs)
+    hook = KafkaOffsetsHook("kafka_wp")
+    try:
+        _produce(stack.kafka_bootstrap, capture, [(0, BASE, {"id": f"w{i}"}) for i in range(4)])
+        # a production sink stand-in: the later records' outputs first, then the window's own, 0.5 s apart
+        later = [(1, BASE, {"id": f"later{i}", "label": "x"}) for i in range(5)]
+        own = [(i % 2, BASE, {"id": f"w{i}", "label": "y"}) for i in range(4)]
+        _produce(stack.kafka_bootstrap, outputs, later)
+
+        def production_sink_stand_in() -> None:
+            for record in own:
+                time.sleep(0.5)
+                _produce(stack.kafka_bootstrap, outputs, [record])
+
+        writer = threading.Thread(target=production_sink_stand_in)
+        started = time.monotonic()
+        writer.start()
+        coverage = await_records(hook, capture, {0: (0, 4)}, outputs, {0: 0, 1: 0}, timeout=60,
+                                 log=logging.getLogger("test"), key_path="$.id")
+        took = time.monotonic() - started
+        writer.join()
+        assert coverage.complete and coverage.records == coverage.reached == 4, coverage
+        assert took >= 2.0, took  # the last of the window's own outputs was awaited
+    finally:
+        hook.close()
+        AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).delete_topics([capture, outputs])

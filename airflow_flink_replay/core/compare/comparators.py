@@ -2,22 +2,24 @@
 
 A comparator takes two leaf values (either may be :data:`MISSING`) and returns a similarity in [0, 1];
 the field "differs" when the similarity is below 1 for exact/numeric/set, or below the text threshold.
-Equal values never reach a comparator (the engine checks ``==`` first), which keeps the hot path cheap.
+Equal values never reach a comparator (the engine checks ``==`` and the JSON types first), which keeps the hot
+path cheap. Every comparator tells JSON types apart (``true`` is not ``1``, ``false`` not ``0``; ``1`` and
+``1.0`` are the same number): a value of another type differs, also inside lists compared as sets.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from airflow_flink_replay.core.compare.config import CompareConfig
-from airflow_flink_replay.core.compare.paths import MISSING
+from airflow_flink_replay.core.compare.paths import MISSING, same_json
 
 #: (a, b) -> (differs, similarity)
 CompareFn = Callable[[Any, Any], tuple[bool, float]]
@@ -35,7 +37,7 @@ class Comparator:
 def _exact(a: Any, b: Any) -> tuple[bool, float]:
     if a is MISSING or b is MISSING:
         return True, 0.0
-    if a == b and type(a) is type(b):
+    if same_json(a, b):
         return False, 1.0
     return True, 0.0
 
@@ -44,12 +46,27 @@ def _numeric(rel_tol: float, abs_tol: float) -> CompareFn:
     def cmp(a: Any, b: Any) -> tuple[bool, float]:
         if not _is_number(a) or not _is_number(b):
             return _exact(a, b)
-        if math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol):
+        try:
+            close = math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+        except OverflowError:  # an integer beyond the float range (JSON allows it)
+            return _numeric_exactly(a, b, rel_tol, abs_tol)
+        if close:
             return False, 1.0
         scale = max(abs(a), abs(b), 1e-12)
         return True, max(0.0, 1.0 - abs(a - b) / scale)
 
     return cmp
+
+
+def _numeric_exactly(a: float, b: float, rel_tol: float, abs_tol: float) -> tuple[bool, float]:
+    """The numeric comparison in exact arithmetic, for an integer no float holds; an infinite float differs."""
+    if any(isinstance(x, float) and not math.isfinite(x) for x in (a, b)):
+        return True, 0.0
+    fa, fb = Fraction(a), Fraction(b)
+    delta, scale = abs(fa - fb), max(abs(fa), abs(fb))
+    if delta <= max(Fraction(rel_tol) * scale, Fraction(abs_tol)):
+        return False, 1.0
+    return True, max(0.0, 1.0 - float(delta / scale))
 
 
 def _text(threshold: float, max_length: int = 10_000) -> CompareFn:
@@ -80,8 +97,15 @@ def word_overlap(a: str, b: str) -> float:
 
 
 def _canon(v: Any) -> Any:
-    if isinstance(v, dict | list):
-        return json.dumps(v, sort_keys=True, separators=(",", ":"))
+    """A hashable stand-in of a list element, equal for equal JSON values: a boolean is tagged (``True`` would
+    hash and compare as ``1``), numbers stay numbers (``1`` and ``1.0`` are one), objects and lists recurse."""
+    t = type(v)
+    if t is bool:
+        return (bool, v)
+    if t is dict:
+        return (dict, tuple(sorted((k, _canon(x)) for k, x in v.items())))
+    if t is list:
+        return (list, tuple(_canon(x) for x in v))
     return v
 
 

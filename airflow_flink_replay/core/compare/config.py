@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from airflow_flink_replay.core.compare.content_rules import ContentAudits
 from airflow_flink_replay.exceptions import PathError
 
 #: Comparator names. ``auto`` picks one by the value's type (see :func:`CompareConfig.default_comparator`).
@@ -120,6 +121,45 @@ class CompareConfig(BaseModel):
         description="auto comparator: strings with whitespace or at least this long are compared as text, "
         "shorter single tokens (labels, ids) exactly",
     )
+    text_meaning: bool = Field(
+        default=True,
+        description="text: next to similarity, count the changes that carry meaning (negations, decision words, "
+        "numbers, names) per field in A vs A' and A vs B, and FAIL (TEXT_MEANING) when the candidate makes one "
+        "significantly more often than the baselines (one-sided Fisher exact test)",
+    )
+    text_meaning_abs_threshold: float = Field(
+        default=0.005,
+        ge=0,
+        le=1,
+        description="text meaning: the candidate's share of outputs with a change must exceed the A/A's by more "
+        "than this (and by more than rel_threshold of the A/A's share) before the exact test decides",
+    )
+    text_meaning_words: list[str] = Field(
+        default_factory=list,
+        description="text meaning: more decision words (besides the built-in list and the values of the outputs' "
+        "categorical fields), e.g. ['escalate', 'waive']",
+    )
+    text_judge: str | None = Field(
+        default=None,
+        description="text: dotted path ('package.module:ClassName') of a judge with same_meaning(a, b) -> bool | "
+        "float (e.g. a chat or embedding model), asked about a sample of the differing texts of A vs A' and A vs B; "
+        "its 'different meaning' rate on the A/A is the noise (TEXT_JUDGE). None = off",
+    )
+    text_judge_connection: str | None = Field(
+        default=None,
+        description="text judge: the name of the connection it reaches its model through (passed as connection=... "
+        "to the judge's class)",
+    )
+    text_judge_sample: int = Field(
+        default=200, ge=1, description="text judge: differing pairs asked about per field, for A vs A' and A vs B each"
+    )
+    text_judge_threshold: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="text judge: a score below this (when the judge answers with a number, 1 = same) is a different "
+        "meaning",
+    )
 
     # --- the noise rule (Diffy) and the significance test
     abs_threshold: float = Field(
@@ -133,6 +173,29 @@ class CompareConfig(BaseModel):
     )
     max_noise_rate: float = Field(
         default=0.5, gt=0, le=1, description="a field noisier than this cannot decide anything -> INCONCLUSIVE"
+    )
+    volatile_noise_rate: float | None = Field(
+        default=0.98,
+        gt=0,
+        le=1,
+        description="a field differing between the baselines in at least this share of outputs (and at least "
+        "min_aligned of them) is volatile — a per-run value such as a request id, trace id, host or timestamp: "
+        "listed (VOLATILE_FIELDS) and left out of the verdict and of the outputs-level rate; only its presence "
+        "and JSON type are still compared (None = never)",
+    )
+    distribution_shifts: bool = Field(
+        default=True,
+        description="with baseline-2: FAIL (DISTRIBUTION_SHIFT) when the candidate shifts where values go beyond "
+        "the A/A's, even at the A/A's rate of change: a one-way transition of a categorical field (reject -> "
+        "approve), a systematic shift of a number's mean or of a list's item count (beyond the noise rule's "
+        "margins, and significant)",
+    )
+    distribution_shift_alpha: float | None = Field(
+        default=None,
+        gt=0,
+        lt=0.5,
+        description="level of the distribution-shift tests, Bonferroni-corrected over the shifts beyond the "
+        "margins (None = alpha)",
     )
     min_aligned: int = Field(default=20, ge=1, description="fewer aligned outputs than this -> INCONCLUSIVE")
     exact_max_rate: float = Field(
@@ -150,13 +213,33 @@ class CompareConfig(BaseModel):
         description="the band is this quantile of |baseline - baseline-2| over all aligned outputs (outputs "
         "where the number did not move count as 0)",
     )
+    numeric_band_by_magnitude: bool = Field(
+        default=True,
+        description="numbers: learn the bands per magnitude range too (per decade of max(|a|, |a'|): 0.01-0.1, "
+        "0.1-1, ...) and judge a difference by its range's bands, so a shift confined to small (or large) values "
+        "is seen on a field spanning several orders of magnitude",
+    )
+    numeric_band_min_pairs: int = Field(
+        default=100,
+        ge=1,
+        description="a magnitude range gets bands of its own when it has at least this many baseline / "
+        "baseline-2 pairs; with fewer, its differences are judged by the field's bands",
+    )
 
     # --- missing / extra outputs
     missing_abs_threshold: float = Field(
-        default=0.0, ge=0, le=1, description="FAIL if the candidate's missing-output rate exceeds the noise's by more"
+        default=0.0,
+        ge=0,
+        le=1,
+        description="the candidate's missing-output rate must exceed baseline-2's by more than this to FAIL (and, "
+        "with baseline-2, significantly: a one-sided Fisher exact test at alpha)",
     )
     extra_abs_threshold: float = Field(
-        default=0.0, ge=0, le=1, description="FAIL if the candidate's extra-output rate exceeds the noise's by more"
+        default=0.0,
+        ge=0,
+        le=1,
+        description="the candidate's extra-output rate must exceed baseline-2's by more than this to FAIL (and, "
+        "with baseline-2, significantly: a one-sided exact binomial test of the two counts at alpha)",
     )
 
     # --- side effects
@@ -206,6 +289,13 @@ class CompareConfig(BaseModel):
         ge=1,
         description="processes that share a spilled comparison, this one included (default: one per CPU; "
         "1 = all in this process); the partitions get smaller so that together they hold what one would",
+    )
+
+    # --- content audits of text fields (core/compare/content_audits.py)
+    audits: ContentAudits = Field(
+        default_factory=ContentAudits,
+        description="content audits of text fields: sensitive data, listed words, language, truncation, empty "
+        "text, each judged against the baselines' own (docs/comparison.md, 'Content audits')",
     )
 
     # --- report

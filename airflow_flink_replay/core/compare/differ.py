@@ -8,54 +8,134 @@ difference ``|a - a'| / max(|a|, |a'|)``. A difference within either band is noi
 judged by its size, multiplicative by its ratio; a score jittering near 0 moves far relative to its
 value): it counts neither for the noise rate nor for the candidate rate. A field that never moves between
 the baselines has no band, so its differences count as before.
+
+Bands are learned per magnitude range too: per decade of ``max(|a|, |a'|)`` (0.01-0.1, 0.1-1, ...). When a
+field spans several orders of magnitude, the absolute band learned on the large values is wider than a large
+relative shift of the small ones (and the relative band of jittery small values wider than a shift of the
+large ones); judged in its own decade, such a shift is seen. A decade with fewer than
+``numeric_band_min_pairs`` A/A pairs takes the field's band.
+
+JSON types are part of the value: ``true`` is not ``1`` (Python's ``==`` says it is). A change of JSON type
+is a difference whatever the comparator (but ``ignore``), and :attr:`Differ.kinds` names it
+(``type boolean -> number``) for the report, as it names the magnitude range of a number that moved beyond its
+range's bands (``values 0.1-1``).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
-from airflow_flink_replay.core.compare.paths import MISSING, Group
+from airflow_flink_replay.core.compare.config import CompareConfig
+from airflow_flink_replay.core.compare.paths import MISSING, Group, json_type, same_flat, same_json, same_types
+
+#: Integers beyond this have no float: the comparator judges them (in exact arithmetic), not the float bands.
+_FLOAT_MAX = int(sys.float_info.max)
 
 
 def _number(v: Any) -> bool:
-    return (type(v) is float or type(v) is int) and not math.isnan(v)
+    return (type(v) is float and not math.isnan(v)) or (type(v) is int and -_FLOAT_MAX <= v <= _FLOAT_MAX)
 
 
 def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
-class NumericBand:
-    """Per numeric path: how far it moves between baseline and baseline-2 (absolute and relative band)."""
+def decade(m: float) -> int | None:
+    """``floor(log10(m))``: the magnitude range of a pair whose larger absolute value is ``m`` (None for 0 or a
+    value that is not finite)."""
+    if 0 < m < math.inf:
+        return math.floor(math.log10(m))
+    return None
 
-    def __init__(self, quantile: float) -> None:
+
+def range_label(d: int) -> str:
+    """The kind of difference of a number moved beyond the bands of its magnitude range, e.g. ``values 0.1-1``."""
+    if -300 < d < 300:
+        return f"values {10.0**d:g}-{10.0 ** (d + 1):g}"
+    return f"values 1e{d}-1e{d + 1}"  # beyond what a float holds
+
+
+#: One magnitude range's moves: absolute and relative differences of the A/A pairs that moved.
+_Moves = tuple[array, array]
+
+
+class NumericBand:
+    """Per numeric path: how far it moves between baseline and baseline-2 (absolute and relative band), over all
+    its values (:attr:`bands`) and per magnitude range (:attr:`ranges`)."""
+
+    def __init__(self, quantile: float, by_magnitude: bool = True, min_pairs: int = 100) -> None:
         self.quantile = quantile
-        self._abs: dict[str, array[float]] = {}
-        self._rel: dict[str, array[float]] = {}
+        self.by_magnitude = by_magnitude
+        self.min_pairs = min_pairs
+        #: path -> decade -> (|a - a'|, relative difference) of the pairs that moved
+        self._moves: dict[str, dict[int | None, _Moves]] = {}
+        #: path -> decade -> A/A pairs of numbers, moved or not (per magnitude range only)
+        self._pairs: dict[str, dict[int | None, int]] = {}
         #: path -> (absolute band, relative band); only paths that moved between the baselines
         self.bands: dict[str, tuple[float, float]] = {}
+        #: path -> decade -> (absolute band, relative band): the ranges with ``min_pairs`` A/A pairs or more, of
+        #: the paths that moved
+        self.ranges: dict[str, dict[int, tuple[float, float]]] = {}
 
     def _learn(self, path: str, a: Any, b: Any) -> None:
-        if _number(a) and _number(b) and a != b:
-            self._abs.setdefault(path, array("d")).append(abs(a - b))
-            self._rel.setdefault(path, array("d")).append(_rel(a, b))
+        """Record one A/A pair of values at ``path`` (numbers only)."""
+        if _number(a) and _number(b):
+            if a != b:
+                self._move(path, a, b)
+            elif self.by_magnitude:
+                self._still(path, a)
+
+    def _move(self, path: str, a: float, b: float) -> None:
+        """Record a number that moved between the baselines, in its magnitude range."""
+        d = decade(max(abs(a), abs(b))) if self.by_magnitude else None
+        by_decade = self._moves.get(path)
+        if by_decade is None:
+            by_decade = self._moves[path] = {}
+        moves = by_decade.get(d)
+        if moves is None:
+            moves = by_decade[d] = (array("d"), array("d"))
+        moves[0].append(abs(a - b))
+        moves[1].append(_rel(a, b))
+        if d is not None:
+            self._still(path, a, d)
+
+    def _still(self, path: str, a: float, d: int | None = None) -> None:
+        """Count an A/A pair of numbers in its magnitude range (moved, when ``d`` is given, or not)."""
+        if d is None:
+            if not 0 < abs(a) < math.inf:
+                return
+            d = math.floor(math.log10(abs(a)))
+        counts = self._pairs.get(path)
+        if counts is None:
+            counts = self._pairs[path] = {}
+        counts[d] = counts.get(d, 0) + 1
+
+    def _count_still(self, flat: dict[str, Any]) -> None:
+        """Count the numbers of an output that equals its A/A partner (per magnitude range)."""
+        for p, v in flat.items():
+            t = type(v)
+            if t is float or t is int:
+                self._still(p, v)
+            elif t is Group:
+                for x in v.values():
+                    self._learn(p, x, x)
 
     def learn_pair(self, fa: dict[str, Any], fb: dict[str, Any]) -> None:
         """Record the numeric differences of one aligned baseline / baseline-2 pair."""
         for p, va in fa.items():
-            vb = fb.get(p, MISSING)
-            if va == vb:
-                continue
-            if type(va) is Group:
+            ta = type(va)
+            if ta is float or ta is int:
+                self._learn(p, va, fb.get(p, MISSING))
+            elif ta is Group:
+                vb = fb.get(p, MISSING)
                 other = vb if type(vb) is Group else {}
                 for m, x in va.items():
                     self._learn(p, x, other.get(m, MISSING))
-            else:
-                self._learn(p, va, vb)
 
     def learn_runs(self, by_key_a: Mapping[str, Sequence[Any]], by_key_a2: Mapping[str, Sequence[Any]]) -> int:
         """Record the numeric differences of every aligned pair of two runs' outputs (``Run.by_key``: per key
@@ -66,44 +146,110 @@ class NumericBand:
                 pairs += 1
                 if ea[0] != ea2[0]:
                     self.learn_pair(ea[0], ea2[0])
+                elif self.by_magnitude:
+                    self._count_still(ea[0])
         return pairs
 
     def finish(self, pairs: int) -> None:
-        """Compute the bands over ``pairs`` aligned outputs (unmoved ones count as 0)."""
-        for p, deltas in self._abs.items():
+        """Compute the bands over ``pairs`` aligned outputs (unmoved ones count as 0), and per magnitude range
+        over its A/A pairs."""
+        for p, by_decade in self._moves.items():
+            deltas, rels = array("d"), array("d")
+            for d_abs, d_rel in by_decade.values():
+                deltas.extend(d_abs)
+                rels.extend(d_rel)
             n = max(pairs, len(deltas))
-            band_abs, band_rel = self._q(deltas, n), self._q(self._rel[p], n)
+            band_abs, band_rel = self._q(deltas, n), self._q(rels, n)
             if band_abs > 0:
                 self.bands[p] = (band_abs, band_rel)
-        self._abs.clear()
-        self._rel.clear()
+            ranges = self._ranges(by_decade, self._pairs.get(p, {}))
+            if ranges:
+                self.ranges[p] = ranges
+        self._moves.clear()
+        self._pairs.clear()
+
+    def _ranges(
+        self, by_decade: dict[int | None, _Moves], counts: dict[int | None, int]
+    ) -> dict[int, tuple[float, float]]:
+        """The bands of each magnitude range with at least ``min_pairs`` A/A pairs (0 where none moved)."""
+        out: dict[int, tuple[float, float]] = {}
+        for d, total in counts.items():
+            if d is None or total < self.min_pairs:
+                continue
+            moves = by_decade.get(d)
+            out[d] = (self._q(moves[0], total), self._q(moves[1], total)) if moves else (0.0, 0.0)
+        return out
 
     def merge(self, other: NumericBand) -> None:
         """Add the differences ``other`` learned (on other outputs), before :meth:`finish`."""
-        for p, deltas in other._abs.items():
-            self._abs.setdefault(p, array("d")).extend(deltas)
-            self._rel.setdefault(p, array("d")).extend(other._rel[p])
+        for p, by_decade in other._moves.items():
+            mine = self._moves.setdefault(p, {})
+            for d, (d_abs, d_rel) in by_decade.items():
+                moves = mine.get(d)
+                if moves is None:
+                    moves = mine[d] = (array("d"), array("d"))
+                moves[0].extend(d_abs)
+                moves[1].extend(d_rel)
+        for p, counts in other._pairs.items():
+            mine_counts = self._pairs.setdefault(p, {})
+            for d, total in counts.items():
+                mine_counts[d] = mine_counts.get(d, 0) + total
 
     def _q(self, nonzero: array[float], n: int) -> float:
         rank = max(math.ceil(self.quantile * n), 1) - 1  # 0-based rank among n values, zeros first
         k = rank - (n - len(nonzero))
         return 0.0 if k < 0 else sorted(nonzero)[k]
 
+    def band_of(self, path: str, a: float, b: float) -> tuple[float, float] | None:
+        """The bands a difference between ``a`` and ``b`` is judged by: its magnitude range's, else the field's."""
+        ranges = self.ranges.get(path)
+        if ranges is not None:
+            m = max(abs(a), abs(b))
+            band = ranges.get(math.floor(math.log10(m))) if 0 < m < math.inf else None
+            if band is not None:
+                return band
+        return self.bands.get(path)
+
     def within(self, path: str, a: float, b: float) -> bool:
-        """True if ``a`` and ``b`` differ by no more than the noise does (within either band)."""
-        band = self.bands.get(path)
+        """True if ``a`` and ``b`` differ by no more than the noise does (within either band of their range)."""
+        band = self.band_of(path, a, b)
         return band is not None and (abs(a - b) <= band[0] or _rel(a, b) <= band[1])
+
+    def range_kind(self, path: str, a: float, b: float) -> str | None:
+        """The magnitude range of a counted difference (``values 0.1-1``) when ``path`` has ranges of its own."""
+        if path not in self.ranges:
+            return None
+        d = decade(max(abs(a), abs(b)))
+        return None if d is None else range_label(d)
+
+    def band_of_kind(self, path: str, kind: str) -> tuple[float, float] | None:
+        """The bands of a magnitude range named by :meth:`range_kind` (the field's when it has none of its own)."""
+        for d, band in self.ranges.get(path, {}).items():
+            if range_label(d) == kind:
+                return band
+        return self.bands.get(path)
 
 
 class Differ:
-    """Per-pair field differ: cached comparator choice, map groups member by member, the numeric band."""
+    """Per-pair field differ: cached comparator choice, map groups member by member, the numeric band.
 
-    def __init__(self, resolver: ComparatorResolver, band: NumericBand | None = None) -> None:
+    After each call :attr:`kinds` holds, for the differing paths whose difference has a kind, that kind: a
+    change of JSON type (``type boolean -> number``) or the magnitude range of a number moved beyond the bands
+    of its range (``values 0.1-1``)."""
+
+    def __init__(
+        self, resolver: ComparatorResolver, band: NumericBand | None = None, typed: frozenset[str] | None = None
+    ) -> None:
         self.resolver = resolver
         self.band = band
+        #: the paths at which outputs that are ``==`` may differ in JSON type (:meth:`Flattener.typed_paths`);
+        #: None: unknown, every path is looked at
+        self.typed = typed
         self.comparator_of: dict[str, str] = {}
         #: paths whose comparator was set by a difference in the first output (not only in the second)
         self.assigned: set[str] = set()
+        #: path -> kind of its difference in the last pair diffed
+        self.kinds: dict[str, str] = {}
 
     def merge(self, comparator_of: dict[str, str], assigned: set[str]) -> None:
         """Take the comparator choices of another differ that saw the outputs after ours (its
@@ -117,14 +263,24 @@ class Differ:
 
     def __call__(self, fa: dict[str, Any], fb: dict[str, Any]) -> dict[str, float]:
         """``{path: similarity}`` of the fields that differ between two flattened outputs."""
-        if fa == fb:
+        if self.kinds:
+            self.kinds = {}
+        if fa == fb and self._same_types(fa, fb):
             return {}
         out: dict[str, float] = {}
         names = self.comparator_of
+        typed = self.typed
         for p, va in fa.items():
             vb = fb.get(p, MISSING)
-            if va == vb and type(va) is type(vb):
-                continue
+            if va == vb:  # equal as JSON too unless a boolean is == a number somewhere (1 and 1.0 are one number)
+                tv = type(va)
+                if tv is type(vb):
+                    if (tv is not list and tv is not Group) or (typed is not None and p not in typed):
+                        continue
+                    if same_types(va, vb):
+                        continue
+                elif same_types(va, vb):
+                    continue
             differs, score, name = self._one(p, va, vb)
             names[p] = name
             self.assigned.add(p)
@@ -138,19 +294,33 @@ class Differ:
                     out[p] = score
         return out
 
+    def _same_types(self, fa: dict[str, Any], fb: dict[str, Any]) -> bool:
+        """Whether two outputs that are ``==`` have the same JSON types (only the typed paths can differ)."""
+        typed = self.typed
+        if typed is None:
+            return same_flat(fa, fb)
+        for p in typed:
+            va = fa.get(p, MISSING)
+            if va is not MISSING and not same_types(va, fb[p]):
+                return False
+        return True
+
     def _one(self, p: str, va: Any, vb: Any) -> tuple[bool, float, str]:
         if type(va) is Group or type(vb) is Group:
             return self._group(p, va, vb)
         differs, score, name = self.resolver.compare(p, va, vb)
-        if (
-            differs
-            and self.band is not None
-            and _number(va)
-            and _number(vb)
-            and name.startswith(("numeric", "auto"))
-            and self.band.within(p, va, vb)
-        ):
-            return False, 1.0, name
+        if not differs:
+            return differs, score, name
+        if self.band is not None and _number(va) and _number(vb) and name.startswith(("numeric", "auto")):
+            if self.band.within(p, va, vb):
+                return False, 1.0, name
+            kind = self.band.range_kind(p, va, vb)
+            if kind is not None:
+                self.kinds[p] = kind
+            return differs, score, name
+        ta, tb = json_type(va), json_type(vb)
+        if ta != tb and ta is not None and tb is not None:
+            self.kinds[p] = f"type {ta} -> {tb}"
         return differs, score, name
 
     def _group(self, p: str, va: Any, vb: Any) -> tuple[bool, float, str]:
@@ -160,9 +330,14 @@ class Differ:
         differs, worst, name = False, 1.0, "exact"
         for m in (*ga, *(m for m in gb if m not in ga)):
             x, y = ga.get(m, MISSING), gb.get(m, MISSING)
-            if x == y and type(x) is type(y):
+            if same_json(x, y):
                 continue
             d, score, name = self._one(p, x, y)
             if d:
                 differs, worst = True, min(worst, score)
         return differs, worst if differs else 1.0, name
+
+
+def band_for(config: CompareConfig) -> NumericBand:
+    """An empty band with the config's quantile and magnitude ranges, to learn from A vs A'."""
+    return NumericBand(config.numeric_noise_quantile, config.numeric_band_by_magnitude, config.numeric_band_min_pairs)

@@ -26,13 +26,16 @@ from airflow_flink_replay.core.compare.alignment import Entry, KeyShape, Run, lo
 from airflow_flink_replay.core.compare.audit import compare_audits
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
 from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, canonical_path, is_under
-from airflow_flink_replay.core.compare.differ import Differ, NumericBand
+from airflow_flink_replay.core.compare.content_audits import REASON_CODES, ContentTally, content_tally, judge_content
+from airflow_flink_replay.core.compare.differ import Differ, NumericBand, band_for
 from airflow_flink_replay.core.compare.loading import MAX_DEPTH, Source, read_audit, source_name
+from airflow_flink_replay.core.compare.meaning import MeaningTally, judge_meaning, meaning_tally
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, Group, compile_key, unflatten
 from airflow_flink_replay.core.compare.result import (
     AlignmentKind,
     ComparisonResult,
     Counts,
+    DifferenceKind,
     Example,
     ExampleValue,
     FieldStat,
@@ -41,8 +44,16 @@ from airflow_flink_replay.core.compare.result import (
     Unmatched,
     Verdict,
 )
+from airflow_flink_replay.core.compare.shifts import ShiftTally, shift_reasons
 from airflow_flink_replay.core.compare.spill import SpilledRun, part_of, partition_runs, run_parallel
 from airflow_flink_replay.core.compare.stats import newcombe_lower, wilson_lower, z_one_sided
+from airflow_flink_replay.core.compare.unmatched import unmatched_reasons
+from airflow_flink_replay.core.compare.volatile import (
+    VolatileSuspects,
+    VolatileTally,
+    volatile_fields,
+    volatile_reasons,
+)
 from airflow_flink_replay.exceptions import CompareInputError, PathError
 
 #: Order of reasons of equal severity in the report (the first one is the headline).
@@ -50,11 +61,15 @@ REASON_ORDER = (
     "MUST_NOT_CHANGE",
     "FIELD_REGRESSION",
     "OUTPUT_REGRESSION",
+    "DISTRIBUTION_SHIFT",
+    "TEXT_MEANING",
+    "TEXT_JUDGE",
     "NEW_RESOURCE_CALL",
     "SIDE_EFFECT_REGRESSION",
     "SIDE_EFFECT_ARGUMENTS",
     "SIDE_EFFECT_OUTCOME",
     "AUDIT_RULE",
+    *REASON_CODES.values(),
     "MISSING_OUTPUTS",
     "EXTRA_OUTPUTS",
     "LOW_FIDELITY",
@@ -229,14 +244,22 @@ def _align_in_memory(
     run_a = load_run("baseline", baseline, getter, flattener)
     run_b = load_run("candidate", candidate, getter, flattener)
     run_a2 = load_run("baseline_2", baseline_2, getter, flattener) if baseline_2 is not None else None
-    _collapse_maps([r for r in (run_a, run_b, run_a2) if r is not None], flattener.collapse_maps())
+    changed = flattener.collapse_maps()
+    _collapse_maps([r for r in (run_a, run_b, run_a2) if r is not None], changed)
     resolver = ComparatorResolver(config)
     band = None
     if run_a2 is not None and config.numeric_noise_band:
-        band = NumericBand(config.numeric_noise_quantile)
+        band = band_for(config)
         band.finish(band.learn_runs(run_a.by_key, run_a2.by_key))
-    diff = Differ(resolver, band)
-    al = _align(run_a, run_b, run_a2, diff, config.max_examples, _Alignment(max_listed=config.max_listed))
+    suspects = VolatileSuspects()
+    if run_a2 is not None and config.volatile_noise_rate is not None:
+        suspects.learn_runs(run_a.by_key, run_a2.by_key)
+    tally = VolatileTally(suspects.suspects(config.volatile_noise_rate, config.min_aligned))
+    diff = Differ(resolver, band, flattener.typed_paths(changed))
+    al = _Alignment(max_listed=config.max_listed, volatile=tally, content=content_tally(config))
+    al.meaning = meaning_tally(config, run_a)
+    al.shifts = ShiftTally.of(config, run_a2 is not None, run_a.paths)
+    al = _align(run_a, run_b, run_a2, diff, config.max_examples, al)
     keys_ab = run_a.by_key.keys() | run_b.by_key.keys()
     n_keys = len(keys_ab | (run_a2.by_key.keys() if run_a2 is not None else set()))
     return _Aligned(run_a, run_b, run_a2, al, diff, resolver, keys_ab, n_keys, lambda _keys: (run_a, run_a2, run_b))
@@ -285,20 +308,26 @@ def _align_spilled(
     # contiguous groups of partitions, in order: merged in that order, the outcome is the sequential one
     groups = [list(g) for g in _split(range(parts), min(workers, parts))]
     band = None
-    if sa2 is not None and config.numeric_noise_band:
-        band = NumericBand(config.numeric_noise_quantile)
-        learned = run_parallel(_band_of_parts, [(sa, sa2, changed, g, config.numeric_noise_quantile) for g in groups])
-        for part_band, _ in learned:
-            band.merge(part_band)
-        band.finish(sum(pairs for _, pairs in learned))
+    suspects = VolatileSuspects()
+    if sa2 is not None and (config.numeric_noise_band or config.volatile_noise_rate is not None):
+        learned = run_parallel(_band_of_parts, [(sa, sa2, changed, g, config) for g in groups])
+        for _, _, part_suspects in learned:
+            suspects.merge(part_suspects)
+        if config.numeric_noise_band:
+            band = band_for(config)
+            for part_band, _, _ in learned:
+                band.merge(part_band)
+            band.finish(sum(pairs for _, pairs, _ in learned))
     resolver = ComparatorResolver(config)
-    diff = Differ(resolver, band)
-    al = _Alignment(max_listed=config.max_listed)
+    typed = flattener.typed_paths(changed)
+    diff = Differ(resolver, band, typed)
+    tally = VolatileTally(suspects.suspects(config.volatile_noise_rate, config.min_aligned))
+    al = _Alignment(max_listed=config.max_listed, volatile=tally, content=content_tally(config))
     keys_ab: set[str] = set()
     n_keys = 0
     kept: dict[str, _KeyOutputs] = {}
     for part_al, comparator_of, assigned, part_keys, part_n, part_kept in run_parallel(
-        _align_parts, [(sa, sb, sa2, changed, g, config, band) for g in groups]
+        _align_parts, [(sa, sb, sa2, changed, g, config, band, tally.suspects, typed) for g in groups]
     ):
         al.merge(part_al, config.max_examples)
         diff.merge(comparator_of, assigned)
@@ -341,18 +370,22 @@ def _load_part(
 
 
 def _band_of_parts(
-    sa: SpilledRun, sa2: SpilledRun, changed: dict[str, str], parts: list[int], quantile: float
-) -> tuple[NumericBand, int]:
-    """What partitions ``parts`` of A and A' teach the numeric band (the candidate is not needed), and how
-    many pairs they align; one partition in memory at a time."""
-    band = NumericBand(quantile)
+    sa: SpilledRun, sa2: SpilledRun, changed: dict[str, str], parts: list[int], config: CompareConfig
+) -> tuple[NumericBand, int, VolatileSuspects]:
+    """What partitions ``parts`` of A and A' teach the numeric band (the candidate is not needed), how many
+    pairs they align, and the volatile suspects' counts; one partition in memory at a time."""
+    band = band_for(config)
+    suspects = VolatileSuspects()
     pairs = 0
     for i in parts:
         ra, ra2 = sa.load(i), sa2.load(i)
         _collapse_maps([ra, ra2], changed)
-        pairs += band.learn_runs(ra.by_key, ra2.by_key)
+        if config.numeric_noise_band:
+            pairs += band.learn_runs(ra.by_key, ra2.by_key)
+        if config.volatile_noise_rate is not None:
+            suspects.learn_runs(ra.by_key, ra2.by_key)
         del ra, ra2  # before the next partition is loaded
-    return band, pairs
+    return band, pairs, suspects
 
 
 #: The outputs of one key in A, A' (None without it) and B.
@@ -386,12 +419,16 @@ def _align_parts(
     parts: list[int],
     config: CompareConfig,
     band: NumericBand | None,
+    suspects: frozenset[str] = frozenset(),
+    typed: frozenset[str] | None = None,
 ) -> tuple[_Alignment, dict[str, str], set[str], set[str], int, dict[str, _KeyOutputs]]:
     """Align partitions ``parts`` one after the other: the alignment, the differ's comparator choices (see
     :meth:`Differ.merge`), the keys of A and B, how many keys in all, and the outputs of the keys that are
     examples (at least those the merged alignment keeps)."""
-    diff = Differ(ComparatorResolver(config), band)
-    al = _Alignment(max_listed=config.max_listed)
+    diff = Differ(ComparatorResolver(config), band, typed)
+    al = _Alignment(max_listed=config.max_listed, volatile=VolatileTally(suspects), content=content_tally(config))
+    al.meaning = meaning_tally(config, sa.run)
+    al.shifts = ShiftTally.of(config, sa2 is not None, sa.run.paths)
     keys_ab: set[str] = set()
     n_keys = 0
     kept: dict[str, _KeyOutputs] = {}
@@ -430,13 +467,27 @@ def _conclude(
 ) -> ComparisonResult:
     """Field statistics, decision, audits and examples from an alignment: the result."""
     run_a, run_b, run_a2, al, diff = aligned.run_a, aligned.run_b, aligned.run_a2, aligned.al, aligned.diff
-    outputs = _outputs_stat(al, run_a2 is not None, config, z_one_sided(config.alpha))
-    fields, z = _field_stats(al, run_a, run_b, run_a2, aligned.resolver, diff, config, outputs)
+    volatile = volatile_fields(
+        al.noise_counts,
+        al.aligned_noise,
+        al.volatile,
+        config.volatile_noise_rate,
+        config.min_aligned,
+        aligned.resolver.must_not_change,
+    )
+    outputs = _outputs_stat(al, run_a2 is not None, config, z_one_sided(config.alpha), volatile)
+    fields, z = _field_stats(al, run_a, run_b, run_a2, aligned.resolver, diff, config, outputs, volatile)
     if _noisy_beyond(outputs):
-        outputs = _outputs_stat(al, run_a2 is not None, config, z)
+        outputs = _outputs_stat(al, run_a2 is not None, config, z, volatile)
     counts = _counts(al, run_a, run_b, run_a2, aligned.n_keys)
     reasons = _decide(_Facts(fields, outputs, counts, run_a, run_a2 is not None, config, key))
     reasons.extend(_alignment_reasons(al.shape, key))
+    failed = {f.path for f in fields if f.status in ("regression", "changed")}
+    reasons.extend(shift_reasons(al.shifts, al.aligned_noise, al.aligned_cand, aligned.resolver, config, failed))
+    content, content_reasons = judge_content(al.content, al.aligned_noise if run_a2 else None, al.aligned_cand, config)
+    reasons.extend(content_reasons)
+    meaning, meaning_reasons = judge_meaning(al.meaning, al.aligned_noise if run_a2 else None, al.aligned_cand, config)
+    reasons.extend(meaning_reasons)
     reasons.extend(_unmatched_rules(config, flattener, run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set())))
     resources: list[ResourceStat] = []
     if audit_sources is not None and audit_sources.given():
@@ -457,6 +508,8 @@ def _conclude(
         fields_omitted=dict(omitted),
         outputs=outputs,
         resources=resources,
+        content_audits=content,
+        meaning=meaning,
         counts=counts,
         key=key,
         ignore=flattener.ignore,
@@ -477,6 +530,11 @@ class _Alignment:
     noise_counts: Counter[str] = field(default_factory=Counter)
     cand_counts: Counter[str] = field(default_factory=Counter)
     cand_only: Counter[str] = field(default_factory=Counter)
+    #: per (path, kind of difference: :attr:`Differ.kinds`), noise and candidate outputs with one, and the sum of
+    #: the candidate's similarity losses (a number's relative move)
+    noise_kinds: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cand_kinds: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cand_moves: dict[tuple[str, str], float] = field(default_factory=dict)
     aligned_noise: int = 0
     aligned_cand: int = 0
     #: the first ``max_listed`` missing and extra outputs (for the report) and how many there are
@@ -496,6 +554,14 @@ class _Alignment:
     tie: Iterator[int] = field(default_factory=itertools.count)
     #: how many outputs A's keys have, and how keys with several were aligned
     shape: KeyShape = field(default_factory=KeyShape)
+    #: the volatile suspects' counts (:mod:`.volatile`)
+    volatile: VolatileTally = field(default_factory=VolatileTally)
+    #: the content audits' counts (:mod:`.content_audits`; None when they are off)
+    content: ContentTally | None = None
+    #: the meaning rule's counts and the text judge's samples (:mod:`.meaning`; None when both are off)
+    meaning: MeaningTally | None = None
+    #: the distribution shifts' counts (:mod:`.shifts`)
+    shifts: ShiftTally = field(default_factory=ShiftTally)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -511,6 +577,8 @@ class _Alignment:
         self.noise_counts.update(other.noise_counts)
         self.cand_counts.update(other.cand_counts)
         self.cand_only.update(other.cand_only)
+        self.noise_kinds.update(other.noise_kinds)
+        self.add_kinds(other.cand_kinds, other.cand_moves)
         for name in ("aligned_noise", "aligned_cand", "missing_a2", "extra_a2", "noise_any", "cand_any"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cand_any_only += other.cand_any_only
@@ -519,9 +587,23 @@ class _Alignment:
         self.n_missing += other.n_missing
         self.n_extra += other.n_extra
         self.shape.merge(other.shape)
+        self.volatile.merge(other.volatile)
+        self.shifts.merge(other.shifts)
+        if self.content is not None and other.content is not None:
+            self.content.merge(other.content)
+        if self.meaning is None or other.meaning is None:
+            self.meaning = self.meaning or other.meaning
+        else:
+            self.meaning.merge(other.meaning)
         for path, heap in other.heaps.items():
             for item in heap:
                 self.keep_example(path, item, max_ex)
+
+    def add_kinds(self, counts: Mapping[tuple[str, str], int], moves: Mapping[tuple[str, str], float]) -> None:
+        """Count candidate differences by kind, with their summed similarity losses."""
+        self.cand_kinds.update(counts)
+        for pk, move in moves.items():
+            self.cand_moves[pk] = self.cand_moves.get(pk, 0.0) + move
 
     def add_missing(self, k: str, i: int, e: Entry) -> None:
         self.n_missing += 1
@@ -546,6 +628,10 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
 
     Adds to ``al`` (a partitioned comparison calls it once per partition)."""
     tie = al.tie
+    tally = al.volatile if al.volatile.suspects else None
+    audit = al.content.add if al.content is not None else None
+    meaning = al.meaning.add if al.meaning is not None else None
+    shifts = al.shifts if al.shifts.enabled else None
     empty: list[Entry] = []
     b_keys = run_b.by_key
     a2_keys = run_a2.by_key if run_a2 is not None else None
@@ -560,9 +646,19 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
                 if i < len(la2):
                     al.aligned_noise += 1
                     noise = diff(fa, la2[i][0])
+                    if audit is not None:
+                        audit(k, i, fa, la2[i][0], False)
+                    if meaning is not None:
+                        meaning(k, i, fa, la2[i][0], False)
                     if noise:
                         al.noise_counts.update(noise.keys())
                         al.noise_any += 1
+                        if tally is not None:
+                            tally.add_noise(fa, la2[i][0], noise)
+                        if shifts is not None:
+                            shifts.add_noise(fa, la2[i][0], noise)
+                        if diff.kinds:
+                            al.noise_kinds.update(diff.kinds.items())
                 else:
                     al.missing_a2 += 1
             if i >= len(lb):
@@ -570,11 +666,23 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
                 continue
             al.aligned_cand += 1
             cd = diff(fa, lb[i][0])
+            if audit is not None:
+                audit(k, i, fa, lb[i][0], True)
+            if meaning is not None:
+                meaning(k, i, fa, lb[i][0], True)
+            if shifts is not None:
+                shifts.add_candidate(fa, lb[i][0], la2[i][0] if la2 is not None and noise is not None else None, cd)
             if not cd:
                 continue
             al.cand_any += 1
             al.cand_any_only += not noise
             al.cand_counts.update(cd.keys())
+            if tally is not None:
+                fa2 = la2[i][0] if la2 is not None and noise is not None else None
+                tally.add_candidate(fa, lb[i][0], fa2, cd, noise)
+            if diff.kinds:
+                pks = list(diff.kinds.items())
+                al.add_kinds(Counter(pks), {pk: 1.0 - cd[pk[0]] for pk in pks})
             for p, score in cd.items():
                 only = noise is None or p not in noise
                 if only:
@@ -624,18 +732,24 @@ def _collapsed(flat: dict[str, Any], changed: dict[str, str]) -> dict[str, Any]:
     return new
 
 
-def _outputs_stat(al: _Alignment, has_noise: bool, config: CompareConfig, z: float) -> FieldStat:
-    """The output-level rate: outputs with a difference in any field, judged against the noise like a field
-    (at ``z``: one of the tests the Bonferroni correction counts, when the baselines differed too). It never
-    makes the comparison INCONCLUSIVE for noise (the fields say which of them is too noisy)."""
+def _outputs_stat(
+    al: _Alignment, has_noise: bool, config: CompareConfig, z: float, volatile: Mapping[str, float] | None = None
+) -> FieldStat:
+    """The output-level rate: outputs with a difference in any field but the ``volatile`` ones, judged against
+    the noise like a field (at ``z``: one of the tests the Bonferroni correction counts, when the baselines
+    differed too). It never makes the comparison INCONCLUSIVE for noise (the fields say which of them is too
+    noisy)."""
+    noise_any, cand_any, cand_only = al.noise_any, al.cand_any, al.cand_any_only
+    if volatile:
+        noise_any, cand_any, cand_only = al.volatile.outputs_counts(volatile.keys())
     stat = _field_stat(
         "$",
-        "any field",
-        al.noise_any if has_noise else None,
+        f"any field but the {len(volatile)} volatile ones" if volatile else "any field",
+        noise_any if has_noise else None,
         al.aligned_noise if has_noise else None,
-        al.cand_any,
+        cand_any,
         al.aligned_cand,
-        al.cand_any_only,
+        cand_only,
         False,
         config,
         z,
@@ -668,7 +782,15 @@ def _unmatched_rules(config: CompareConfig, flattener: Flattener, paths: set[str
 
 
 #: Field statuses, worst first (the report's order of fields).
-_STATUS_RANK = {"changed": 0, "regression": 0, "not_significant": 1, "too_noisy": 2, "ok": 3, "improved": 4}
+_STATUS_RANK = {
+    "changed": 0,
+    "regression": 0,
+    "not_significant": 1,
+    "too_noisy": 2,
+    "ok": 3,
+    "improved": 4,
+    "volatile": 5,
+}
 
 
 def _field_stats(
@@ -680,29 +802,41 @@ def _field_stats(
     diff: Differ,
     config: CompareConfig,
     outputs: FieldStat | None = None,
+    volatile: Mapping[str, float] | None = None,
 ) -> tuple[list[FieldStat], float]:
     """One :class:`FieldStat` per leaf path seen in any run, worst first, and the ``z`` they were tested at
     (Bonferroni over the fields beyond the thresholds in which the baselines differed, and ``outputs``, the
-    outputs-level rate, unless it is the same test as one of theirs: the same counts)."""
+    outputs-level rate, unless it is the same test as one of theirs: the same counts). A ``volatile`` field
+    is judged on its changes of shape only (present on one side, or of another JSON type)."""
     has_noise = run_a2 is not None
     all_paths = sorted(run_a.paths | run_b.paths | (run_a2.paths if run_a2 else set()))
+    kinds = _kinds_by_path(al, diff.band, has_noise)
+    volatile = volatile or {}
 
     def judged(p: str, z: float) -> FieldStat:
-        return _with_band(
+        noise, cand, only = (
+            al.volatile.shape_counts() if p in volatile else (al.noise_counts, al.cand_counts, al.cand_only)
+        )
+        stat = _with_band(
             _field_stat(
                 p,
                 diff.comparator_of.get(p) or resolver.describe(p, _sample(p, run_a, run_b)),
-                al.noise_counts[p] if has_noise else None,
+                noise[p] if has_noise else None,
                 al.aligned_noise if has_noise else None,
-                al.cand_counts[p],
+                cand[p],
                 al.aligned_cand,
-                al.cand_only[p],
+                only[p],
                 resolver.must_not_change(p),
                 config,
                 z,
             ),
             diff.band,
         )
+        stat = _with_kinds(stat, kinds.get(p, []), al, config, z)
+        if p in volatile:  # its values are noise; a change of its shape (or other evidence) is not
+            stat.volatile_rate = volatile[p]
+            stat.status = "volatile" if stat.status in ("ok", "too_noisy") else stat.status
+        return stat
 
     z = z_one_sided(config.alpha)
     fields = [judged(p, z) for p in all_paths]
@@ -737,6 +871,43 @@ def _noisy_beyond(f: FieldStat) -> bool:
 def _with_band(stat: FieldStat, band: NumericBand | None) -> FieldStat:
     if band is not None and stat.path in band.bands:
         stat.noise_band_abs, stat.noise_band_rel = band.bands[stat.path]
+    return stat
+
+
+def _kinds_by_path(al: _Alignment, band: NumericBand | None, has_noise: bool) -> dict[str, list[DifferenceKind]]:
+    """Per path, its kinds of difference (changes of JSON type, magnitude ranges), most frequent first."""
+    out: dict[str, list[DifferenceKind]] = {}
+    for p, kind in sorted(al.cand_kinds.keys() | al.noise_kinds.keys()):
+        x1 = al.cand_kinds[p, kind]
+        stat = DifferenceKind(kind=kind, candidate_diffs=x1, noise_diffs=al.noise_kinds[p, kind] if has_noise else None)
+        if not kind.startswith("type "):
+            stat.mean_move = al.cand_moves.get((p, kind), 0.0) / x1 if x1 else None
+            bands = band.band_of_kind(p, kind) if band is not None else None
+            if bands is not None:
+                stat.band_abs, stat.band_rel = bands
+        out.setdefault(p, []).append(stat)
+    for stats in out.values():
+        stats.sort(key=lambda k: (-k.candidate_diffs, -(k.noise_diffs or 0), k.kind))
+    return out
+
+
+def _with_kinds(
+    stat: FieldStat, kinds: list[DifferenceKind], al: _Alignment, config: CompareConfig, z: float
+) -> FieldStat:
+    """Attach the field's kinds of difference, and judge its changes of JSON type on their own: a change of type is
+    its own kind of difference, which a field's overall rate can hide (a noisy text that the candidate also empties
+    to null). Any transition counts, against the A/A's changes of type, by the same noise rule as the field."""
+    stat.kinds = kinds
+    types = [k for k in kinds if k.kind.startswith("type ")]
+    x1 = sum(k.candidate_diffs for k in types)
+    if not x1:
+        return stat
+    x0 = sum(k.noise_diffs or 0 for k in types) if stat.noise_n is not None else None
+    typed = _field_stat(stat.path, "type", x0, stat.noise_n, x1, al.aligned_cand, 0, False, config, z)
+    stat.type_lower_bound = typed.lower_bound
+    escalate = {"regression": ("ok", "too_noisy", "not_significant"), "not_significant": ("ok", "too_noisy")}
+    if stat.status in escalate.get(typed.status, ()):
+        stat.status = typed.status
     return stat
 
 
@@ -847,7 +1018,13 @@ def describe_method(config: CompareConfig, has_noise: bool) -> str:
             "differed too (fields, and the outputs-level rate unless it equals a field's), each is tested at "
             f"{config.alpha:g}/k (Bonferroni), so that the noise of several fields together makes a false FAIL "
             f"no likelier than {config.alpha:g}. Fields noisier than "
-            f"{config.max_noise_rate:.0%} cannot decide (INCONCLUSIVE)."
+            f"{config.max_noise_rate:.0%} cannot decide (INCONCLUSIVE)"
+            + (
+                f"; identifiers whose values differ in at least {config.volatile_noise_rate:.0%} of baseline pairs "
+                "(request ids, hosts, timestamps) are volatile: left out, only their presence and JSON type judged."
+                if config.volatile_noise_rate is not None
+                else "."
+            )
         )
     return (
         "Exact rules (no baseline-2, so the noise cannot be measured and is taken as zero): a field FAILs when "
@@ -959,33 +1136,13 @@ def _base(f: _Facts) -> int:
 
 
 def _missing_outputs(f: _Facts) -> list[Reason]:
-    c, base = f.counts, _base(f)
-    noise, cand = (c.missing_in_baseline_2 or 0) / base, c.missing_in_candidate / base
-    if not c.missing_in_candidate or cand - noise <= f.config.missing_abs_threshold:
-        return []
-    return [
-        Reason(
-            code="MISSING_OUTPUTS",
-            severity="fail",
-            message=f"candidate is missing {c.missing_in_candidate} of {base} baseline outputs "
-            f"({cand:.1%}; noise {noise:.1%})",
-        )
-    ]
+    c = f.counts
+    return unmatched_reasons("missing", c.missing_in_candidate, c.missing_in_baseline_2, _base(f), f.config)
 
 
 def _extra_outputs(f: _Facts) -> list[Reason]:
-    c, base = f.counts, _base(f)
-    noise, cand = (c.extra_in_baseline_2 or 0) / base, c.extra_in_candidate / base
-    if not c.extra_in_candidate or cand - noise <= f.config.extra_abs_threshold:
-        return []
-    return [
-        Reason(
-            code="EXTRA_OUTPUTS",
-            severity="fail",
-            message=f"candidate has {c.extra_in_candidate} outputs the baseline does not "
-            f"({cand:.1%}; noise {noise:.1%})",
-        )
-    ]
+    c = f.counts
+    return unmatched_reasons("extra", c.extra_in_candidate, c.extra_in_baseline_2, _base(f), f.config)
 
 
 def _changed_msg(fields: list[FieldStat], config: CompareConfig) -> str:
@@ -1035,6 +1192,11 @@ def _outputs_changed(f: _Facts) -> list[Reason]:
     return []
 
 
+def _volatile_fields(f: _Facts) -> list[Reason]:
+    """The volatile fields, listed with their rates (:mod:`.volatile`); they decide nothing."""
+    return volatile_reasons(f.fields, f.config.max_fields_listed, f.config.volatile_noise_rate)
+
+
 @dataclass(frozen=True)
 class _StatusRule:
     """Fields with this status give one reason with this code and severity."""
@@ -1070,6 +1232,7 @@ DECISION_RULES: tuple[Callable[[_Facts], list[Reason]], ...] = (
     _StatusRule("not_significant", "NOT_SIGNIFICANT", "inconclusive", _unsure_msg),
     _StatusRule("too_noisy", "NOISE_TOO_HIGH", "inconclusive", _noisy_msg),
     _outputs_changed,
+    _volatile_fields,
 )
 
 
@@ -1079,12 +1242,41 @@ def _decide(facts: _Facts) -> list[Reason]:
 
 
 def _field_msg(f: FieldStat) -> str:
+    if f.volatile_rate is not None:
+        return (
+            f"{f.path} (volatile: its values differ in {f.volatile_rate:.0%} of baseline pairs) is missing or of "
+            f"another JSON type in {f.candidate_rate:.1%} of outputs vs noise {f.noise_rate or 0.0:.1%} "
+            f"(+{f.delta:.1%}, lower bound {f.lower_bound if f.lower_bound is not None else float('nan'):+.1%})"
+        ) + _kinds_msg(f)
     if f.noise_rate is None:
-        return f"{f.path} differs in {f.candidate_rate:.1%} of outputs ({f.candidate_diffs}/{f.candidate_n})"
+        rate = f"{f.path} differs in {f.candidate_rate:.1%} of outputs ({f.candidate_diffs}/{f.candidate_n})"
+        return rate + _kinds_msg(f)
     return (
         f"{f.path} differs in {f.candidate_rate:.1%} of outputs vs noise {f.noise_rate:.1%} "
         f"(+{f.delta:.1%}, lower bound {f.lower_bound if f.lower_bound is not None else float('nan'):+.1%})"
-    )
+    ) + _kinds_msg(f)
+
+
+def _kinds_msg(f: FieldStat, top: int = 2) -> str:
+    """The evidence of the field's most frequent kinds of difference: the change of JSON type and how often, the
+    magnitude range and how far the candidate moved there against how far the A/A moves."""
+    parts = []
+    for k in [k for k in f.kinds if k.candidate_diffs > (k.noise_diffs or 0)][:top]:
+        if k.kind.startswith("type "):
+            text = f"{k.kind} in {k.candidate_diffs / max(f.candidate_n, 1):.1%} of outputs"
+            text += f" ({k.candidate_diffs}/{f.candidate_n})"
+            if k.noise_diffs is not None and f.noise_n:
+                text += f" vs {k.noise_diffs / f.noise_n:.1%} between the baselines"
+            if f.type_lower_bound is not None:
+                text += f" (all changes of type: lower bound {f.type_lower_bound:+.1%})"
+        else:
+            text = f"{k.kind}: {k.candidate_diffs} outputs moved by {k.mean_move or 0.0:.0%} on average"
+            if k.band_rel is not None and k.band_abs is not None:
+                text += f" where the A/A moves by <= {k.band_rel:.1%} or <= {k.band_abs:.3g}"
+            if k.noise_diffs is not None:
+                text += f" (A/A beyond that: {k.noise_diffs})"
+        parts.append(text)
+    return "; " + "; ".join(parts) if parts else ""
 
 
 #: Outputs larger than this (characters of text) get no deepdiff account (it may diff long texts line by line).
@@ -1129,6 +1321,7 @@ def _examples(
                 l2 = run_a2.by_key.get(k, [])
                 ea2 = l2[i] if i < len(l2) else None
             cd = diff(ea[0], eb[0])
+            kinds = diff.kinds  # of the candidate's differences (the next call replaces it)
             nd = diff(ea[0], ea2[0]) if ea2 is not None else {}
             paths = list(dict.fromkeys([*ea[0], *eb[0], *(ea2[0] if ea2 else {})]))
             if len(paths) > EXAMPLE_FIELDS:  # differing fields first
@@ -1142,6 +1335,7 @@ def _examples(
                     candidate_differs=p in cd,
                     noise_differs=p in nd,
                     similarity=round(cd.get(p, nd.get(p, 1.0)), 3),
+                    kind=kinds.get(p) if p in cd else None,
                 )
                 for p in paths
             ]

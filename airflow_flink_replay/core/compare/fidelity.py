@@ -38,6 +38,7 @@ from airflow_flink_replay.core.compare.differ import Differ, NumericBand
 from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, compile_key, key_text
 from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, FidelityTie, Reason
+from airflow_flink_replay.core.compare.stats import z_one_sided
 
 __all__ = ["FidelityReference", "measure_fidelity", "with_fidelity"]
 
@@ -280,6 +281,11 @@ def _match_unit(
             break
 
 
+#: The floor is applied to the fidelity's one-sided upper confidence bound at this level
+#: (:meth:`~airflow_flink_replay.core.compare.result.FidelityStat.relative_upper`).
+FIDELITY_ALPHA = 0.05
+
+
 def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced: str | None = None) -> ComparisonResult:
     """``result`` with the fidelity figure, a reason stating it, and the verdict INCONCLUSIVE when it is
     below the configured floor (a FAIL stays FAIL). ``not_enforced``: why the floor does not apply to this
@@ -302,7 +308,10 @@ def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced:
             f"; the baseline reproduces itself (baseline-2) in {stat.self_rate:.1%}: relative to the agent's own "
             f"noise the fidelity is {relative:.0%}"
         )
-    low = stat.floor is not None and (relative is None or relative < stat.floor)
+    bound = stat.relative_upper(z_one_sided(FIDELITY_ALPHA))
+    if bound is not None and relative is not None and relative < (stat.floor or 0) <= bound:
+        figure += f" (up to {bound:.0%} at {1 - FIDELITY_ALPHA:.0%} confidence: within chance of the floor)"
+    low = stat.floor is not None and (bound is None or bound < stat.floor)
     if low and not_enforced:
         figure += f"; below the floor {stat.floor:.0%}, not enforced: {not_enforced}"
         low = False

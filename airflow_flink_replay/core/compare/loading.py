@@ -90,11 +90,12 @@ def iter_json_records(source: Source) -> Iterator[tuple[int, str, dict[str, Any]
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if not path.is_file():
-            raise CompareInputError(name, "file not found (give the path of a JSONL file)")
+            what = "file not found" if not path.exists() else "not a regular file (a folder, a device or a pipe)"
+            raise CompareInputError(name, f"{what}. Fix: give the path of a JSONL file (one JSON object per line)")
         try:
             stream = path.open("r", encoding="utf-8")
         except OSError as err:
-            raise CompareInputError(name, f"cannot open: {err.strerror}") from err
+            raise CompareInputError(name, f"cannot open: {err.strerror}. Fix: give a JSONL file you can read") from err
         close = True
     else:
         stream = source
@@ -109,7 +110,7 @@ def iter_json_records(source: Source) -> Iterator[tuple[int, str, dict[str, Any]
                 obj = loads(line)
             except ValueError as err:
                 raise CompareInputError(
-                    name, f"invalid JSON ({err}); each line must be one JSON object", line=lineno
+                    name, f"invalid JSON ({err}). Fix: each line must be one JSON object", line=lineno
                 ) from None
             except RecursionError:
                 raise CompareInputError(
@@ -121,7 +122,7 @@ def iter_json_records(source: Source) -> Iterator[tuple[int, str, dict[str, Any]
             if not isinstance(obj, dict):
                 raise CompareInputError(
                     name,
-                    f"expected a JSON object, got {type(obj).__name__}; each line must be one object",
+                    f"expected a JSON object, got {type(obj).__name__}. Fix: each line must be one object",
                     line=lineno,
                 )
             yield lineno, line, obj
@@ -140,7 +141,9 @@ def read_audit(source: Source | list[Source]) -> list[AuditRecord]:
     if isinstance(source, str | os.PathLike) and Path(source).is_dir():
         files = sorted(Path(source).glob("*.jsonl"))
         if not files:
-            raise CompareInputError(source_name(source), "audit folder holds no *.jsonl files")
+            raise CompareInputError(
+                source_name(source), "audit folder holds no *.jsonl files. Fix: give the folder the replay wrote"
+            )
         return read_audit(list(files))
     name = source_name(source)
     records = []
@@ -150,5 +153,7 @@ def read_audit(source: Source | list[Source]) -> list[AuditRecord]:
         except ValidationError as err:
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "<record>"
-            raise CompareInputError(name, f"audit record field {field!r}: {first['msg']}", line=lineno) from None
+            raise CompareInputError(
+                name, f"audit record field {field!r}: {first['msg']}. Fix: give the audit the replay wrote", line=lineno
+            ) from None
     return records

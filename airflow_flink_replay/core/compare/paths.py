@@ -23,7 +23,11 @@ __all__ = [
     "child_path",
     "compile_key",
     "differing_paths",
+    "json_type",
     "key_text",
+    "same_flat",
+    "same_json",
+    "same_types",
     "unflatten",
 ]
 
@@ -144,6 +148,9 @@ class Flattener:
         self._objects: dict[str, list[int]] = {}
         #: the ignore patterns that matched a path (by index in ``ignore``)
         self.ignore_hits: set[int] = set()
+        #: leaf paths that held a boolean, or a list kept whole that may hold one: the only paths at which two
+        #: outputs that are ``==`` can differ in JSON type (``true == 1`` in Python)
+        self.bool_paths: set[str] = set()
 
     def merge(self, other: Flattener) -> None:
         """Add what a copy of this flattener, made before either flattened anything, learned from other
@@ -162,6 +169,12 @@ class Flattener:
         for path, decided in other._as_set.items():
             self._as_set.setdefault(path, decided)
         self.ignore_hits |= other.ignore_hits
+        self.bool_paths |= other.bool_paths
+
+    def typed_paths(self, changed: dict[str, str]) -> frozenset[str]:
+        """The paths (collapsed by ``changed``, :meth:`collapse_maps`) at which outputs that are ``==`` may differ
+        in JSON type: see :attr:`bool_paths`."""
+        return frozenset(changed.get(p, p) for p in self.bool_paths)
 
     def _keep(self, path: str) -> bool:
         for i, p in enumerate(self._ignore):
@@ -224,6 +237,8 @@ class Flattener:
                 self._walk_list(path, value, out, depth + 1)
             else:
                 out[path] = value
+                if t is bool:
+                    self.bool_paths.add(path)
 
     def _is_map(self, collapsed: str, objects: int, names_total: int, distinct: int) -> bool:
         if any(p.fullmatch(collapsed) for p in self._maps):
@@ -271,6 +286,10 @@ class Flattener:
     def _walk_list(self, path: str, value: list[Any], out: dict[str, Any], depth: int) -> None:
         if not value or self._list_as_set(path, value):
             out[path] = value
+            # a list of scalars holds a boolean only if it holds something == True or == False (at C speed); one
+            # kept whole by a rule or list_mode may hold objects and lists too: looked into whenever ==
+            if value and (True in value or False in value or self._as_set.get(path) is True):
+                self.bool_paths.add(path)
             return
         if depth >= self._max_depth:
             raise NestingError(path[:120] + ("…" if len(path) > 120 else ""))
@@ -294,11 +313,66 @@ class Flattener:
                 self._walk_list(ipath, item, out, depth + 1)
             else:
                 out[ipath] = item
+                if t is bool:
+                    self.bool_paths.add(ipath)
+
+
+#: The JSON type of each Python type a parsed (and flattened) output holds; a collapsed map is an object.
+_JSON_TYPES: dict[type, str] = {
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    str: "string",
+    type(None): "null",
+    dict: "object",
+    Group: "object",
+    list: "array",
+}
+
+
+def json_type(value: Any) -> str | None:
+    """The JSON type of a parsed value: boolean, number, string, null, object or array (None for MISSING)."""
+    return _JSON_TYPES.get(type(value))
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``a == b`` as JSON values: equal and of the same JSON type all the way down. Python's ``==`` says
+    ``True == 1`` and ``False == 0`` (also inside lists and objects); JSON's ``true`` is not ``1``. ``1`` and
+    ``1.0`` are the same JSON number."""
+    return a == b and same_types(a, b)
+
+
+def same_types(a: Any, b: Any) -> bool:
+    """Whether two values that are ``==`` have the same JSON types all the way down (see :func:`same_json`)."""
+    kind = _JSON_TYPES.get(type(a))
+    if kind != _JSON_TYPES.get(type(b)):
+        return False
+    if kind == "array":
+        types = list(map(type, a))
+        if types == list(map(type, b)) and list not in types and dict not in types:
+            return True  # the common case, at C speed: scalars of the same types in the same places
+        return all(map(same_types, a, b))
+    if kind == "object":
+        return all(same_types(v, b[k]) for k, v in a.items())
+    return True
+
+
+def same_flat(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two flattened outputs that are ``==`` have the same JSON types at every path (see
+    :func:`same_json`). Cheap when they do: the types compared at C speed, then only lists and collapsed maps
+    looked into (an object in a flattened output is an empty one; others are walked)."""
+    types = list(map(type, a.values()))
+    if types != list(map(type, map(b.__getitem__, a))):
+        return all(same_types(v, b[p]) for p, v in a.items())  # another type somewhere, or 1 and 1.0
+    if list in types or Group in types:
+        return all(same_types(v, b[p]) for p, v in a.items() if type(v) is list or type(v) is Group)
+    return True
 
 
 def differing_paths(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """The paths of two flattened objects whose values differ (a path only one of them has included), sorted."""
-    return sorted(path for path in a.keys() | b.keys() if a.get(path, MISSING) != b.get(path, MISSING))
+    """The paths of two flattened objects whose values differ (a path only one of them has included; a change
+    of JSON type, ``true`` -> ``1``, is a difference), sorted."""
+    return sorted(path for path in a.keys() | b.keys() if not same_json(a.get(path, MISSING), b.get(path, MISSING)))
 
 
 def unflatten(flat: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -10,8 +11,11 @@ from typing import Any
 
 import jinja2
 
+from airflow_flink_replay.core.compare.content_audits import describe_audit
 from airflow_flink_replay.core.compare.highlight import highlight_pair
+from airflow_flink_replay.core.compare.meaning import describe_meaning
 from airflow_flink_replay.core.compare.result import ComparisonResult
+from airflow_flink_replay.core.local_files import write_replacing
 
 #: Process exit code of each verdict (the CLI contract; 3 is bad usage or unreadable input).
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 2}
@@ -54,10 +58,13 @@ def headline(result: ComparisonResult) -> str:
         return "no fields to compare"
     if result.mode == "exact":
         return f"all {len(result.fields)} fields equal under their comparators (exact rules)"
-    if worst.candidate_rate == 0:
-        return f"all {len(result.fields)} fields identical in baseline and candidate"
+    volatile = sum(1 for f in result.fields if f.status == "volatile")
+    judged = len(result.fields) - volatile
+    left_out = f" ({volatile} volatile fields left out)" if volatile else ""
+    if worst.candidate_rate == 0 or worst.status == "volatile":
+        return f"all {judged} fields identical in baseline and candidate{left_out}"
     return (
-        f"all {len(result.fields)} fields within the noise; {worst.path} differs most "
+        f"all {judged} fields within the noise{left_out}; {worst.path} differs most "
         f"({_pct(worst.candidate_rate)} vs noise {_pct(worst.noise_rate)})"
     )
 
@@ -129,6 +136,8 @@ def render_junit(result: ComparisonResult) -> str:
         case("compare.outputs", "fidelity", "skip" if low else "ok", said.message if said else "")
     for f in result.fields:
         rate = f"candidate {_pct(f.candidate_rate)} vs noise {_pct(f.noise_rate)} (n={f.candidate_n})"
+        kinds = [k for k in f.kinds[:2] if k.candidate_diffs]
+        rate += "".join(f"; {k.kind}: {k.candidate_diffs} vs A/A {k.noise_diffs}" for k in kinds)
         status = {"regression": "fail", "changed": "fail", "not_significant": "skip", "too_noisy": "skip"}.get(
             f.status, "ok"
         )
@@ -150,6 +159,10 @@ def render_junit(result: ComparisonResult) -> str:
             f"{s.free_text_changed_keys}, other decision/outcome on {s.outcome_changed_keys}), baseline "
             f"{s.baseline_calls} calls on {s.baseline_keys} keys",
         )
+    for a in result.content_audits:
+        case("compare.content", f"{a.audit} {a.field}", "fail" if a.status == "fail" else "ok", describe_audit(a))
+    for m in (m for m in result.meaning if m.candidate_outputs):
+        case("compare.meaning", f"{m.field} {m.signature}", "fail" if m.status == "fail" else "ok", describe_meaning(m))
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
@@ -168,21 +181,36 @@ def write_reports(result: ComparisonResult, out_dir: Any) -> dict[str, Any]:
 
     ``out_dir`` is a local path (str or PathLike) or any path object with ``/``, ``mkdir`` and
     ``write_text`` (e.g. Airflow's ObjectStoragePath for s3://...). Returns
-    ``{"summary": path, "html": path, "junit": path}``.
+    ``{"summary": path, "html": path, "junit": path}``. A local file is written beside its name and renamed
+    over it (:mod:`~airflow_flink_replay.core.local_files`): a symlink planted at the name is replaced, never
+    written through. A character UTF-8 cannot hold (a lone surrogate in a compared value) is written as its
+    ``\\uXXXX`` escape.
     """
     out = Path(out_dir) if isinstance(out_dir, str | os.PathLike) and not _is_object_path(out_dir) else out_dir
     out.mkdir(parents=True, exist_ok=True)
     contents = {
-        "summary": result.model_dump_json(indent=2),
+        "summary": summary_json(result),
         "html": render_html(result),
         "junit": render_junit(result),
     }
     written: dict[str, Any] = {}
     for name, text in contents.items():
         target = out / REPORT_FILES[name]
-        target.write_text(text, encoding="utf-8")
+        if isinstance(target, Path):
+            write_replacing(target, text, errors="backslashreplace")
+        else:
+            target.write_text(text.encode("utf-8", "backslashreplace").decode("utf-8"), encoding="utf-8")
         written[name] = target
     return written
+
+
+def summary_json(result: ComparisonResult) -> str:
+    """summary.json's text; a lone surrogate in a value (which pydantic cannot encode) is kept as is, for the
+    writer to escape (in a JSON string, ``\\ud800`` reads back as the same character)."""
+    try:
+        return result.model_dump_json(indent=2)
+    except ValueError:  # pydantic's PydanticSerializationError: "surrogates not allowed"
+        return json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)
 
 
 def _is_object_path(value: Any) -> bool:

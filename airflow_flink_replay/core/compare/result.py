@@ -7,10 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from airflow_flink_replay.core.compare.config import CompareConfig
+from airflow_flink_replay.core.compare.content_findings import ContentAuditStat
+from airflow_flink_replay.core.compare.meaning_findings import MeaningStat
 
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 Mode = Literal["noise_calibrated", "exact"]
-FieldStatus = Literal["ok", "regression", "changed", "too_noisy", "not_significant", "improved"]
+FieldStatus = Literal["ok", "regression", "changed", "too_noisy", "not_significant", "improved", "volatile"]
 #: How the outputs of a key with several were aligned (``Counts.alignment``).
 AlignmentKind = Literal["unique_key", "event_time", "input_offset", "file_order", "mixed"]
 #: What ties a baseline output to production's in the fidelity figure (``FidelityStat.tie``).
@@ -28,6 +30,13 @@ FAIL_CODES = (
     "SIDE_EFFECT_ARGUMENTS",
     "SIDE_EFFECT_OUTCOME",
     "AUDIT_RULE",
+    "CONTENT_SENSITIVE_DATA",
+    "CONTENT_WORD_LIST",
+    "CONTENT_LANGUAGE",
+    "CONTENT_TRUNCATED",
+    "CONTENT_EMPTY",
+    "TEXT_MEANING",
+    "TEXT_JUDGE",
 )
 INCONCLUSIVE_CODES = (
     "LOW_FIDELITY",
@@ -47,6 +56,21 @@ class Reason(BaseModel):
     severity: Literal["fail", "inconclusive", "info"]
     message: str
     fields: list[str] = Field(default_factory=list)
+
+
+class DifferenceKind(BaseModel):
+    """One kind of difference of a field and how often it occurred: the evidence a reviewer reads."""
+
+    kind: str = Field(description="'type boolean -> number', or 'values 0.1-1' (a magnitude range)")
+    candidate_diffs: int = Field(description="candidate outputs (A vs B) with a difference of this kind")
+    noise_diffs: int | None = Field(default=None, description="the same between the baselines (A vs A')")
+    mean_move: float | None = Field(
+        default=None,
+        description="numbers: the mean relative move |a - b| / max(|a|, |b|) of the candidate's differences of "
+        "this range",
+    )
+    band_abs: float | None = Field(default=None, description="numbers: the range's absolute band (A/A)")
+    band_rel: float | None = Field(default=None, description="numbers: the range's relative band (A/A)")
 
 
 class FieldStat(BaseModel):
@@ -74,6 +98,22 @@ class FieldStat(BaseModel):
         default=None, description="numbers: how far the field moves between the baselines (absolute band)"
     )
     noise_band_rel: float | None = Field(default=None, description="numbers: the same as a relative band")
+    volatile_rate: float | None = Field(
+        default=None,
+        description="a volatile field (a per-run value: request id, host, timestamp): the share of baseline pairs "
+        "whose values differ (at least volatile_noise_rate). Its values are left out of the verdict; the diffs, "
+        "rates and bound above then count only changes of shape (present on one side, or another JSON type)",
+    )
+    kinds: list[DifferenceKind] = Field(
+        default_factory=list,
+        description="the differences that have a kind, most frequent in the candidate first: changes of JSON type "
+        "(type boolean -> number) and numbers moved beyond the bands of their magnitude range (values 0.1-1)",
+    )
+    type_lower_bound: float | None = Field(
+        default=None,
+        description="changes of JSON type judged on their own by the noise rule (any transition: candidate outputs "
+        "vs A/A outputs with one): the lower bound of their delta; None when the candidate changed no type",
+    )
 
 
 class CallChange(BaseModel):
@@ -167,6 +207,9 @@ class ExampleValue(BaseModel):
     candidate_differs: bool
     noise_differs: bool = False
     similarity: float = 1.0
+    kind: str | None = Field(
+        default=None, description="the kind of the candidate's difference: 'type boolean -> number', 'values 0.1-1'"
+    )
 
 
 class Example(BaseModel):
@@ -233,6 +276,22 @@ class FidelityStat(BaseModel):
             return 1.0 if self.rate > 0 else 0.0
         return min(1.0, self.rate / self.self_rate)
 
+    def relative_upper(self, z: float) -> float | None:
+        """The one-sided upper confidence bound of :attr:`relative` (``z``: the normal quantile, 1.645 for 95%):
+        the Wilson upper bound of ``equal / baseline_outputs`` in place of the rate. A replay is judged unfaithful
+        only when even this bound is below the floor: in a window of 100 outputs an agent that samples differs
+        from production by ±8 points by chance alone."""
+        if self.rate is None:
+            return None
+        from airflow_flink_replay.core.compare.stats import wilson
+
+        upper = wilson(self.equal, self.baseline_outputs, z)[1]
+        if self.self_rate is None:
+            return upper
+        if self.self_rate == 0:
+            return 1.0 if upper > 0 else 0.0
+        return min(1.0, upper / self.self_rate)
+
 
 class ComparisonResult(BaseModel):
     """Everything a comparison found. ``summary.json`` is its JSON form."""
@@ -249,6 +308,14 @@ class ComparisonResult(BaseModel):
         default=None, description="the output-level rate: outputs with a difference in any field ('$')"
     )
     resources: list[ResourceStat] = Field(default_factory=list, description="side-effect calls, worst first")
+    content_audits: list[ContentAuditStat] = Field(
+        default_factory=list, description="content audits of text fields with a finding in any run (masked examples)"
+    )
+    meaning: list[MeaningStat] = Field(
+        default_factory=list,
+        description="text fields: changes that carry meaning (negation, decision word, number, name; the judge's "
+        "'different meaning') per field, in the candidate and between the baselines, failures first",
+    )
     fidelity: FidelityStat | None = Field(
         default=None, description="the baseline against production's own outputs (when production's were given)"
     )

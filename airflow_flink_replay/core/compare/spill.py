@@ -198,8 +198,8 @@ def run_parallel(function: Callable[..., Any], calls: list[tuple[Any, ...]]) -> 
     worker processes; the results in order. ``function`` must be a module-level function; arguments and
     results travel pickled.
 
-    Workers are fresh interpreters (``python -c``), never forks of a possibly threaded caller, and they
-    never import the caller's ``__main__``.
+    Workers are fresh interpreters (``python -P -c``), never forks of a possibly threaded caller, and they
+    never import the caller's ``__main__`` nor a module lying in the current folder (:func:`_worker_path`).
     """
     procs = [_start_worker(function, args) for args in calls[1:]]
     try:
@@ -212,10 +212,23 @@ def run_parallel(function: Callable[..., Any], calls: list[tuple[Any, ...]]) -> 
                 proc.wait()
 
 
+def _worker_path() -> str:
+    """The workers' ``PYTHONPATH``: this process's ``sys.path`` without the current folder (``''``, or its absolute
+    path, which ``python -m`` puts first) unless this package is imported from it. With ``-P`` (no current folder
+    first either), a worker imports this package and the libraries, never a file lying in the folder the
+    comparison was started from (a ``copy.py`` there ran in every worker)."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the current folder was removed: nothing to import from it
+        cwd = ""
+    home = os.path.realpath(Path(__file__).resolve().parents[3])
+    return os.pathsep.join(p for p in sys.path if p and os.path.realpath(p) not in {cwd} - {home})
+
+
 def _start_worker(function: Callable[..., Any], args: tuple[Any, ...]) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = {**os.environ, "PYTHONPATH": _worker_path()}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from airflow_flink_replay.core.compare.spill import worker_main; worker_main()"],
+        [sys.executable, "-P", "-c", "from airflow_flink_replay.core.compare.spill import worker_main; worker_main()"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

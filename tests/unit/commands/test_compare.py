@@ -197,7 +197,7 @@ def test_bad_usage_exits_3(args: list[str], message: str, capsys: pytest.Capture
         (["--tolerance", "$.score"], "expected JSONPATH=NUMBER"),
         (["--key", "id"], "must start with '$'"),
         (["--baseline-audit", "nope.jsonl"], "both the baseline and the candidate audit"),
-        (["--config", "missing.yaml"], "file not found"),
+        (["--config", "missing.yaml"], "no such file"),
     ],
 )
 def test_bad_options_exit_3(

@@ -18,19 +18,19 @@ def _no_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_agent_job_or_factory_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["deploy", "--name", "mine"])
-    assert exit_.value.code == 2
+    assert exit_.value.code == 64  # a usage error: never 2, which `compare` reads as INCONCLUSIVE
     assert "one of the arguments --agent-job --agent-factory is required" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--agent-job", "my_agents.job"], "deploy: --agent-job 'my_agents.job' is not a reference.\nFix: give"),
+        (["--agent-job", "my_agents.job"], "deploy: --agent-job 'my_agents.job' is not a reference. Fix: give"),
         (["--agent-job", "my_agents.job:job"], "the package 'my_agents' is in none of"),
         (["--agent-factory", "examples.review_agent.v1.agent:build_agent", "--candidate", "nope:x"],
          "--candidate 'nope:x': the package 'nope' is in none of"),
         (["--agent-job", "examples.review_agent.v1.job:job", "--key-field", "id"],
-         "--key-field is for --agent-factory.\nFix:"),
+         "--key-field is for --agent-factory. Fix:"),
         (["--agent-factory", "examples.review_agent.v1.agent:build_agent"],
          "the local stack is not up"),
     ],

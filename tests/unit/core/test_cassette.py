@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from airflow_flink_replay.core.audit import args_digest, key_hashes
@@ -11,6 +14,7 @@ from airflow_flink_replay.core.cassette import (
     CassetteRecording,
     CassetteSource,
     CassetteWindow,
+    encode_result,
 )
 
 pytestmark = pytest.mark.unit
@@ -108,13 +112,64 @@ def test_the_window_reads_from_the_savepoint_offsets_to_the_end() -> None:
 
 
 def test_results_travel_as_json_and_come_back_as_their_type() -> None:
-    from airflow_flink_replay.core.cassette import decode_result, encode_result
+    from airflow_flink_replay.core.cassette import ResultRefused, declared_result_types, decode_result
 
     value, codec = encode_result(CassetteSource(partition=1, offset=2))
     assert codec == "pydantic:airflow_flink_replay.core.cassette:CassetteSource"
-    assert decode_result(value, codec) == CassetteSource(partition=1, offset=2)
+    declared = declared_result_types(CassetteSource)
+    assert decode_result(value, codec, declared) == CassetteSource(partition=1, offset=2)
     values, codec = encode_result([CassetteSource(partition=0, offset=1), CassetteSource(partition=0, offset=2)])
-    assert codec.startswith("pydantic-list:") and decode_result(values, codec)[1].offset == 2
+    assert codec.startswith("pydantic-list:") and decode_result(values, codec, declared)[1].offset == 2
     assert encode_result({"status": "paid"}) == ({"status": "paid"}, "json")
-    with pytest.raises(ValueError, match="unknown cassette codec"):
-        decode_result(1, "pickle:x:y")
+    with pytest.raises(ResultRefused, match="unknown cassette codec"):
+        decode_result(1, "pickle:x:y", declared)
+
+
+PLANTED_MODULE = "afr_planted_codec"
+
+
+def _plant_module(folder: Path, marker: Path) -> None:
+    """A module on ``sys.path`` whose import is visible: it writes ``marker``."""
+    (folder / f"{PLANTED_MODULE}.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n"
+        "from pydantic import BaseModel\n\nclass Reply(BaseModel):\n    text: str = ''\n"
+    )
+
+
+def test_a_record_naming_an_undeclared_module_is_refused_without_importing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_flink_replay.core.cassette import ResultRefused, declared_result_types, decode_result
+
+    marker = tmp_path / "imported.txt"
+    _plant_module(tmp_path, marker)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    forged = CassetteEntry.model_validate_json(
+        '{"resource_type": "tool", "resource_name": "lookup_order", "method": "call", "key": "c-1",'
+        f' "args_digest": "d", "seq": 1, "result": {{"text": "hi"}}, "codec": "pydantic:{PLANTED_MODULE}:Reply"}}'
+    )
+    declared = declared_result_types(CassetteSource | None)
+    with pytest.raises(ResultRefused, match=f"codec names '{PLANTED_MODULE}:Reply', not a declared result type"):
+        decode_result(forged.result, forged.codec, declared)
+    assert not marker.exists() and PLANTED_MODULE not in sys.modules
+    # a declared type still decodes; a value that is not one is refused too (not a crash)
+    value, codec = encode_result(CassetteSource(partition=1, offset=2))
+    assert decode_result(value, codec, declared) == CassetteSource(partition=1, offset=2)
+    with pytest.raises(ResultRefused, match="not a valid"):
+        decode_result({"partition": -1}, codec, declared)
+    with pytest.raises(ResultRefused, match="a list"):
+        decode_result({"partition": 1}, f"pydantic-list:{codec.split(':', 1)[1]}", declared)
+
+
+def test_declared_result_types_follow_the_annotation_and_the_build_s_module_name() -> None:
+    from pydantic import BaseModel, create_model
+
+    from airflow_flink_replay.core.cassette import declared_result_types, decode_result
+
+    assert set(declared_result_types(list[CassetteSource] | dict[str, CassetteWindow] | None)) == {
+        "airflow_flink_replay.core.cassette:CassetteSource", "airflow_flink_replay.core.cassette:CassetteWindow"}
+    assert declared_result_types(BaseModel) == {} and declared_result_types(object) == {}
+    # production's build and the replay's have content-hashed module names of their own: the class is the same
+    replays = create_model("Reply", __module__="afr_build_bbbbbbbbbbbbbbbb.tools", text=(str, ""))
+    produced = "pydantic-list:afr_build_aaaaaaaaaaaaaaaa.tools:Reply"
+    assert decode_result([{"text": "t-1"}], produced, declared_result_types(list[replays])) == [replays(text="t-1")]

@@ -127,3 +127,23 @@ def test_a_memory_journal_production_does_not_write_is_refused() -> None:
                                  program={**program, "program_args": ["--memory-journal-topic", "journal-2"]}))
     assert any("memory_journal_topic 'reviews' is another of production's topics" in p
                for p in problems(memory_journal_topic="reviews", program=program))
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("capture_topic", "action_state_topic"),
+        ("output_topic", "input_topic"),
+        ("input_topic", "action_state_topic"),
+        ("capture_topic", "output_topic"),
+        ("output_topic", "action_state_topic"),
+    ],
+)
+def test_two_of_productions_topics_that_are_one_topic_are_refused(first: str, second: str) -> None:
+    """Production's input, capture, output and action-state topics are four topics: one shared by two of them
+    would mix the capture with the agent's state, or feed the outputs back as input."""
+    production = {**_spec()["production"], "output_topic": "reviews-out"}
+    production[first] = production[second]
+    spec = ReplaySpec.model_validate(_spec(production=production))
+    problems = check_names(spec, "t").problems
+    assert any(first in p and second in p and "Fix:" in p for p in problems), problems

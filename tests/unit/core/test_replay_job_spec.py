@@ -437,3 +437,27 @@ def test_the_candidate_s_changed_resources_travel_with_its_spec() -> None:
     changed = spec.with_changed_resources(["ship_label", "review_prompt"]).with_changed_resources(["ship_label"])
     assert changed.changed_resources == ("review_prompt", "ship_label")
     assert ReplayJobSpec.from_argv(changed.to_argv()) == changed
+
+
+@pytest.mark.parametrize("field", ["production_action_state_topic", "production_job_identifier", "action_state_topic",
+                                   "job_identifier"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_name_the_guard_needs_is_refused_not_a_guard_turned_off(field: str, value: str) -> None:
+    """``production_action_state_topic: ""`` used to read as "not known": the guard was silently off."""
+    guarded = {**BASE, "manifest": "m.json", "production_action_state_topic": "prod-as",
+               "production_job_identifier": "prod-id"}  # fmt: skip
+    with pytest.raises(ValidationError, match=rf"{field} is empty.*Fix:"):
+        ReplayJobSpec(**{**guarded, field: value})
+    # the job re-checks what skipped validation
+    assert any(f"{field} is empty" in p for p in ReplayJobSpec(**guarded).model_copy(
+        update={field: value}).production_clashes())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("agent_factory", "examples.review_agent.v2.agent:build_agent\n"), ("agent_uid_hash", "0" * 32 + "\n"),
+     ("watermark", "monotonous\n")],
+)
+def test_a_trailing_newline_does_not_pass_a_shape_check(field: str, value: str) -> None:
+    with pytest.raises(ValidationError, match=field):
+        ReplayJobSpec(**{**BASE, "manifest": "m.json", field: value})

@@ -9,7 +9,14 @@ import pytest
 
 from airflow_flink_replay.core.compare import compare_runs
 from airflow_flink_replay.core.compare.synthetic import make_run, write_jsonl
-from airflow_flink_replay.core.window_coverage import WindowCoverage, count_times, records_reached, with_coverage
+from airflow_flink_replay.core.window_coverage import (
+    WindowCoverage,
+    WindowUnits,
+    count_times,
+    records_reached,
+    window_units,
+    with_coverage,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -63,3 +70,48 @@ def test_a_covered_window_or_no_unmatched_baseline_call_leaves_the_verdict(faili
         note = next(r for r in judged.reasons if r.code == "CASSETTE_COVERAGE")
         assert note.severity == "info"
     assert with_coverage(failing, None, {"baseline": 3}) is failing
+
+
+def test_records_carrying_the_key_are_tied_to_their_outputs_by_time_and_key() -> None:
+    """A feed stamped with one event time: 4 window records at t=100; outputs of other records at t=100 (after the
+    window) would stand in for them by time alone; by time and key they do not."""
+    units = window_units([(100, "r1"), (100, "r2"), (100, "r3"), (100, "r4")])
+    assert isinstance(units, WindowUnits) and units.keyed is not None and units.total == 4
+    later = {100: 6}
+    later_units = {(100, "r9"): 3, (100, "r1"): 1, (100, "r10"): 2}
+    assert units.reached(later, later_units) == (1, "")
+    assert units.reached({100: 4}, {(100, f"r{i}"): 1 for i in (1, 2, 3, 4)}) == (4, "")
+
+
+def test_keys_that_outputs_do_not_carry_fall_back_to_event_time() -> None:
+    """An agent whose outputs do not echo the input's key: every record reached by time, none by key → by time."""
+    units = window_units([(100, "a"), (101, "b"), (102, "c")])
+    assert isinstance(units, WindowUnits)
+    assert units.reached({100: 1, 101: 1, 102: 1}, {(100, None): 1, (101, None): 1, (102, None): 1}) == (3, "")
+    # while the window is not reached by time either, it waits (by key)
+    assert units.reached({100: 1}, {(100, None): 1}) == (0, "")
+
+
+def test_a_window_sharing_one_event_time_without_keys_is_not_judged() -> None:
+    units = window_units([(100, None)] * 20)
+    assert isinstance(units, WindowUnits) and units.keyed is None
+    reached, note = units.reached({100: 20}, {})
+    assert reached == 20 and "share their event time" in note and "compare_key" in note
+    assert not WindowCoverage(records=20, reached=reached, note=note).complete
+    # a few records sharing a millisecond are told apart by count, as before
+    few = window_units([(100, None), (100, None), (101, None), (102, None)])
+    assert isinstance(few, WindowUnits) and few.reached({100: 2, 101: 1, 102: 1}, {}) == (4, "")
+    assert window_units([(100, "a"), (0, "b")]) == (
+        "1 window record(s) carry no event time: production's progress cannot be told by its outputs")
+
+
+def test_outputs_carrying_other_keys_are_waited_on_until_they_show_keys_do_not_tie() -> None:
+    """Outputs with keys, none of them the window's: by key nothing is reached; once twice the window's outputs
+    came at its times without one match, keys are given up for event time (with its note when times repeat)."""
+    units = window_units([(100, f"in{i}") for i in range(12)])
+    assert isinstance(units, WindowUnits)
+    some = {(100, f"out{i}"): 1 for i in range(12)}
+    assert units.reached({100: 12}, some) == (0, "")  # the window's own outputs may still come
+    plenty = {(100, f"out{i}"): 1 for i in range(24)}
+    reached, note = units.reached({100: 24}, plenty)
+    assert reached == 12 and "share their event time" in note

@@ -135,3 +135,31 @@ def test_a_build_folder_lives_until_the_submitting_program_exits(tmp_path: Path)
     assert root.parent == tmp_path and root.name.startswith("afr-build-test-")
     assert not root.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_a_build_folder_a_planted_build_in_the_shared_temp_folder_is_never_imported(
+    tmp_path: Path, package: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The content-hashed name is predictable: someone who can write the temp folder plants a build under it
+    before the job imports; the import comes from a private fresh folder all the same."""
+    import tempfile
+
+    from airflow_flink_replay.flink.agent_build import _package_digest, import_isolated
+
+    src = _write_build(tmp_path / "src", package, "genuine prompt")
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    unique = f"afr_build_{_package_digest(src / package, 'agent')[:16]}"
+    planted = shared / "afr-agent-builds" / unique / unique
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-ran.txt"
+    (planted / "__init__.py").write_text("")
+    (planted / "agent.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n")
+    sys.path.insert(0, str(src))
+    importlib.invalidate_caches()
+    module, root = import_isolated(f"{package}.agent")
+    assert not marker.exists()
+    assert module.build_agent()["prompt"] == "genuine prompt"
+    assert root is not None and root.stat().st_mode & 0o777 == 0o700
+    assert root.parent == shared and not (root / unique).is_symlink()

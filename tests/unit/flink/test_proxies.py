@@ -145,3 +145,82 @@ def test_a_reworded_reason_is_served_production_s_result_and_the_audit_says_how(
     assert 0.5 < audit[0][3] < 1.0 and audit[1][3] is None
     # the identifying arguments digest alike in both variants, whatever the reason's wording
     assert audit[0][4] == audit[3][4] and audit[0][4] != audit[1][4] and all(row[4] for row in audit)
+
+
+CODEC_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+
+    folder = Path(sys.argv[2])
+    sys.path.insert(0, str(folder))
+    from flink_agents.api.chat_message import ChatMessage, MessageRole
+    from flink_agents.plan.tools.function_tool import from_callable
+
+    from airflow_flink_replay.core.audit import read_audit
+    from airflow_flink_replay.core.call_match import CallArguments
+    from airflow_flink_replay.core.cassette import Cassette, CassetteEntry, encode_result
+    from airflow_flink_replay.core.policy import ReplayPolicy
+    from airflow_flink_replay.flink import proxies
+    import afr_codec_tools
+
+    audit_dir = sys.argv[1]
+
+    def entry(resource_type, name, seq, order, value, codec):  # a cassette topic record, as read from Kafka
+        arguments = CallArguments.of((), {"order": order})
+        return json.dumps({"resource_type": resource_type, "resource_name": name, "method": "call", "key": "",
+                           "args_digest": arguments.digest, "seq": seq, "result": value, "codec": codec,
+                           "arg_digests": dict(arguments.digests), "arg_texts": dict(arguments.texts)})
+
+    quote, codec = encode_result(afr_codec_tools.Quote(price=7))
+    lines = [entry("tool", "quote", 1, "o-1", {"text": "forged"}, "pydantic:afr_planted_codec:Reply"),
+             entry("tool", "quote", 2, "o-2", quote, codec)]
+    cassette = Cassette.from_jsonl(lines)
+    proxies.load_cassette = lambda window_json: cassette  # the cassette topic's reader (Kafka) stands aside
+    tool = from_callable(afr_codec_tools.quote)
+    proxy = proxies.ToolPolicyProxy(func=tool.func, metadata=tool.metadata, afr_resource_name="quote",
+                                    afr_variant="candidate", afr_audit_dir=audit_dir, afr_cassette="{}",
+                                    afr_policy=ReplayPolicy().model_dump_json())
+    out = {"forged": repr(proxy.call(order="o-1")), "declared": repr(proxy.call(order="o-2"))}
+    message, codec = encode_result(ChatMessage(role=MessageRole.ASSISTANT, content="production's answer"))
+    chat = Cassette.from_jsonl([entry("chat_model", "llm", 1, "o-1", message, codec)])
+    served = proxies.guarded_call(policy=ReplayPolicy(by_name={"llm": "replay"}), variant="candidate",
+                                  audit_dir=audit_dir, resource_type="chat_model", resource_name="llm", method="call",
+                                  key="", call=None, args=(), kwargs={"order": "o-1"}, cassette=chat)
+    out["chat"] = [type(served).__name__, served.content]
+    out["counts"] = [cassette.served, cassette.unmatched]
+    out["audit"] = [[r.resource_name, r.outcome, r.fallback, r.error] for r in read_audit(audit_dir)]
+    out["imported"] = "afr_planted_codec" in sys.modules
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
+def test_a_record_s_codec_never_chooses_what_the_job_side_imports(tmp_path: Path) -> None:
+    """A cassette record naming a module the job does not declare as a result type (one whose import writes a
+    marker) is refused as unmatched, and the audit says why; the tool's declared return type and Flink Agents'
+    chat message still decode."""
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "afr_planted_codec.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n"
+        "from pydantic import BaseModel\n\nclass Reply(BaseModel):\n    text: str = ''\n"
+    )
+    (tmp_path / "afr_codec_tools.py").write_text(
+        "from pydantic import BaseModel\n\nclass Quote(BaseModel):\n    price: int = 0\n\n"
+        'def quote(order: str) -> Quote:\n    """Quote an order."""\n    raise AssertionError("never called")\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", CODEC_SCRIPT, str(tmp_path / "audit"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not marker.exists() and out["imported"] is False
+    assert out["forged"] == repr("[replay: tool 'quote' recorded, not executed]")  # unmatched: the tool's fallback
+    assert out["declared"] == "Quote(price=7)"
+    assert out["chat"] == ["ChatMessage", "production's answer"]
+    assert out["counts"] == [1, 1]
+    forged, declared, chat = out["audit"]
+    assert forged[:3] == ["quote", "recorded", "record"]
+    assert forged[3] == "result_refused: codec names 'afr_planted_codec:Reply', not a declared result type"
+    assert declared == ["quote", "replayed", None, None] and chat == ["llm", "replayed", None, None]

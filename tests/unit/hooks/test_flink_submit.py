@@ -8,6 +8,7 @@ pydantic); the lock is a real ``flock`` contended by a real second process.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -298,3 +299,42 @@ def test_a_flink_url_with_credentials_in_it_is_refused_without_repeating_them() 
         assert "Fix: put the host alone" in str(info.value)
     assert rest_base_url("flink.example.com", "https", 443) == "https://flink.example.com:443"
     assert rest_base_url("http://127.0.0.1:8081/", None, None) == "http://127.0.0.1:8081"
+
+
+def test_lock_files_live_in_a_private_folder_of_this_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default lock folder is per user and created 0700, not one world-writable folder every user shares
+    (where anyone could hold every submission's lock or plant a link at its name)."""
+    import tempfile
+
+    monkeypatch.delenv("FLINK_REPLAY_LOCK_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    lock = PythonDriverLock("http://jm-a:8081")
+    folder = lock.path.parent
+    assert folder.parent == tmp_path and str(os.getuid()) in folder.name
+    assert folder.stat().st_mode & 0o777 == 0o700
+    with lock.hold(0):
+        pass
+    assert lock.path.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("planted", ["group-writable", "someone-else-s", "symlink"])
+def test_a_lock_folder_others_can_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   planted: str) -> None:
+    import tempfile
+
+    monkeypatch.delenv("FLINK_REPLAY_LOCK_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"flink-replay-locks-{os.getuid()}"
+    if planted == "symlink":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        folder.symlink_to(tmp_path / "elsewhere")
+    else:
+        folder.mkdir()
+        folder.chmod(0o770 if planted == "group-writable" else 0o700)
+        if planted == "someone-else-s":
+            if os.getuid() != 0:
+                pytest.skip("only root can give a folder to someone else")
+            os.chown(folder, 54321, 54321)
+    with pytest.raises(FlinkSubmissionError) as info:
+        PythonDriverLock("http://jm-a:8081")
+    assert str(folder) in str(info.value) and "Fix:" in str(info.value)

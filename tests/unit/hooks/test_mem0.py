@@ -115,3 +115,23 @@ def test_oss_backend_from_the_connection_on_a_local_store(monkeypatch: pytest.Mo
     dropped = hook.drop("replay-1")
     assert (dropped.dropped, dropped.fork_id, dropped.history_rows) == (6, "run-1", 6)
     assert hook.count("replay-1") == 0 and hook.count("prod") == 7 and hook.read_manifest("replay-1") is None
+
+
+def test_the_chroma_view_reports_a_bad_setting_without_the_value_its_reference_resolved_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fork backend's Chroma client is built from the resolved config (chromadb echoes a bad port): the
+    error names the reference, never the value (issue 42)."""
+    import traceback
+
+    from airflow_flink_replay.exceptions import SecretScrubbedError
+
+    value = "afr-port-" + uuid.uuid4().hex
+    monkeypatch.setenv("AFR_TEST_CHROMA_PORT", value)
+    backend = OssMem0Backend(
+        {"vector_store": {"provider": "chroma", "config": {"host": "127.0.0.1", "port": "${env:AFR_TEST_CHROMA_PORT}"}}}
+    )
+    with pytest.raises(SecretScrubbedError) as info:
+        backend.store  # noqa: B018 - builds the client
+    shown = f"{info.value}\n{info.value!r}\n{''.join(traceback.format_exception(info.value))}"
+    assert value not in shown and "${env:AFR_TEST_CHROMA_PORT}" in str(info.value)

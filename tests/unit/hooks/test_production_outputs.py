@@ -46,3 +46,14 @@ def test_outputs_carry_their_record_timestamp_partition_and_offset(tmp_path: Pat
     assert json.loads(lines[1])["_replay"] == {"variant": "production", "event_time_ms": None, "partition": 1,
                                                "offset": 0}  # Kafka has no timestamp for it
     assert lines[2:] == ["[1, 2]", "not json"]  # written as they are: the comparison reports them
+
+
+def test_a_symlink_planted_at_the_outputs_file_is_replaced_not_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "production.outputs.jsonl"
+    target.symlink_to(victim)
+    hook = FakeOffsetsHook({0: [Record(0, 0, 1_000, b"k", b'{"id": "a"}')]})
+    assert export_outputs(hook, "outputs", target, start_offsets={}) == 1  # type: ignore[arg-type]
+    assert victim.read_text() == "keep me"
+    assert not target.is_symlink() and json.loads(target.read_text())["id"] == "a"

@@ -46,3 +46,19 @@ def test_a_local_folder_digest_covers_its_files(tmp_path: Path) -> None:
     first = run_storage.digest(str(tmp_path))
     (tmp_path / "b.jsonl").write_text("y")
     assert first and run_storage.digest(str(tmp_path)) not in (None, first)
+
+
+def test_writing_a_local_run_file_replaces_a_planted_symlink(tmp_path: Path) -> None:
+    """The run record and collected outputs go through ``write_text`` / ``open_text``: a symlink planted at the
+    name is replaced, its target left as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    record, outputs = tmp_path / "run-record.json", tmp_path / "baseline.outputs.jsonl"
+    record.symlink_to(victim)
+    outputs.symlink_to(victim)
+    run_storage.write_text(str(record), '{"run": 1}\n')
+    with run_storage.open_text(str(outputs), "w") as fh:
+        fh.write('{"id": 1}\n')
+    assert victim.read_text() == "keep me"
+    assert not record.is_symlink() and record.read_text() == '{"run": 1}\n'
+    assert not outputs.is_symlink() and outputs.read_text() == '{"id": 1}\n'

@@ -103,3 +103,18 @@ def test_the_flink_agents_jar_for_this_flink_goes_to_lib_after_kafka_clients_and
         agents_lib / "flink-2.2" / "flink-agents-dist-flink-2.2-0.3.0.jar")
     _agents_jar_in_lib(home, venv)
     assert sorted(p.name for p in (home / "lib").glob("zz-*")) == ["zz-flink-agents-dist-flink-2.2-0.3.0.jar"]
+
+
+@pytest.mark.parametrize(
+    "content", [b"{not json", b'{"flink_rest_url": 1}', b"\xff\xfe", b"[]", None], ids=["json", "schema", "utf8",
+                                                                                        "list", "folder"]
+)
+def test_a_corrupt_stack_file_is_named_with_the_fix(tmp_path: Path, content: bytes | None) -> None:
+    stack = LocalStack(StackConfig(workdir=tmp_path))
+    if content is None:
+        stack.stack_file.mkdir()
+    else:
+        stack.stack_file.write_bytes(content)
+    with pytest.raises(StackSetupError, match=r"stack\.json.*Fix:") as err:
+        stack.info()
+    assert str(stack.stack_file) in str(err.value)

@@ -68,7 +68,7 @@ def runs(tmp_path: Path) -> Path:
     write_jsonl(d / "candidate_bad.jsonl", make_run(N, "candidate", 3, paraphrase=0.2, label_change=0.25))
     write_jsonl(d / "audit_baseline.jsonl", make_audit(outs, "baseline"))
     write_jsonl(d / "audit_candidate.jsonl", make_audit(outs, "candidate", extra_tool_keys=0.2))
-    (d / "manifest.json").write_text("{}")  # stand-in: only its folder matters to this operator
+    _write_manifest(d / "manifest.json")  # a real, sealed one: the operator verifies it before comparing
     return d
 
 
@@ -190,3 +190,101 @@ def test_fidelity_stops_waiting_when_production_makes_no_progress_or_time_is_up(
     assert _looks([48, 48, 100], _Clock()) == (48, 2)  # no output in a poll: it will not come by waiting
     assert _looks([10, 20, 30, 40, 50], _Clock(), wait=12) == (30, 3)  # two polls fit in 12 s
     assert _looks([100, 0], _Clock()) == (100, 1)  # everything there at once: no wait
+
+
+# ------------------------------------------------------------------ the run's manifest: verified, or the task fails
+SIGNING_KEY = "compare-side-hmac-key-3"
+
+
+@pytest.fixture
+def small_run(tmp_path: Path) -> Path:
+    d = tmp_path / "small"
+    outs = make_run(20, "baseline", 1)
+    write_jsonl(d / "baseline.jsonl", outs)
+    write_jsonl(d / "candidate.jsonl", make_run(20, "candidate", 3))
+    return d
+
+
+def _write_manifest(path: Path, signing_key: str | None = None) -> None:
+    from airflow_flink_replay.core.manifest import ReplayManifest
+    from airflow_flink_replay.core.manifest_io import save_manifest
+    from tests.unit.core.test_manifest import _data
+
+    doc = _data()
+    doc["capture"]["production_outputs"] = {"topic": "outputs", "start_offsets": {"0": 7}}
+    save_manifest(ReplayManifest.parse(doc, verify=False), path, signing_key=signing_key)
+
+
+def _claim_savepoint_mode(path: Path, *, redigest: bool) -> None:
+    """What someone who can write the runs folder does to turn the fidelity floor off: claim savepoint mode."""
+    from airflow_flink_replay.core.manifest import ReplayManifest
+
+    doc = json.loads(path.read_text())
+    doc["production"]["savepoint"]["quiesce_mode"] = "savepoint"
+    if redigest:
+        doc["digest"] = ReplayManifest.model_validate({**doc, "digest": None}).compute_digest()
+    path.write_text(json.dumps(doc))
+
+
+def _compare_op(run: Path, manifest: Path | None, **kwargs: Any) -> Any:
+    from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
+
+    return CompareReplayOutputsOperator(
+        task_id="compare",
+        baseline=str(run / "baseline.jsonl"),
+        candidate=str(run / "candidate.jsonl"),
+        manifest_uri=f"file://{manifest}" if manifest else None,
+        report_uri=str(run / "reports"),
+        gate=False,
+        **kwargs,
+    )
+
+
+def _execute(op: Any) -> Any:
+    from tests.unit.operators.stubs import context
+
+    return op.execute(context("compare"))
+
+
+def test_a_tampered_manifest_fails_the_comparison(small_run: Path) -> None:
+    """Issue 42 §4: a manifest that did not verify used to be treated as no manifest (a warning only)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    manifest = small_run / "manifest.json"
+    _write_manifest(manifest)
+    _claim_savepoint_mode(manifest, redigest=False)
+    with pytest.raises(AirflowFailException) as err:
+        _execute(_compare_op(small_run, manifest))
+    message = str(err.value)
+    assert str(manifest) in message and "digest: mismatch" in message and "Fix:" in message
+    assert not (small_run / "reports").exists()  # refused before anything is compared or written
+
+
+def test_a_re_digested_manifest_fails_the_comparison_when_signing_is_on(
+    small_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setenv("AIRFLOW_CONN_AFR_SIGNING", json.dumps({"conn_type": "generic", "password": SIGNING_KEY}))
+    manifest = small_run / "manifest.json"
+    _write_manifest(manifest, SIGNING_KEY)
+    op = _compare_op(small_run, manifest, signing_conn_id="afr_signing")
+    assert op._manifest is not None and op._manifest.production.savepoint.quiesce_mode == "drain"
+    _claim_savepoint_mode(manifest, redigest=True)
+    op = _compare_op(small_run, manifest, signing_conn_id="afr_signing")
+    with pytest.raises(AirflowFailException) as err:
+        _execute(op)
+    assert "signature: mismatch" in str(err.value) and SIGNING_KEY not in str(err.value)
+    assert not (small_run / "reports").exists()
+
+
+def test_a_manifest_that_is_not_there_fails_the_comparison(small_run: Path) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match=r"(?s)manifest .*not found.*Fix:"):
+        _execute(_compare_op(small_run, small_run / "missing" / "manifest.json"))
+
+
+def test_a_run_without_a_manifest_compares_without_one(small_run: Path) -> None:
+    summary = _execute(_compare_op(small_run, None))
+    assert summary["verdict"] in ("PASS", "INCONCLUSIVE") and (small_run / "reports" / "report.html").is_file()

@@ -112,7 +112,8 @@ def test_reuse_refuses_a_manifest_from_outside_manifest_sources(tmp_path: Path, 
     with pytest.raises(AirflowFailException) as err:  # a retry cannot change it: no retry
         op.execute({"run_id": "t2"})
     message = str(err.value)
-    assert "outside manifest_sources" in message and "Fix:" in message and "runs_uri" in message
+    assert message.startswith("existing_manifest ") and "Fix:" in message
+    assert ("outside manifest_sources" in message and "runs_uri" in message) or "'..' segment" in message
     assert not (tmp_path / "runs" / "gate" / "t2" / "manifest.json").exists()
 
 
@@ -140,3 +141,36 @@ def test_reuse_with_a_key_refuses_an_unsigned_or_re_digested_manifest(tmp_path: 
         _reuse(tmp_path, str(earlier), signing_conn_id=signing_conn).execute({"run_id": "t2"})
     # without a key the same (re-digested) file passes the digest check: the signature is the defence
     assert _reuse(tmp_path, str(earlier)).execute({"run_id": "t2"})["savepoint_path"].endswith("another")
+
+
+def _forged_under(cwd: Path, host: str, genuine: Path) -> None:
+    """A forged manifest where fsspec reads ``file://<host><genuine>`` from: ``<cwd>/<host>/<genuine>``."""
+    doc = _data()
+    doc["production"]["savepoint"]["path"] = "file:///tmp/savepoints/forged"
+    save_manifest(ReplayManifest.parse(doc, verify=False), cwd / host / str(genuine).lstrip("/"))
+
+
+def test_reuse_refuses_a_file_url_naming_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 §1: ``file://somehost/<runs>/…`` passed the check and a forged manifest under the working
+    directory was loaded."""
+    genuine = tmp_path / "runs" / "gate" / "t1" / "manifest.json"
+    save_manifest(ReplayManifest.parse(_data(), verify=False), genuine)
+    cwd = tmp_path / "cwd"
+    _forged_under(cwd, "somehost", genuine)
+    monkeypatch.chdir(cwd)
+    op = _reuse(tmp_path, f"file://somehost{genuine}", manifest_sources=[f"file://{tmp_path}/runs"])
+    with pytest.raises(AirflowFailException) as err:
+        op.execute({"run_id": "t2"})
+    message = str(err.value)
+    assert message.startswith("existing_manifest ") and "host 'somehost'" in message and "Fix:" in message
+    assert not (tmp_path / "runs" / "gate" / "t2" / "manifest.json").exists()
+
+
+def test_reuse_reads_a_localhost_file_url_from_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    genuine = tmp_path / "runs" / "gate" / "t1" / "manifest.json"
+    save_manifest(ReplayManifest.parse(_data(), verify=False), genuine)
+    cwd = tmp_path / "cwd"
+    _forged_under(cwd, "localhost", genuine)
+    monkeypatch.chdir(cwd)
+    result = _reuse(tmp_path, f"file://localhost{genuine}").execute({"run_id": "t2"})
+    assert result["savepoint_path"] == _data()["production"]["savepoint"]["path"]

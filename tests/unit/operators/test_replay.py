@@ -13,12 +13,11 @@ from pydantic import ValidationError
 
 from airflow_flink_replay.core.flink_models import JobPlan
 from airflow_flink_replay.core.identity import IdentityPlan
-from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
+from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name_prefix
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, VariantPlan
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.operators import replay as replay_ops
 from airflow_flink_replay.operators.replay import SubmitReplayJobOperator
-from airflow_flink_replay.operators.replay_cleanup import replay_job_name_prefix
 from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
 from tests.unit.operators.stubs import StubFlinkHook, StubSubmitter, context, job
 
@@ -459,3 +458,16 @@ def test_only_the_candidate_s_spec_carries_its_changed_resources(
     assert "changed_resources" in replay_ops.SubmitReplayJobsOperator.template_fields
     with pytest.raises(AirflowFailException, match="must be a mapping or a list"):
         replay_ops.with_changed_resources(specs, "{'notify_support': 'changed'}", None)
+
+
+def test_collecting_part_files_replaces_a_symlink_planted_at_the_collected_file(tmp_path: Path) -> None:
+    parts = tmp_path / "output-parts" / "0"
+    parts.mkdir(parents=True)
+    (parts / "part-0.jsonl").write_text('{"id": 1}\n\n{"id": 2}\n')
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "candidate.outputs.jsonl"
+    target.symlink_to(victim)
+    assert replay_ops.collect_jsonl(tmp_path / "output-parts", target) == 2
+    assert victim.read_text() == "keep me"
+    assert not target.is_symlink() and target.read_text() == '{"id": 1}\n{"id": 2}\n'

@@ -73,3 +73,21 @@ def test_the_agent_check_s_report_is_recorded_also_when_it_refused(tmp_path: Pat
     assert record["agent_check"] == refused
     assert record["refusal"] == "agent check refused: candidate's agent Plain has an empty plan"
     assert record["verdict"] is None
+
+
+def test_the_lease_is_recorded_as_the_last_task_that_held_it_left_it(tmp_path: Path) -> None:
+    """Issue 42 §10: the run record names production's lease: its holder, when it was taken and released, how long
+    the run waited for it; or, for a run that never got it, the run that held it."""
+    taken = {"holder": "gate/manual__1", "generation": 4, "acquired_at": "2026-12-01T10:00:00+00:00",
+             "released_at": None, "waited_s": 12.5}
+    released = {**taken, "released_at": "2026-12-01T10:00:20+00:00", "released_by": "resume_production"}
+    xcoms = {("resolve", "run_dir"): str(tmp_path), ("quiesce", "lease"): taken,
+             ("resume_production", "lease"): released}
+    RunRecordOperator(task_id="run_record", spec_name="s").execute({"ti": RecordTI(xcoms, {"run_record": None})})
+    assert json.loads((tmp_path / "run_record.json").read_text())["lease"] == released
+    refused = {"holder": None, "waited_s": 300.0, "held_by": "flink_agents_replay/manual__2"}
+    xcoms = {("resolve", "run_dir"): str(tmp_path), ("quiesce", "lease"): refused}
+    with pytest.raises(AirflowFailException):
+        RunRecordOperator(task_id="run_record", spec_name="s").execute(
+            {"ti": RecordTI(xcoms, {"quiesce": "failed", "run_record": None})})
+    assert json.loads((tmp_path / "run_record.json").read_text())["lease"] == refused

@@ -107,3 +107,27 @@ def test_constants_name_the_dags_tasks() -> None:
     per_variant = (ids.fork_task, ids.replay_task)
     named |= {f(v) for f in per_variant for v in ids.VARIANTS}
     assert named == set(GATE_GRAPH)
+
+
+def test_every_task_that_reads_or_rewrites_the_manifest_gets_the_signing_connection(tmp_path: Path) -> None:
+    """Issue 42 §4, §11: the comparison and the step that records the isolation check the signature too."""
+    from airflow_flink_replay.dag_factory import build_replay_dag
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}", manifest_signing_conn_id="afr_signing"))
+    dag = build_replay_dag(spec, dag_id="gate", kind="gate")
+    signed = {t.task_id for t in dag.tasks if getattr(t, "signing_conn_id", None) == "afr_signing"}
+    assert {ids.TASK_MANIFEST, ids.TASK_REUSE_MANIFEST, ids.TASK_ISOLATE_ACTION_STATE, ids.TASK_COMPARE} <= signed
+
+
+def test_the_tasks_that_touch_production_share_its_lease(tmp_path: Path) -> None:
+    """Issue 42 §10: the quiesce takes production's lease (waiting the spec's lease_wait_minutes), the resume and
+    the final check hold and release the same one, below runs_uri."""
+    from airflow_flink_replay.dag_factory import build_replay_dag
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}/runs", lease_wait_minutes=0.5))
+    for kind in ("gate", "manual"):
+        tasks = {t.task_id: t for t in build_replay_dag(spec, dag_id=kind, kind=kind).tasks}
+        leased = {t for t, op in tasks.items() if getattr(op, "lease_dir", None)}
+        assert leased == {ids.TASK_QUIESCE, ids.TASK_RESUME_PRODUCTION, ids.TASK_ASSERT_PRODUCTION}
+        assert {tasks[t].lease_dir for t in leased} == {f"{tmp_path}/runs/_leases"}
+        assert tasks[ids.TASK_QUIESCE].lease_wait == 30.0

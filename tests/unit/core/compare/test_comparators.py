@@ -219,3 +219,27 @@ def test_long_texts_are_compared_in_linear_time(monkeypatch: pytest.MonkeyPatch)
     resolver.compare("$.summary", "short text here", "short text there")
     assert ratio_calls == [16]  # below the cap it does
     assert word_overlap("a b c", "c b a") == 1.0 and word_overlap("a a", "a") == 2 / 3
+
+
+# ------------------------------------------------------------------------------ integers beyond floats
+BIG = 10**400  # JSON allows it; a float cannot hold it
+
+
+def test_integers_beyond_the_float_range_compare_exactly() -> None:
+    """math.isclose(10**400, 1) raised OverflowError: the CLI died with a traceback (exit 1, read as FAIL)."""
+    resolver = ComparatorResolver(CompareConfig(rel_tol=0.01))
+    assert differs(resolver, "$.n", BIG, 1) and differs(resolver, "$.n", 1.5, BIG)
+    assert differs(resolver, "$.n", BIG, -BIG)
+    assert not differs(resolver, "$.n", BIG, BIG) and not differs(resolver, "$.n", BIG, BIG + 1)  # within 1 %
+    assert differs(resolver, "$.n", BIG, BIG * 2) and differs(resolver, "$.n", float("inf"), BIG)
+    assert 0.0 <= resolver.compare("$.n", BIG, BIG * 3)[1] <= 1.0
+
+
+def test_a_run_with_integers_beyond_the_float_range_gets_a_verdict(tmp_path: Path) -> None:
+    """Through the engine, baselines moving (the numeric noise band) and the candidate differing."""
+    rows = [{"id": f"o-{i}", "n": i} for i in range(40)]
+    a = write_jsonl(tmp_path / "a.jsonl", [{**r, "n": BIG if r["id"] == "o-1" else r["n"]} for r in rows])
+    a2 = write_jsonl(tmp_path / "a2.jsonl", [{**r, "n": -BIG if r["id"] == "o-1" else r["n"]} for r in rows])
+    b = write_jsonl(tmp_path / "b.jsonl", [{**r, "n": BIG * 7 if r["id"] in ("o-1", "o-2") else r["n"]} for r in rows])
+    result = compare_runs(a, b, a2, key="$.id")
+    assert result.verdict in ("PASS", "FAIL", "INCONCLUSIVE")

@@ -13,9 +13,9 @@ from airflow_flink_replay.core.compare.fidelity import measure_fidelity, with_fi
 N = 40
 
 
-def outputs(path: Path, *, flip_every: int = 0, replay: bool = True, drop: int = 0) -> Path:
+def outputs(path: Path, *, flip_every: int = 0, replay: bool = True, drop: int = 0, n: int = N) -> Path:
     rows = []
-    for i in range(N - drop):
+    for i in range(n - drop):
         row = {"id": f"r-{i}", "label": "negative" if flip_every and i % flip_every == 0 else "positive",
                "score": 0.5, "summary": f"review {i}"}
         if replay:
@@ -94,21 +94,29 @@ def test_a_floor_that_does_not_apply_is_said_and_the_verdict_stands(tmp_path: Pa
 
 def test_a_noisy_agent_is_judged_against_how_well_it_reproduces_itself(tmp_path: Path) -> None:
     """An agent that samples differs from production about as often as from its own second run: that is
-    noise, not infidelity; the same replay differing from production far more than from itself is not."""
-    base = outputs(tmp_path / "a.jsonl", flip_every=4)  # 30 of 40 equal production's
-    base_2 = relabelled(base, tmp_path / "a2.jsonl", every=10)  # baseline vs baseline-2: 36 of 40 equal
-    production = outputs(tmp_path / "p.jsonl", replay=False)
-    result = compare_runs(base, base, base_2, key="$.id")
-    stat = measure_fidelity(base, production, key="$.id", ignore=result.ignore, baseline_2=base_2)
+    noise, not infidelity; the same replay differing from production far more than from itself is not. The floor
+    applies to the figure's upper confidence bound: a dip within chance of it is no infidelity (it was: a correct
+    A/A of the noisy demo, 79 of 100 equal production against 90 of 100 equal baseline-2, came out INCONCLUSIVE)."""
+    def judged_at(n: int, name: str, base_2_every: int) -> tuple[fidelity.FidelityStat, str, str]:
+        base = outputs(tmp_path / f"{name}-a.jsonl", flip_every=4, n=n)  # 3 in 4 equal production's
+        base_2 = relabelled(base, tmp_path / f"{name}-a2.jsonl", every=base_2_every)
+        production = outputs(tmp_path / f"{name}-p.jsonl", replay=False, n=n)
+        result = compare_runs(base, base, base_2, key="$.id")
+        stat = measure_fidelity(base, production, key="$.id", ignore=result.ignore, baseline_2=base_2)
+        judged = with_fidelity(result, stat)
+        reason = next(r for r in judged.reasons if r.code in ("FIDELITY", "LOW_FIDELITY"))
+        return stat, judged.verdict, reason.message
+
+    stat, verdict, message = judged_at(40, "small", 10)  # baseline vs baseline-2: 36 of 40 equal
     assert (stat.rate, stat.self_rate) == (0.75, 0.9) and round(stat.relative or 0, 4) == 0.8333
-    judged = with_fidelity(result, stat)
-    assert judged.verdict == "INCONCLUSIVE"  # 83% of what the agent's own noise allows: below the 90% floor
-    message = next(r for r in judged.reasons if r.code == "LOW_FIDELITY").message
-    assert "the baseline reproduces itself (baseline-2) in 90.0%: relative to the agent's own noise the " \
-           "fidelity is 83%" in message
-    noisier = relabelled(base, tmp_path / "a3.jsonl", every=3)  # baseline vs this: 26 of 40 equal
-    stat = measure_fidelity(base, production, key="$.id", ignore=result.ignore, baseline_2=noisier)
-    assert stat.self_rate == 0.65 and stat.relative == 1.0 and with_fidelity(result, stat).verdict == result.verdict
+    assert verdict == "PASS"  # 83% of what the agent's own noise allows, but 40 outputs cannot tell it from 90%
+    assert "relative to the agent's own noise the fidelity is 83% (up to 94% at 95% confidence: within chance " \
+           "of the floor)" in message
+    stat, verdict, message = judged_at(400, "large", 10)  # the same shares, ten times the evidence
+    assert (stat.rate, stat.self_rate) == (0.75, 0.9) and verdict == "INCONCLUSIVE"
+    assert "the baseline does not reproduce production" in message and "fidelity is 83%" in message
+    stat, verdict, _ = judged_at(40, "noisier", 3)  # baseline vs this: 26 of 40 equal
+    assert stat.self_rate == 0.65 and stat.relative == 1.0 and verdict == "PASS"
 
 
 def test_without_a_second_baseline_the_floor_applies_to_the_rate_itself(tmp_path: Path) -> None:

@@ -139,3 +139,25 @@ def test_bad_line_in_a_worker_names_its_file_and_line(tmp_path: Path, workers: i
         compare_runs(a, b, a2, key="$.id", config=CompareConfig(spill_above_mb=0, spill_workers=workers))
     assert err.value.source == str(b) and err.value.line == 4
     assert str(err.value).startswith(f"{b}:4: invalid JSON (")
+
+
+def test_workers_never_import_from_the_folder_the_comparison_runs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``copy.py`` in the current folder (the workers import ``copy``) is not what the workers import: its
+    marker never appears, and the spilled result is the in-memory one."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    a = write_jsonl(runs / "a.jsonl", _maps(100, "baseline", 0.0))
+    a2 = write_jsonl(runs / "a2.jsonl", _maps(100, "baseline_2", 0.0))
+    b = write_jsonl(runs / "b.jsonl", _maps(100, "candidate", 0.3))
+    marker = tmp_path / "planted-copy-ran.txt"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "copy.py").write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n")
+    monkeypatch.chdir(cwd)
+    spilled = compare_runs(a, b, a2, key="$.id", config=CompareConfig(spill_above_mb=0, spill_workers=3))
+    assert not marker.exists()
+    memory = compare_runs(a, b, a2, key="$.id")
+    assert spilled.verdict == memory.verdict == "FAIL"
+    assert _comparable(spilled)["fields"] == _comparable(memory)["fields"]
