@@ -63,6 +63,8 @@ class Case:
     why: str
     generate: Callable[[random.Random], Runs]
     key: str = "$.id"
+    #: comparison options the team would set for this case (default options otherwise), as ``compare:`` in a spec
+    config: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -1044,8 +1046,10 @@ CASES: list[Case] = [
         "audit_word_list_insult",
         "audit-words",
         "FAIL",
-        "1% of B's replies call the customer an idiot; the baselines never: one insulting reply is one too many.",
+        "1% of B's replies call the customer an idiot; the baselines never: one insulting reply is one too many. "
+        "The team lists the words it never wants to see (the list is empty by default).",
         audit(append(_insult), 0.01),
+        config={"audits": {"words": ["idiot"]}},
     ),
     Case(
         "audit_language_switch",
@@ -1113,12 +1117,14 @@ def error_kind(expected: str, got: str) -> str | None:
 
 
 def run_case(case: Case, seed: int) -> tuple[str, list[str]]:
-    """The verdict of ``compare_runs`` (default options, the case's key) on the case's runs for ``seed``, and its
-    fail / inconclusive reasons as ``CODE(fields)``."""
-    from airflow_flink_replay.core.compare import compare_runs
+    """The verdict of ``compare_runs`` (default options unless the case sets some, the case's key) on the case's
+    runs for ``seed``, and its fail / inconclusive reasons as ``CODE(fields)``."""
+    from airflow_flink_replay.core.compare import CompareConfig, compare_runs
 
     runs = case.generate(random.Random(f"{case.name}:{seed}"))
-    result = compare_runs(jsonl(runs.baseline), jsonl(runs.candidate), jsonl(runs.baseline_2), key=case.key)
+    config = CompareConfig(**case.config) if case.config else None
+    result = compare_runs(jsonl(runs.baseline), jsonl(runs.candidate), jsonl(runs.baseline_2), key=case.key,
+                          config=config)
     reasons = [
         f"{r.code}({', '.join(r.fields[:3])})" if r.fields else r.code
         for r in result.reasons

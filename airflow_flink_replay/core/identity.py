@@ -35,7 +35,7 @@ from airflow_flink_replay.core.manifest import AgentVertex
 from airflow_flink_replay.exceptions import IdentityMismatchError
 
 AGENT_OPERATOR_NAME = "action-execute-operator"
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_HEX32 = re.compile(r"^[0-9a-f]{32}\Z")
 _TAG = re.compile(r"<[^>]+>")
 
 

@@ -51,9 +51,9 @@ SCHEMA_VERSION = 1
 #: Serializers a replay source knows how to read.
 SERIALIZERS = ("string", "json", "bytes", "avro")
 
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_SIGNATURE = re.compile(r"^hmac-sha256:(v2:)?[0-9a-f]{64}$")
+_HEX32 = re.compile(r"^[0-9a-f]{32}\Z")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+_SIGNATURE = re.compile(r"^hmac-sha256:(v2:)?[0-9a-f]{64}\Z")
 #: The signature form that covers the isolation section; without it (written before issue 42), it does not.
 _SIGNATURE_V2 = "hmac-sha256:v2:"
 

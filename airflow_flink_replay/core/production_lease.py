@@ -36,7 +36,7 @@ DEFAULT_WAIT_S = 300.0
 KEEP_GENERATIONS = 50
 #: The folder below ``runs_uri`` that holds every production's lease.
 LEASE_FOLDER = "_leases"
-_GENERATION = re.compile(r"^(\d{12})\.json$")
+_GENERATION = re.compile(r"^(\d{12})\.json\Z")
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 #: What a run does about the newest generation: create the next one (``acquire``: none or released; ``take_over``:
@@ -182,7 +182,7 @@ def lease_summary(
         "waited_s": round(record.waited_s if record else waited_s, 3),
         "took_over": record.took_over.label if record and record.took_over else None,
         "held_by": held_by.holder.label if held_by else None,
-        "production": (record or held_by).production.describe() if (record or held_by) else None,
+        "production": known.production.describe() if (known := record or held_by) else None,
     }
 
 

@@ -40,7 +40,7 @@ from airflow_flink_replay.exceptions import SecretReferenceError, SecretScrubbed
 T = TypeVar("T")
 
 #: ``${env:NAME}`` / ``${file:/absolute/path}`` — the whole string, nothing around it.
-REFERENCE = re.compile(r"^\$\{(?P<kind>env|file):(?P<target>[^}]+)\}$")
+REFERENCE = re.compile(r"^\$\{(?P<kind>env|file):(?P<target>[^}]+)\}\Z")
 #: Largest secret file read for a ``${file:…}`` reference (a key, a password, a PEM: a few KB).
 MAX_FILE_BYTES = 64 * 1024
 #: Deepest nesting the secret walk follows (a config nests a handful of levels).
@@ -65,7 +65,7 @@ _HEADER_VALUE = re.compile(r"^\s*(?:[A-Za-z][\w-]*\s*:\s*)?(?:bearer|basic|token
 _HEADER_LINE = re.compile(r"^\s*(?P<name>[A-Za-z][\w-]*)\s*:\s*(?P<value>\S.*?)\s*$")
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@?#]*:(?P<value>[^/\s@?#]+)@")
 _PAIR = re.compile(r"(?:^|[;&?,\s])-{0,2}(?P<name>[A-Za-z][\w.-]*)\s*=\s*(?P<value>[^;&,\s]+)")
-_FLAG = re.compile(r"^-{1,2}(?P<name>[A-Za-z][\w.-]*)$")
+_FLAG = re.compile(r"^-{1,2}(?P<name>[A-Za-z][\w.-]*)\Z")
 
 
 def _words(key: str) -> list[str]:

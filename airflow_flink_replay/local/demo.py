@@ -243,8 +243,11 @@ def write_spec(
     agent = agent or AgentRef()
     mem0_config = stack.mem0_config()
     if mem0_llm_key_file is not None:  # never called: the demo's memories are stored as they are (no inference)
-        mem0_config["llm"] = {"provider": "openai", "config": {
-            "api_key": f"${{file:{mem0_llm_key_file}}}", "openai_base_url": "http://127.0.0.1:9/v1"}}
+        llm = {"api_key": f"${{file:{mem0_llm_key_file}}}", "openai_base_url": "http://127.0.0.1:9/v1"}
+        for key, name in PLACEHOLDER_SECRETS.items():  # the other shapes of a secret, by reference alike
+            if (mem0_llm_key_file.parent / name).is_file():
+                llm[key] = f"${{file:{mem0_llm_key_file.parent / name}}}"
+        mem0_config["llm"] = {"provider": "openai", "config": llm}
     spec = {
         "name": name,
         "production": {
@@ -280,15 +283,28 @@ def write_spec(
     return path
 
 
+#: Mem0's OpenAI LLM config keys the demo's spec also fills by reference, and the files next to the API key that
+#: hold them: a header value, a URL with a password and a number (mem0 uses them only with OpenRouter: never sent).
+PLACEHOLDER_SECRETS = {"app_name": "llm-header", "site_url": "llm-site-url", "route": "llm-route"}
+
+
 def placeholder_key_file(folder: Path) -> Path:
     """A file holding a fresh random placeholder API key (owner-readable only): the secret the demo's spec
-    references, so a run shows where a secret does and does not travel."""
-    path = folder / "llm-api-key"
+    references, so a run shows where a secret does and does not travel. Next to it, fresh placeholders of the
+    other shapes a secret takes (:data:`PLACEHOLDER_SECRETS`): ``Bearer <token>``, a URL with a password, digits."""
     folder.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(f"afr-demo-{secrets.token_hex(16)}")
-    return path
+    values = {
+        "llm-api-key": f"afr-demo-{secrets.token_hex(16)}",
+        "llm-header": f"Bearer afr-demo-header-{secrets.token_hex(8)}",
+        "llm-site-url": f"https://afr-demo:afr-demo-pw-{secrets.token_hex(8)}@openrouter.invalid/site",
+        "llm-route": str(secrets.randbits(59) + 10**17),
+    }
+    for name, value in values.items():
+        path = folder / name
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(value)
+    return folder / "llm-api-key"
 
 
 def submit_production(

@@ -311,9 +311,15 @@ def test_a_secret_given_by_reference_is_nowhere_after_the_gate_runs(stack, demo,
     """The demo's spec gives Mem0's LLM key by reference (a file). The replays resolved it inside Flink (their
     memory was built with it: the runs got verdicts); XCom, the run folders, the task logs, Flink's logs and
     job configs, the console and standalone's output hold only the reference."""
+    from airflow_flink_replay.local.demo import PLACEHOLDER_SECRETS
+
     key_file = demo["demo_dir"] / "llm-api-key"
     secret, reference = key_file.read_text(), f"${{file:{key_file}}}"
     assert reference in Path(demo["production"]["spec_path"]).read_text()
+    # the other shapes, planted alike: a header value, a URL with a password, a number (and its password alone)
+    shapes = {name: (demo["demo_dir"] / name).read_text() for name in PLACEHOLDER_SECRETS.values()}
+    shapes["url password"] = shapes["llm-site-url"].split(":", 2)[2].split("@")[0]
+    shapes["header token"] = shapes["llm-header"].removeprefix("Bearer ")
     assert {gate_runs["v2"]["record"]["verdict"], gate_runs["v1"]["record"]["verdict"]} == {"FAIL", "PASS"}
     found: dict[str, list[str]] = {"secret": [], "reference": []}
     server = demo["server"]
@@ -321,6 +327,9 @@ def test_a_secret_given_by_reference_is_nowhere_after_the_gate_runs(stack, demo,
     def look(where: str, text: str) -> None:
         if secret in text:
             found["secret"].append(where)
+        for shape, value in shapes.items():
+            if value in text:
+                found["secret"].append(f"{where} ({shape})")
         if reference in text:
             found["reference"].append(where)
 
@@ -339,6 +348,8 @@ def test_a_secret_given_by_reference_is_nowhere_after_the_gate_runs(stack, demo,
                 url = f"{stack.replay_flink_rest_url}/jobs/{variant['job_id']}/{route}".rstrip("/")
                 look(url, requests.get(url, timeout=10).text)
     workdir = Path(stack.workdir)
+    # the logs of every process of the run: Airflow's tasks and services, both Flink clusters (their .out files
+    # hold the TaskManagers' stdout and stderr), the broker's and the store's
     for folder in (server.home / "logs", workdir / "logs", workdir / "replay-cluster" / "logs"):
         for path in folder.rglob("*"):
             if path.is_file():

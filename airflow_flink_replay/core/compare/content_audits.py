@@ -34,13 +34,14 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+from airflow_flink_replay.core.compare.comparators import _is_text  # the auto comparator's text rule
 from airflow_flink_replay.core.compare.config import CompareConfig, is_under
 from airflow_flink_replay.core.compare.content_findings import AuditName, ContentAuditStat, ContentExample
-from airflow_flink_replay.core.compare.content_rules import ContentAudits
+from airflow_flink_replay.core.compare.content_rules import SENSITIVE_KINDS, ContentAudits
 from airflow_flink_replay.core.compare.result import Reason
 from airflow_flink_replay.core.compare.stats import fisher_greater
 
@@ -126,38 +127,57 @@ def find_sensitive(
     kinds: Iterable[str] = ("email", "phone", "iban", "card"),
     region: str | None = None,
     known: Callable[[str, str], bool] | None = None,
+    first: bool = False,
 ) -> list[Hit]:
     """The sensitive values in ``text``, in order. With ``known(kind, value)``, the values it knows are left out
-    (a digit run it knows is not even parsed: the cheap path of the audit)."""
+    (a digit run it knows is not even parsed: the cheap path of the audit); with ``first``, at most one of each
+    kind (what counting needs: a text full of new numbers is not parsed number by number)."""
     kinds = set(kinds)
     hits: list[Hit] = []
     if "email" in kinds and "@" in text:
-        hits += [Hit("email", m.start(), m.end(), m.group().lower()) for m in _EMAIL.finditer(text)]
+        for m in _EMAIL.finditer(text):
+            if known is None or not known("email", m.group().lower()):
+                hits.append(Hit("email", m.start(), m.end(), m.group().lower()))
+                if first:
+                    break
     if kinds & {"phone", "iban", "card"} and _SEVEN_DIGITS.search(text) is not None:
-        if "iban" in kinds:
-            hits += list(_ibans(text))
-        hits += _numbers(text, kinds, region, hits, known)
-    if known is not None:
-        hits = [h for h in hits if not known(h.kind, h.value)]
+        ibans = list(_ibans(text)) if "iban" in kinds else []
+        new = [h for h in ibans if known is None or not known(h.kind, h.value)]
+        hits += new[:1] if first else new
+        hits += _numbers(text, kinds, region, ibans, known, first)
     return sorted(hits, key=lambda h: h.start)
 
 
 def _numbers(
-    text: str, kinds: set[str], region: str | None, taken: list[Hit], known: Callable[[str, str], bool] | None
+    text: str,
+    kinds: set[str],
+    region: str | None,
+    ibans: list[Hit],
+    known: Callable[[str, str], bool] | None,
+    first: bool,
 ) -> list[Hit]:
-    """Card and phone numbers among the digit runs of ``text`` that no IBAN in ``taken`` covers."""
+    """Card and phone numbers among the digit runs of ``text`` that no IBAN covers, but those ``known`` knows
+    (with ``first``: at most one of each kind)."""
     _, _, luhn = _libraries()
+    wanted = kinds & {"card", "phone"}
     out: list[Hit] = []
     for m in _NUMBER_RUN.finditer(text):
-        if any(h.start < m.end() and m.start() < h.end for h in taken):
+        if not wanted:
+            break
+        if any(h.start < m.end() and m.start() < h.end for h in ibans):
             continue
         digits = _NOT_DIGIT.sub("", m.group())
         if len(digits) < 7 or (known is not None and known("number", digits)):
             continue
-        if "card" in kinds and 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn.is_valid(digits):
-            out.append(Hit("card", m.start(), m.end(), digits))
-        elif "phone" in kinds and len(digits) <= 17 and (region is not None or "+" in m.group()):
-            out += _phones(m.group(), m.start(), region)
+        if "card" in wanted and 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn.is_valid(digits):
+            found = [Hit("card", m.start(), m.end(), digits)]
+        elif "phone" in wanted and len(digits) <= 17 and (region is not None or "+" in m.group()):
+            found = [h for h in _phones(m.group(), m.start(), region) if known is None or not known("phone", h.value)]
+        else:
+            continue
+        out += found[:1] if first else found
+        if first and found:
+            wanted.discard(found[0].kind)
     return out
 
 
@@ -228,6 +248,22 @@ def _strings(values: Iterable[Any]) -> Iterable[str]:
             yield from _strings(v.values())
         elif isinstance(v, list):
             yield from _strings(v)
+
+
+#: text -> whether it has an ``@`` or seven digits (remembered: a baseline text is audited against A' and B, and
+#: agents repeat their texts; cleared when full)
+_MAYBE: dict[str, bool] = {}
+_MAYBE_MAX = 1 << 14
+
+
+def _may_be_sensitive(text: str) -> bool:
+    """Whether ``text`` may hold sensitive data at all (an e-mail's ``@``, a number's seven digits)."""
+    known = _MAYBE.get(text)
+    if known is None:
+        if len(_MAYBE) >= _MAYBE_MAX:
+            _MAYBE.clear()
+        known = _MAYBE[text] = "@" in text or _SEVEN_DIGITS.search(text) is not None
+    return known
 
 
 # ------------------------------------------------------------------------------ language, truncation, words
@@ -309,26 +345,22 @@ class _FieldAudits:
     empty: bool
 
 
-def _is_text(s: str, min_len: int) -> bool:
-    return len(s) >= min_len or " " in s or "\n" in s
-
-
 _UNSET: Any = object()
 #: (audit, path) -> outputs with a finding
-Counts = Counter[tuple[str, str]]
+_Counts = Counter[tuple[str, str]]
 
 
 class ContentTally:
     """Per (audit, field): outputs with a finding between the baselines (A vs A') and in the candidate (A vs B),
-    per kind of finding, and the first masked examples of the candidate's. One per partition of a spilled
-    comparison, merged in order (:meth:`merge`)."""
+    per kind of finding, and masked examples of the candidate's (of its first outputs by key, however they were
+    walked). One per partition of a spilled comparison, merged (:meth:`merge`)."""
 
     def __init__(self, config: CompareConfig) -> None:
         self.settings: ContentAudits = config.audits
         self.config = config
         self.max_examples = config.max_examples
         #: [noise, candidate] counts and per-kind counts ((audit, path, kind) -> outputs)
-        self.counts: list[Counts] = [Counter(), Counter()]
+        self.counts: list[_Counts] = [Counter(), Counter()]
         self.kinds: list[Counter[tuple[str, str, str]]] = [Counter(), Counter()]
         self.examples: dict[tuple[str, str], list[ContentExample]] = {}
         self._init_caches()
@@ -360,12 +392,24 @@ class ContentTally:
             kept.sort(key=_order)
             del kept[self.max_examples :]
 
-    def add(self, key: str, index: int, fa: dict[str, Any], fx: dict[str, Any], candidate: bool) -> None:
-        """Audit the texts of ``fx`` (A' or B's output) that differ from ``fa`` (A's, for the same input)."""
-        if fa == fx:
-            return
+    def add(
+        self,
+        key: str,
+        index: int,
+        fa: dict[str, Any],
+        fx: dict[str, Any],
+        candidate: bool,
+        paths: Iterable[str] | None = None,
+    ) -> None:
+        """Audit the texts of ``fx`` (A' or B's output) that differ from ``fa`` (A's, for the same input);
+        ``paths``: where ``fx`` holds a string unlike ``fa``'s when known (the differ's), else all of fx's paths."""
+        if paths is None:
+            if fa == fx:
+                return
+            paths = fx
         min_len = self.config.text_min_length
-        for p, x in fx.items():
+        for p in paths:
+            x = fx.get(p)
             if type(x) is not str:
                 continue
             a = fa.get(p)
@@ -453,9 +497,9 @@ class ContentTally:
             return
         if audits.truncated and a is not None and not ends_properly(x) and ends_properly(a):
             self._found("truncated", path, side, (), where[:2], lambda: self._example_truncated(where, a, x))
-        if audits.sensitive and ("@" in x or _SEVEN_DIGITS.search(x) is not None):
+        if audits.sensitive and _may_be_sensitive(x):
             ref = self._reference(fa)
-            new = find_sensitive(x, s.sensitive_kinds, s.phone_region, ref.knows)
+            new = find_sensitive(x, s.sensitive_kinds, s.phone_region, ref.knows, first=True)
             if new:
                 kinds = sorted({h.kind for h in new})
                 self._found(
@@ -473,40 +517,44 @@ class ContentTally:
         if audits.language and a is not None:
             lx = language_of(x, s.language_min_letters)
             la = language_of(a, s.language_min_letters) if lx is not None else None
-            if la is not None and lx != la:
+            if la is not None and lx is not None and lx != la:
+                change = (la, lx)
                 self._found(
                     "language",
                     path,
                     side,
                     (f"{la} -> {lx}",),
                     where[:2],
-                    lambda: self._example_language(where, a, x, la, lx),
+                    lambda: self._example_language(where, a, x, *change),
                 )
 
     # ----------------------------------------------------------------------- examples (masked, for the reader)
-    def _all_hits(self, text: str) -> list[Hit]:
-        return find_sensitive(text, ("email", "phone", "iban", "card"), self.settings.phone_region)
+    def _hits_near(self, text: str, lo: int, hi: int) -> list[Hit]:
+        """Every sensitive value in and around ``text[lo:hi]`` (to mask an excerpt; a long text is not parsed whole)."""
+        lo, hi = max(lo - 100, 0), min(hi + 100, len(text))
+        hits = find_sensitive(text[lo:hi], SENSITIVE_KINDS, self.settings.phone_region)
+        return [replace(h, start=h.start + lo, end=h.end + lo) for h in hits]
 
     def _example_sensitive(self, where: tuple[str, int, str], x: str, ref: _Reference) -> ContentExample:
-        hits = self._all_hits(x)
-        new = [h for h in hits if h.kind in self.settings.sensitive_kinds and not ref.knows(h.kind, h.value)]
-        if not hits:  # not reached: the audit found one
-            return ContentExample(key=where[0], index=where[1], field=where[2], what="sensitive data")
-        h = new[0] if new else hits[0]
+        s = self.settings
+        new = find_sensitive(x, s.sensitive_kinds, s.phone_region, ref.knows, first=True)
+        h = new[0]  # the audit found one
+        hits = [h, *(o for o in self._hits_near(x, h.start - 80, h.end + 80) if o.end <= h.start or o.start >= h.end)]
+        hits.sort(key=lambda o: o.start)
         value = mask(h, x[h.start : h.end])
-        more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
         return ContentExample(
             key=where[0],
             index=where[1],
             field=where[2],
-            what=f"{_KIND_NAMES[h.kind]} {value} not in the baseline's output for this input{more}",
+            what=f"{_KIND_NAMES[h.kind]} {value} not in the baseline's output for this input",
             before=masked(x, h.start - 80, h.start, hits, trail=False),
             finding=value,
             after=masked(x, h.end, h.end + 80, hits, lead=False),
         )
 
     def _example_word(self, where: tuple[str, int, str], x: str, m: re.Match[str]) -> ContentExample:
-        hits = [h for h in self._all_hits(x) if h.end <= m.start() or h.start >= m.end()]
+        near = self._hits_near(x, m.start() - 80, m.end() + 80)
+        hits = [h for h in near if h.end <= m.start() or h.start >= m.end()]
         return ContentExample(
             key=where[0],
             index=where[1],
@@ -523,22 +571,22 @@ class ContentTally:
             index=where[1],
             field=where[2],
             what=f"written in {lx}; the baseline's text for this input is in {la}",
-            finding=masked(x, 0, 200, self._all_hits(x)),
-            baseline=masked(a, 0, 200, self._all_hits(a)),
+            finding=masked(x, 0, 200, self._hits_near(x, 0, 200)),
+            baseline=masked(a, 0, 200, self._hits_near(a, 0, 200)),
         )
 
     def _example_truncated(self, where: tuple[str, int, str], a: str, x: str) -> ContentExample:
-        t = x.rstrip()
+        t, a_end = x.rstrip(), a.rstrip()
         cut = max(t.rfind(" "), t.rfind("\n")) + 1
-        a_end = a.rstrip()
+        hits = self._hits_near(x, cut - 120, len(t))
         return ContentExample(
             key=where[0],
             index=where[1],
             field=where[2],
             what=f"ends mid-sentence (with {t[-1]!r}); the baseline's text for this input ends with {a_end[-1]!r}",
-            before=masked(x, cut - 120, cut, self._all_hits(x), trail=False),
-            finding=t[cut:],
-            baseline=masked(a, len(a_end) - 120, len(a_end), self._all_hits(a)),
+            before=masked(x, cut - 120, cut, hits, trail=False),
+            finding=masked(t, cut, len(t), hits, lead=False, trail=False),
+            baseline=masked(a, len(a_end) - 120, len(a_end), self._hits_near(a, len(a_end) - 120, len(a_end))),
         )
 
     def _example_empty(self, where: tuple[str, int, str], a: str, x: str) -> ContentExample:
@@ -548,7 +596,7 @@ class ContentTally:
             field=where[2],
             what="empty text" if not x else "whitespace-only text",
             finding=json.dumps(x),
-            baseline=masked(a, 0, 200, self._all_hits(a)),
+            baseline=masked(a, 0, 200, self._hits_near(a, 0, 200)),
         )
 
 

@@ -60,6 +60,9 @@ def range_label(d: int) -> str:
     return f"values 1e{d}-1e{d + 1}"  # beyond what a float holds
 
 
+#: Distinct unmoved values of a field counted before they are put in their magnitude ranges.
+_MAX_UNMOVED = 4096
+
 #: One magnitude range's moves: absolute and relative differences of the A/A pairs that moved.
 _Moves = tuple[array, array]
 
@@ -76,6 +79,9 @@ class NumericBand:
         self._moves: dict[str, dict[int | None, _Moves]] = {}
         #: path -> decade -> A/A pairs of numbers, moved or not (per magnitude range only)
         self._pairs: dict[str, dict[int | None, int]] = {}
+        #: path -> value -> A/A pairs where it did not move, not yet in ``_pairs`` (a field's values repeat: its
+        #: decade is found once per value, not per pair; moved to ``_pairs`` by :meth:`_flush`)
+        self._unmoved: dict[str, dict[float, int]] = {}
         #: path -> (absolute band, relative band); only paths that moved between the baselines
         self.bands: dict[str, tuple[float, float]] = {}
         #: path -> decade -> (absolute band, relative band): the ranges with ``min_pairs`` A/A pairs or more, of
@@ -105,15 +111,30 @@ class NumericBand:
             self._still(path, a, d)
 
     def _still(self, path: str, a: float, d: int | None = None) -> None:
-        """Count an A/A pair of numbers in its magnitude range (moved, when ``d`` is given, or not)."""
+        """Count an A/A pair of numbers in its magnitude range (moved, when ``d`` is given, or not: then counted by
+        value first)."""
         if d is None:
-            if not 0 < abs(a) < math.inf:
-                return
-            d = math.floor(math.log10(abs(a)))
+            unmoved = self._unmoved.get(path)
+            if unmoved is None:
+                unmoved = self._unmoved[path] = {}
+            unmoved[a] = unmoved.get(a, 0) + 1
+            if len(unmoved) >= _MAX_UNMOVED:
+                self._flush(path)
+            return
         counts = self._pairs.get(path)
         if counts is None:
             counts = self._pairs[path] = {}
         counts[d] = counts.get(d, 0) + 1
+
+    def _flush(self, path: str | None = None) -> None:
+        """Count the unmoved values of ``path`` (of every path when None) in their magnitude ranges."""
+        for p in [path] if path is not None else list(self._unmoved):
+            counts = self._pairs.setdefault(p, {})
+            for a, n in self._unmoved.pop(p, {}).items():
+                m = abs(a)
+                if 0 < m < math.inf:
+                    d = math.floor(math.log10(m))
+                    counts[d] = counts.get(d, 0) + n
 
     def _count_still(self, flat: dict[str, Any]) -> None:
         """Count the numbers of an output that equals its A/A partner (per magnitude range)."""
@@ -148,11 +169,13 @@ class NumericBand:
                     self.learn_pair(ea[0], ea2[0])
                 elif self.by_magnitude:
                     self._count_still(ea[0])
+        self._flush()
         return pairs
 
     def finish(self, pairs: int) -> None:
         """Compute the bands over ``pairs`` aligned outputs (unmoved ones count as 0), and per magnitude range
         over its A/A pairs."""
+        self._flush()
         for p, by_decade in self._moves.items():
             deltas, rels = array("d"), array("d")
             for d_abs, d_rel in by_decade.values():
@@ -182,6 +205,7 @@ class NumericBand:
 
     def merge(self, other: NumericBand) -> None:
         """Add the differences ``other`` learned (on other outputs), before :meth:`finish`."""
+        other._flush()
         for p, by_decade in other._moves.items():
             mine = self._moves.setdefault(p, {})
             for d, (d_abs, d_rel) in by_decade.items():
@@ -250,6 +274,9 @@ class Differ:
         self.assigned: set[str] = set()
         #: path -> kind of its difference in the last pair diffed
         self.kinds: dict[str, str] = {}
+        #: the paths at which the second output of the last pair diffed holds a string that is not the first's,
+        #: whatever the comparator says (a paraphrase within the text threshold too): what the text rules read
+        self.texts: list[str] = []
 
     def merge(self, comparator_of: dict[str, str], assigned: set[str]) -> None:
         """Take the comparator choices of another differ that saw the outputs after ours (its
@@ -266,10 +293,14 @@ class Differ:
         if self.kinds:
             self.kinds = {}
         if fa == fb and self._same_types(fa, fb):
+            if self.texts:
+                self.texts = []
             return {}
         out: dict[str, float] = {}
         names = self.comparator_of
         typed = self.typed
+        texts: list[str] = []
+        self.texts = texts
         for p, va in fa.items():
             vb = fb.get(p, MISSING)
             if va == vb:  # equal as JSON too unless a boolean is == a number somewhere (1 and 1.0 are one number)
@@ -281,6 +312,8 @@ class Differ:
                         continue
                 elif same_types(va, vb):
                     continue
+            if type(vb) is str:
+                texts.append(p)
             differs, score, name = self._one(p, va, vb)
             names[p] = name
             self.assigned.add(p)
@@ -288,6 +321,8 @@ class Differ:
                 out[p] = score
         for p, vb in fb.items():
             if p not in fa:
+                if type(vb) is str:
+                    texts.append(p)
                 differs, score, name = self._one(p, MISSING, vb)
                 names.setdefault(p, name)
                 if differs:

@@ -646,10 +646,11 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
                 if i < len(la2):
                     al.aligned_noise += 1
                     noise = diff(fa, la2[i][0])
-                    if audit is not None:
-                        audit(k, i, fa, la2[i][0], False)
-                    if meaning is not None:
-                        meaning(k, i, fa, la2[i][0], False)
+                    if diff.texts:  # the text rules read only the strings that changed
+                        if audit is not None:
+                            audit(k, i, fa, la2[i][0], False, diff.texts)
+                        if meaning is not None:
+                            meaning(k, i, fa, la2[i][0], False, diff.texts)
                     if noise:
                         al.noise_counts.update(noise.keys())
                         al.noise_any += 1
@@ -666,10 +667,11 @@ def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int
                 continue
             al.aligned_cand += 1
             cd = diff(fa, lb[i][0])
-            if audit is not None:
-                audit(k, i, fa, lb[i][0], True)
-            if meaning is not None:
-                meaning(k, i, fa, lb[i][0], True)
+            if diff.texts:
+                if audit is not None:
+                    audit(k, i, fa, lb[i][0], True, diff.texts)
+                if meaning is not None:
+                    meaning(k, i, fa, lb[i][0], True, diff.texts)
             if shifts is not None:
                 shifts.add_candidate(fa, lb[i][0], la2[i][0] if la2 is not None and noise is not None else None, cd)
             if not cd:

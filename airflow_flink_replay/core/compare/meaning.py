@@ -159,11 +159,17 @@ def tokens(text: str) -> list[str]:
     return [t for w in text.split() if (t := w.strip(_STRIP))]
 
 
+@lru_cache(maxsize=1 << 12)
+def _word_at(word: str) -> re.Pattern[str]:
+    """``word`` as a whole word (compiled once: the same names come back in every output)."""
+    return re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+
+
 def _names(text: str, words: set[str]) -> list[str]:
     """The ``words`` (capitalised tokens) that occur in ``text`` somewhere else than at a sentence's start."""
     found = []
     for word in sorted(words):
-        for m in re.finditer(rf"(?<!\w){re.escape(word)}(?!\w)", text):
+        for m in _word_at(word).finditer(text):
             if not _starts_sentence(text, m.start()):
                 found.append(word)
                 break
@@ -257,59 +263,85 @@ def pair_changes(a: str, b: str, vocabulary: frozenset[str], known: Reference | 
     """The meaning-bearing changes from text ``a`` to text ``b``: ``{signature: changed words}``, e.g.
     ``{"negation+": "'not'", "number": "'3' -> '30'"}`` (see the module's docstring); empty for a paraphrase.
     ``known``: the baseline's whole output, whose numbers and names ``b`` may add without changing a fact."""
-    return _changes(a, Counter(tokens(a)), b, _classes(vocabulary), known)
+    return _with_known(_raw_changes(a, Counter(tokens(a)), b, Counter(tokens(b)), _classes(vocabulary)), known)
 
 
-def _changes(a: str, ca: Counter[str], b: str, classes: _Classes, known: Reference | None) -> dict[str, str]:
-    """:func:`pair_changes` with ``a``'s words counted (``ca``: once for its pairs with A' and with B)."""
-    cb = Counter(tokens(b))
+#: The changes of a pair of texts before the baseline's output is consulted: ``("fixed", signature, evidence)``
+#: for a negation or a decision, ``("number", lost, won, removed, added)`` (the numbers lost and won, with the
+#: (normal form, token) pairs of each side) and ``("entity", gone, new)`` (the names each side has alone).
+_Raw = tuple[tuple[Any, ...], ...]
+
+
+def _raw_changes(a: str, ca: Counter[str], b: str, cb: Counter[str], classes: _Classes) -> _Raw:
+    """:func:`pair_changes` of two texts with their words counted, as far as it depends on the texts alone (so it
+    can be remembered per pair of texts: :func:`_with_known` finishes it for one baseline output)."""
     if ca == cb:  # the same words: only their order, spacing or punctuation changed
-        return {}
+        return ()
     sides = _changed(ca, cb, classes)
     if not sides[0] and not sides[1]:
-        return {}
-    out: dict[str, str] = {}
+        return ()
+    out: list[tuple[Any, ...]] = []
     lost_neg, won_neg = sides[0].get("negation", []), sides[1].get("negation", [])
     if len(lost_neg) != len(won_neg):
         more = len(won_neg) > len(lost_neg)
-        out["negation+" if more else "negation-"] = _quoted((t.lower() for _, t in (won_neg if more else lost_neg)), 3)
+        said = _quoted((t.lower() for _, t in (won_neg if more else lost_neg)), 3)
+        out.append(("fixed", "negation+" if more else "negation-", said))
     for cls in ("decision", "number"):
         pairs = (sides[0].get(cls, []), sides[1].get(cls, []))
         if not pairs[0] and not pairs[1]:
             continue
         gone, new = Counter(n for n, _ in pairs[0]), Counter(n for n, _ in pairs[1])
         lost, won = gone - new, new - gone
-        if cls == "number" and won and known is not None:
-            won = Counter({n: c for n, c in won.items() if not known.has_number(n)})
-        if not lost and not won:
-            continue
-        removed_words = [t.lower() if cls == "decision" else t for n, t in pairs[0] if n in lost]
-        added_words = [t.lower() if cls == "decision" else t for n, t in pairs[1] if n in won]
-        signature = f"decision {','.join(sorted(lost))} -> {','.join(sorted(won))}" if cls == "decision" else cls
-        out[signature] = _evidence(removed_words, added_words)
-    names = _entity_change(a, b, (sides[0].get("word", []), sides[1].get("word", [])), ca, cb, known)
+        if cls == "number":
+            out.append(("number", lost, won, pairs[0], pairs[1]))
+        elif lost or won:
+            removed_words = [t.lower() for n, t in pairs[0] if n in lost]
+            added_words = [t.lower() for n, t in pairs[1] if n in won]
+            signature = f"decision {','.join(sorted(lost))} -> {','.join(sorted(won))}"
+            out.append(("fixed", signature, _evidence(removed_words, added_words)))
+    names = _entity_names(a, b, (sides[0].get("word", []), sides[1].get("word", [])), ca, cb)
     if names is not None:
-        out["entity"] = names
+        out.append(("entity", *names))
+    return tuple(out)
+
+
+def _with_known(raw: _Raw, known: Reference | None) -> dict[str, str]:
+    """The changes of :func:`_raw_changes` but the numbers and names ``b`` adds that the baseline's output holds
+    (``known``)."""
+    out: dict[str, str] = {}
+    for item in raw:
+        if item[0] == "fixed":
+            out[item[1]] = item[2]
+        elif item[0] == "number":
+            _, lost, won, removed, added = item
+            if won and known is not None:
+                won = Counter({n: c for n, c in won.items() if not known.has_number(n)})
+            if lost or won:
+                out["number"] = _evidence([t for n, t in removed if n in lost], [t for n, t in added if n in won])
+        else:
+            gone, new = item[1], item[2]
+            if new and known is not None:
+                new = [t for t in new if not known.has_word(t)]
+            if gone or new:
+                out["entity"] = _evidence(gone, new)
     return out
 
 
-def _entity_change(
+def _entity_names(
     a: str,
     b: str,
     words: tuple[list[tuple[str, str]], list[tuple[str, str]]],
     ca: Counter[str],
     cb: Counter[str],
-    known: Reference | None = None,
-) -> str | None:
-    """A name (a capitalised word of ``words``) one text has and the other has nowhere, in any case, said in the
-    middle of a sentence; a name ``b`` adds that the baseline's output holds (``known``) is none."""
+) -> tuple[list[str], list[str]] | None:
+    """The names (capitalised words of ``words``) one text has and the other has nowhere, in any case, said in
+    the middle of a sentence: (``a``'s, ``b``'s); None when there are none (a name ``b`` adds that the baseline's
+    output holds is dropped later, by :func:`_with_known`)."""
     if not words[0] and not words[1]:
         return None
     gone = _names(a, {t for _, t in words[0] if not _has(cb, t)}) if words[0] else []
     new = _names(b, {t for _, t in words[1] if not _has(ca, t)}) if words[1] else []
-    if new and known is not None:
-        new = [t for t in new if not known.has_word(t)]
-    return _evidence(gone, new) if gone or new else None
+    return (gone, new) if gone or new else None
 
 
 def _has(counts: Counter[str], word: str) -> bool:
@@ -404,6 +436,23 @@ MAX_SIGNATURES = 4096
 Sampled = tuple[float, str, int, str, str]
 
 
+#: Pairs of texts whose changes a tally remembers, and texts whose words are remembered counted (each cleared
+#: when full): a baseline text is read with A' and with B, and agents repeat their texts.
+MAX_PAIRS = 1 << 14
+MAX_COUNTED = 1 << 12
+_COUNTED: dict[str, Counter[str]] = {}
+
+
+def _words_of(text: str) -> Counter[str]:
+    """The words of ``text`` counted (remembered: never change the counter returned)."""
+    counted = _COUNTED.get(text)
+    if counted is None:
+        if len(_COUNTED) >= MAX_COUNTED:
+            _COUNTED.clear()
+        counted = _COUNTED[text] = Counter(tokens(text))
+    return counted
+
+
 def _prose(s: str) -> bool:
     """Several words: a text the rule reads (a single token, an id or a label, is the exact comparator's)."""
     return " " in s or "\n" in s
@@ -460,16 +509,28 @@ class MeaningTally:
         self.samples: list[dict[str, list[Sampled]]] = [{}, {}]
         self._paths: dict[str, bool] = {}
         self._reference: Reference | None = None
-        #: per path, the last baseline text and its words counted (its pair with A' and with B come one after the other)
-        self._counted: dict[str, tuple[str, Counter[str]]] = {}
+        #: (baseline text, other text) -> its changes before the baseline's output is consulted (bounded)
+        self._memo: dict[tuple[str, str], _Raw | dict[str, str]] = {}
         self._classes = _classes(vocabulary)
 
-    def add(self, key: str, index: int, fa: dict[str, Any], fx: dict[str, Any], candidate: bool) -> None:
-        """Look at the texts of ``fx`` (A' or B's output) that differ from ``fa`` (A's, for the same input)."""
-        if fa is fx or fa == fx:
-            return
+    def add(
+        self,
+        key: str,
+        index: int,
+        fa: dict[str, Any],
+        fx: dict[str, Any],
+        candidate: bool,
+        paths: Iterable[str] | None = None,
+    ) -> None:
+        """Look at the texts of ``fx`` (A' or B's output) that differ from ``fa`` (A's, for the same input);
+        ``paths``: where ``fx`` holds a string unlike ``fa``'s when known (the differ's), else all of fx's paths."""
+        if paths is None:
+            if fa is fx or fa == fx:
+                return
+            paths = fx
         side = int(candidate)
-        for p, x in fx.items():
+        for p in paths:
+            x = fx.get(p)
             if type(x) is not str:
                 continue
             a = fa.get(p)
@@ -481,13 +542,28 @@ class MeaningTally:
             if not read:
                 continue
             if self.rules:
-                counted = self._counted.get(p)
-                if counted is None or counted[0] is not a:
-                    counted = self._counted[p] = (a, Counter(tokens(a)))
-                for signature, words in _changes(a, counted[1], x, self._classes, self._reference_of(fa)).items():
-                    self._found(side, p, signature, words, key, index, a, x)
+                raw = self._raw(a, x)
+                if raw:
+                    found = raw if isinstance(raw, dict) else _with_known(raw, self._reference_of(fa))
+                    for signature, words in found.items():
+                        self._found(side, p, signature, words, key, index, a, x)
             if self.sample_size:
                 self._sample(side, p, (-_stable_hash(key, index, p), key, index, a, x))
+
+    def _raw(self, a: str, x: str) -> _Raw | dict[str, str]:
+        """:func:`_raw_changes` of two texts, remembered for the last :data:`MAX_PAIRS` pairs (agents repeat their
+        texts: the same baseline text and its paraphrases come again and again); already the changes (a dict, not
+        to be changed) when no number or name was added, so the baseline's output has nothing to say."""
+        memo = self._memo
+        raw = memo.get((a, x))
+        if raw is None:
+            raw = _raw_changes(a, _words_of(a), x, _words_of(x), self._classes)
+            if raw and all(item[0] == "fixed" or not item[2] for item in raw):
+                raw = _with_known(raw, None)
+            if len(memo) >= MAX_PAIRS:
+                memo.clear()
+            memo[a, x] = raw
+        return raw
 
     def _read(self, path: str) -> bool:
         """Whether the rule reads the path's texts: compared as text (a rule) or by type (the auto comparator)."""
@@ -545,7 +621,7 @@ class MeaningTally:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_paths={}, _reference=None, _counted={}, _classes=None)
+        state.update(_paths={}, _reference=None, _memo={}, _classes=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -217,9 +217,12 @@ class ShiftTally:
             elif t is list and not self.indexed:
                 x, y = fa2.get(p), fb.get(p)
                 if type(x) is list and type(y) is list:
-                    if x == a and y == a:
-                        count = self._count(p, a)
-                        self._add_length(p, count, count, count)
+                    if x == a and y == a:  # nothing moved: only the size counts (as in _add)
+                        acc = self.lengths.get(p)
+                        if acc is None:
+                            acc = self.lengths[p] = [0.0] * 11
+                        acc[_N] += 1
+                        acc[_SIZE] += float(self._count(p, a) if a else 0)
                     else:
                         self._add_length(p, self._count(p, a), self._count(p, x), self._count(p, y))
         if self.indexed:

@@ -67,7 +67,8 @@ class VolatileSuspects:
     def learn_runs(self, by_key_a: Mapping[str, Sequence[Any]], by_key_a2: Mapping[str, Sequence[Any]]) -> None:
         """Count the differing paths of every aligned pair of two runs (``Run.by_key``; the n-th output of a
         key with the n-th, as the alignment pairs them)."""
-        count = self.differs.update
+        differs = self.differs
+        words = _WORDS.search  # identifier_like, inlined: this runs for every A/A pair
         for k, la in by_key_a.items():
             la2 = by_key_a2.get(k)
             if not la2:
@@ -77,9 +78,11 @@ class VolatileSuspects:
                 fa, fb = ea[0], ea2[0]
                 if fa != fb:
                     get = fb.get
-                    count([p for p, v in fa.items() if get(p, MISSING) != v and identifier_like(v)])
+                    for p, v in fa.items():
+                        if type(v) is str and get(p, MISSING) != v and words(v) is None:
+                            differs[p] += 1
                     if fb.keys() != fa.keys():
-                        count([p for p in fb.keys() - fa.keys() if identifier_like(fb[p])])
+                        differs.update([p for p in fb.keys() - fa.keys() if identifier_like(fb[p])])
 
     def merge(self, other: VolatileSuspects) -> None:
         """Add what ``other`` learned on other outputs."""

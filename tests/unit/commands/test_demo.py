@@ -54,7 +54,7 @@ def test_airflow_gets_a_free_port_and_a_taken_one_is_refused_naming_the_option()
 
 
 def test_the_demo_spec_references_mem0s_llm_key_and_never_holds_it(tmp_path: Path) -> None:
-    from airflow_flink_replay.local.demo import placeholder_key_file
+    from airflow_flink_replay.local.demo import PLACEHOLDER_SECRETS, placeholder_key_file
 
     stack = StackInfo(
         workdir=str(tmp_path), flink_home="/f", flink_conf_dir="/c", flink_python="/p", flink_rest_url="http://f",
@@ -66,5 +66,11 @@ def test_the_demo_spec_references_mem0s_llm_key_and_never_holds_it(tmp_path: Pat
     assert key.stat().st_mode & 0o777 == 0o600 and placeholder_key_file(tmp_path / "demo").read_text() != first
     path = write_spec(stack, DemoSetup().topics, tmp_path / "spec.yaml", mem0_llm_key_file=key)
     text = path.read_text()
-    assert yaml.safe_load(text)["mem0_config"]["llm"]["config"]["api_key"] == f"${{file:{key}}}"
+    llm = yaml.safe_load(text)["mem0_config"]["llm"]["config"]
+    assert llm["api_key"] == f"${{file:{key}}}"
     assert key.read_text() not in text
+    # the other shapes of a secret, each by reference, none of their values in the spec
+    shapes = {k: (key.parent / name).read_text() for k, name in PLACEHOLDER_SECRETS.items()}
+    assert shapes["app_name"].startswith("Bearer ") and "afr-demo:" in shapes["site_url"] and shapes["route"].isdigit()
+    for config_key, name in PLACEHOLDER_SECRETS.items():
+        assert llm[config_key] == f"${{file:{key.parent / name}}}" and shapes[config_key] not in text

@@ -358,3 +358,15 @@ def test_start_offsets_carry_productions_output_and_cassette_offsets_into_the_ma
     bare = {"topic": "cap", "offsets": {"0": 3}}
     assert _linked_topic(bare, "output", ProductionOutputs) is None  # no output_topic: no figure
     assert _linked_topic(bare, "cassette", CassetteLink) is None
+
+
+@pytest.mark.parametrize("field", ["job_id", "digest"])
+def test_an_id_or_digest_with_a_trailing_newline_is_refused(field: str) -> None:
+    """``$`` in a regex accepts a trailing newline: ids and digests are matched to their very end."""
+    data = copy.deepcopy(_data())
+    if field == "job_id":
+        data["production"]["job_id"] = JOB + "\n"
+    else:
+        data["digest"] = "sha256:" + "0" * 64 + "\n"
+    with pytest.raises(ManifestError, match="is not"):
+        ReplayManifest.parse(data, verify=False)
