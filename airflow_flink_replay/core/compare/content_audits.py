@@ -42,7 +42,7 @@ from airflow_flink_replay.core.compare.comparators import _is_text  # the auto c
 from airflow_flink_replay.core.compare.config import CompareConfig, is_under
 from airflow_flink_replay.core.compare.content_findings import AuditName, ContentAuditStat, ContentExample
 from airflow_flink_replay.core.compare.content_rules import SENSITIVE_KINDS, ContentAudits
-from airflow_flink_replay.core.compare.result import Reason
+from airflow_flink_replay.core.compare.result import ComparisonResult, Reason
 from airflow_flink_replay.core.compare.stats import fisher_greater
 
 #: The audits in report order, with their reason codes and what a finding is.
@@ -350,6 +350,10 @@ _UNSET: Any = object()
 _Counts = Counter[tuple[str, str]]
 
 
+#: At most this many flagged sensitive values are remembered to be masked in the whole result.
+MAX_FLAGGED = 10_000
+
+
 class ContentTally:
     """Per (audit, field): outputs with a finding between the baselines (A vs A') and in the candidate (A vs B),
     per kind of finding, and masked examples of the candidate's (of its first outputs by key, however they were
@@ -363,6 +367,8 @@ class ContentTally:
         self.counts: list[_Counts] = [Counter(), Counter()]
         self.kinds: list[Counter[tuple[str, str, str]]] = [Counter(), Counter()]
         self.examples: dict[tuple[str, str], list[ContentExample]] = {}
+        #: sensitive values the audit flagged (raw -> masked; bounded): masked wherever the result shows them
+        self.flagged: dict[str, str] = {}
         self._init_caches()
 
     def _init_caches(self) -> None:
@@ -386,6 +392,9 @@ class ContentTally:
             mine.update(theirs)
         for mine_kinds, their_kinds in zip(self.kinds, other.kinds, strict=True):
             mine_kinds.update(their_kinds)
+        for raw, shown in other.flagged.items():
+            if len(self.flagged) < MAX_FLAGGED:
+                self.flagged.setdefault(raw, shown)
         for k, examples in other.examples.items():
             kept = self.examples.setdefault(k, [])
             kept += examples
@@ -501,6 +510,7 @@ class ContentTally:
             ref = self._reference(fa)
             new = find_sensitive(x, s.sensitive_kinds, s.phone_region, ref.knows, first=True)
             if new:
+                self._flag(x, new)
                 kinds = sorted({h.kind for h in new})
                 self._found(
                     "sensitive_data", path, side, kinds, where[:2], lambda: self._example_sensitive(where, x, ref)
@@ -527,6 +537,13 @@ class ContentTally:
                     where[:2],
                     lambda: self._example_language(where, a, x, *change),
                 )
+
+    def _flag(self, text: str, hits: Iterable[Hit]) -> None:
+        """Remember the flagged values of ``text`` (raw -> masked) to mask them wherever the result shows them."""
+        for h in hits:
+            raw = text[h.start : h.end]
+            if len(self.flagged) < MAX_FLAGGED and raw not in self.flagged:
+                self.flagged[raw] = mask(h, raw)
 
     # ----------------------------------------------------------------------- examples (masked, for the reader)
     def _hits_near(self, text: str, lo: int, hi: int) -> list[Hit]:
@@ -602,6 +619,45 @@ class ContentTally:
 
 def _order(example: ContentExample) -> tuple[str, int]:
     return example.key, example.index
+
+
+def mask_flagged(result: ComparisonResult, tally: ContentTally | None) -> ComparisonResult:
+    """``result`` with every sensitive value the audits flagged masked wherever it shows one — the field examples
+    (whole outputs side by side), the text-meaning rule's words, any reason — not only in the audits' own
+    examples: a report that masks a leaked card number in one table must not print it in the next."""
+    if tally is None or not tally.flagged:
+        return result
+    shown = dict(tally.flagged)
+    pieces = _masked_pieces(shown)  # a rule that quotes a word of the value ('DE12', '3704') quotes it masked
+    pattern = re.compile("|".join(
+        [re.escape(raw) for raw in sorted(shown, key=len, reverse=True)]
+        + [rf"(?<![0-9A-Za-z]){re.escape(piece)}(?![0-9A-Za-z])" for piece in sorted(pieces, key=len, reverse=True)]
+    ))
+    shown.update(pieces)
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: shown[m.group(0)], value)
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {scrub(k): scrub(v) for k, v in value.items()}
+        return value
+
+    return type(result).model_validate(scrub(result.model_dump(mode="json")))
+
+
+def _masked_pieces(flagged: Mapping[str, str]) -> dict[str, str]:
+    """The space-separated pieces of flagged values that their masked form hides (``3704`` -> ``****``), at least
+    three characters long: the groups of an IBAN, a card number or a phone number a rule may quote one by one."""
+    pieces: dict[str, str] = {}
+    for raw, shown in flagged.items():
+        words, masked_words = raw.split(), shown.split()
+        if len(words) == len(masked_words):
+            for word, hidden in zip(words, masked_words, strict=True):
+                if word != hidden and len(word) >= 3:
+                    pieces.setdefault(word, hidden)
+    return pieces
 
 
 def content_tally(config: CompareConfig) -> ContentTally | None:

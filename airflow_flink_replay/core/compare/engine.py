@@ -26,7 +26,13 @@ from airflow_flink_replay.core.compare.alignment import Entry, KeyShape, Run, lo
 from airflow_flink_replay.core.compare.audit import compare_audits
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
 from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig, canonical_path, is_under
-from airflow_flink_replay.core.compare.content_audits import REASON_CODES, ContentTally, content_tally, judge_content
+from airflow_flink_replay.core.compare.content_audits import (
+    REASON_CODES,
+    ContentTally,
+    content_tally,
+    judge_content,
+    mask_flagged,
+)
 from airflow_flink_replay.core.compare.differ import Differ, NumericBand, band_for
 from airflow_flink_replay.core.compare.loading import MAX_DEPTH, Source, read_audit, source_name
 from airflow_flink_replay.core.compare.meaning import MeaningTally, judge_meaning, meaning_tally
@@ -499,7 +505,7 @@ def _conclude(
     verdict = decide_verdict(reasons)
     listed = fields[: config.max_fields_listed]
     omitted: Counter[str] = Counter(f.status for f in fields[config.max_fields_listed :])
-    return ComparisonResult(
+    result = ComparisonResult(
         verdict=verdict,
         mode="noise_calibrated" if run_a2 is not None else "exact",
         method=describe_method(config, run_a2 is not None),
@@ -521,6 +527,7 @@ def _conclude(
         duration_s=round(time.monotonic() - started, 3),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+    return mask_flagged(result, al.content)  # a value the audits flagged is masked wherever the result shows it
 
 
 @dataclass

@@ -287,6 +287,7 @@ def test_sensitive_values_are_masked_in_every_report(tmp_path: Path) -> None:
     for text in (audits_json, junit, section, reasons):
         assert not any(value in text for value in leaked)
     assert f"<mark>{ex.finding}</mark>" in section
+
     assert "CONTENT_SENSITIVE_DATA" in junit and ex.finding in junit
 
 
@@ -303,3 +304,38 @@ def test_language_and_endings() -> None:
     assert language_of("Refund approved.", 40) is None  # too short to tell
     assert all(ends_properly(t) for t in ("Done.", "Really?", "(see above)", "Merci « oui »", "Thanks ✅", "ok 👍🏽"))
     assert not any(ends_properly(t) for t in ("the refund of", "as follows:", "", "   "))
+
+
+def test_a_flagged_value_is_masked_in_the_field_examples_too(tmp_path: Path) -> None:
+    """The field examples show the differing outputs whole, side by side, and the text-meaning rule quotes the
+    words that changed: a value the audits flagged is masked there as well, in summary.json, HTML and JUnit."""
+    rng = random.Random(3)
+    leaked = [card(rng) for _ in range(5)]
+    a = [output(i) for i in range(1000)]
+    b = [output(i) for i in range(1000)]
+    for i, value in zip(range(0, 500, 100), leaked, strict=True):
+        b[i]["reply"] += f" The replacement was charged to card {value}."
+    fa, fb = write_jsonl(tmp_path / "a.jsonl", a), write_jsonl(tmp_path / "b.jsonl", b)
+    result = compare_runs(fa, fb, write_jsonl(tmp_path / "a2.jsonl", a), key="$.id")
+    shown_paths = {v.path for e in result.examples for v in e.values}
+    assert result.verdict == "FAIL" and "$.reply" in shown_paths, result.examples
+    shown = (result.model_dump_json(), render_html(result), render_junit(result))
+    assert not [value for value in leaked if any(value in text for text in shown)]
+    assert "**** **** **** " + leaked[0][-4:] in shown[0]  # masked, its last four digits kept
+
+
+def test_the_groups_of_a_flagged_number_that_a_rule_quotes_are_masked(tmp_path: Path) -> None:
+    """The text-meaning rule quotes the numbers that changed, one group of an IBAN at a time ('2193', '1289'):
+    the groups the masked IBAN hides are masked wherever they are quoted."""
+    rng = random.Random(3)
+    leaked = [iban(rng) for _ in range(5)]
+    a = [output(i) for i in range(1000)]
+    b = [output(i) for i in range(1000)]
+    for i, value in zip(range(0, 500, 100), leaked, strict=True):
+        b[i]["reply"] += f" The refund goes to IBAN {value}."
+    fa, fb = write_jsonl(tmp_path / "a.jsonl", a), write_jsonl(tmp_path / "b.jsonl", b)
+    result = compare_runs(fa, fb, write_jsonl(tmp_path / "a2.jsonl", a), key="$.id")
+    assert reason(result, "CONTENT_SENSITIVE_DATA") is not None and result.meaning, result.reasons
+    shown = result.model_dump_json() + render_html(result) + render_junit(result)
+    hidden = {group for value in leaked for group in value.split()[1:-1]}  # all but the country+check and the tail
+    assert not [group for group in hidden if group in shown]
