@@ -141,3 +141,18 @@ def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
             fh.write(json.dumps(r, separators=(",", ":")))
             fh.write("\n")
     return p
+
+
+def write_runs(
+    folder: str | Path,
+    baseline: Iterable[dict[str, Any]],
+    baseline_2: Iterable[dict[str, Any]],
+    candidate: Iterable[dict[str, Any]],
+) -> tuple[Path, Path, Path]:
+    """Write A, A' and B as ``a.jsonl``, ``a2.jsonl`` and ``b.jsonl`` in ``folder``; returns their paths (A, A', B)."""
+    folder = Path(folder)
+    return (
+        write_jsonl(folder / "a.jsonl", baseline),
+        write_jsonl(folder / "a2.jsonl", baseline_2),
+        write_jsonl(folder / "b.jsonl", candidate),
+    )

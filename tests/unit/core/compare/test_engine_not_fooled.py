@@ -13,17 +13,9 @@ from typing import Any
 import pytest
 
 from airflow_flink_replay.core.compare import CompareConfig, CompareInputError, FieldRule, compare_runs
-from airflow_flink_replay.core.compare.synthetic import make_run, write_jsonl
+from airflow_flink_replay.core.compare.synthetic import make_run, write_jsonl, write_runs
 
 N = 400
-
-
-def write3(tmp_path: Path, a: list[dict], a2: list[dict], b: list[dict]) -> tuple[Path, Path, Path]:
-    return (
-        write_jsonl(tmp_path / "a.jsonl", a),
-        write_jsonl(tmp_path / "a2.jsonl", a2),
-        write_jsonl(tmp_path / "b.jsonl", b),
-    )
 
 
 def fail_fields(result) -> set[str]:
@@ -48,7 +40,7 @@ def sku_outputs(n: int, flip: float = 0.0, skus_per_output: int = 1, seed: int =
 
 
 def test_map_keyed_outputs_that_flip_every_decision_fail(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, sku_outputs(N), sku_outputs(N), sku_outputs(N, flip=1.0))
+    a, a2, b = write_runs(tmp_path, sku_outputs(N), sku_outputs(N), sku_outputs(N, flip=1.0))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "FAIL", result.reasons
     stat = next(f for f in result.fields if f.path == "$.decision_by_sku.*")
@@ -60,7 +52,7 @@ def test_map_keyed_outputs_that_flip_every_decision_fail(tmp_path: Path) -> None
 
 def test_map_keyed_outputs_rate_counts_outputs_not_leaves(tmp_path: Path) -> None:
     """Three SKUs per output, one of them flipped in 10 % of outputs: the rate is per output (10 %)."""
-    a, a2, b = write3(
+    a, a2, b = write_runs(
         tmp_path,
         sku_outputs(N, skus_per_output=3),
         sku_outputs(N, skus_per_output=3),
@@ -78,7 +70,7 @@ def test_map_keyed_outputs_rate_counts_outputs_not_leaves(tmp_path: Path) -> Non
 
 
 def test_map_keyed_outputs_equal_pass(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, sku_outputs(N), sku_outputs(N), sku_outputs(N))
+    a, a2, b = write_runs(tmp_path, sku_outputs(N), sku_outputs(N), sku_outputs(N))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "PASS", result.reasons
 
@@ -86,7 +78,7 @@ def test_map_keyed_outputs_equal_pass(tmp_path: Path) -> None:
 def test_explicit_map_path_collapses_a_small_map(tmp_path: Path) -> None:
     """Too few outputs for detection: ``map_paths`` says it."""
     n = 30
-    a, a2, b = write3(tmp_path, sku_outputs(n), sku_outputs(n), sku_outputs(n, flip=1.0))
+    a, a2, b = write_runs(tmp_path, sku_outputs(n), sku_outputs(n), sku_outputs(n, flip=1.0))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(map_paths=["$.decision_by_sku"]))
     assert {f.path for f in result.fields} == {"$.id", "$.decision_by_sku.*"}
     assert result.verdict == "FAIL"
@@ -105,7 +97,7 @@ def test_output_level_rate_catches_a_change_spread_over_many_fields(tmp_path: Pa
                     recs[i][f"f{j}"] = "y"
         return recs
 
-    a, a2, b = write3(tmp_path, outs(False), outs(False), outs(True))
+    a, a2, b = write_runs(tmp_path, outs(False), outs(False), outs(True))
     result = compare_runs(a, b, a2, key="$.id")
     assert all(f.status == "ok" for f in result.fields)
     assert result.outputs is not None and result.outputs.candidate_rate > 0.2
@@ -128,7 +120,7 @@ def scored(n: int, seed: int, jitter: float = 0.0, shift: float = 0.0) -> list[d
 
 
 def test_scores_jittering_alike_in_both_baselines_and_candidate_pass(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002))
+    a, a2, b = write_runs(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "PASS", result.reasons
     conf = next(f for f in result.fields if f.path == "$.confidence")
@@ -137,7 +129,7 @@ def test_scores_jittering_alike_in_both_baselines_and_candidate_pass(tmp_path: P
 
 
 def test_scores_shifted_beyond_the_noise_band_fail(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002, shift=0.15))
+    a, a2, b = write_runs(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002, shift=0.15))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "FAIL", result.reasons
     assert "$.confidence" in fail_fields(result)
@@ -157,14 +149,14 @@ def test_jitter_near_zero_is_noise_by_its_size_though_large_relative_to_the_valu
             row["confidence"] = round(rng.uniform(0.01, 0.03), 6) if lifted else 0.0
         return rows
 
-    a, a2, b = write3(tmp_path, clipped(1, False), clipped(2, False), clipped(3, True))
+    a, a2, b = write_runs(tmp_path, clipped(1, False), clipped(2, False), clipped(3, True))
     result = compare_runs(a, b, a2, key="$.id")
     conf = next(f for f in result.fields if f.path == "$.confidence")
     assert conf.status == "ok" and result.verdict == "PASS", (conf, result.reasons)
 
 
 def test_numeric_band_off_keeps_counting_every_difference(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002))
+    a, a2, b = write_runs(tmp_path, scored(N, 1, 0.002), scored(N, 2, 0.002), scored(N, 3, 0.002))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(numeric_noise_band=False))
     assert result.verdict == "INCONCLUSIVE"
 
@@ -178,7 +170,7 @@ def accented(n: int, change: bool) -> list[dict[str, Any]]:
 
 
 def test_non_ascii_field_names_are_reported_and_matched_as_written(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, accented(N, False), accented(N, False), accented(N, True))
+    a, a2, b = write_runs(tmp_path, accented(N, False), accented(N, False), accented(N, True))
     result = compare_runs(
         a,
         b,
@@ -200,7 +192,7 @@ def test_rule_spellings_are_normalised_to_one_form(rule: str) -> None:
 
 
 def test_rule_without_dollar_is_refused(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, accented(30, False), accented(30, False), accented(30, False))
+    a, a2, b = write_runs(tmp_path, accented(30, False), accented(30, False), accented(30, False))
     with pytest.raises(CompareInputError, match="must start with '\\$'"):
         compare_runs(a, b, a2, key="$.id", ignore=["label"])
     with pytest.raises(ValueError, match="must start with '\\$'"):
@@ -208,7 +200,7 @@ def test_rule_without_dollar_is_refused(tmp_path: Path) -> None:
 
 
 def test_rule_matching_no_path_is_a_warning(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, accented(30, False), accented(30, False), accented(30, False))
+    a, a2, b = write_runs(tmp_path, accented(30, False), accented(30, False), accented(30, False))
     result = compare_runs(
         a,
         b,
@@ -237,7 +229,7 @@ def citations(n: int, shuffle: bool, drop: bool = False) -> list[dict[str, Any]]
 
 
 def test_lists_of_objects_compared_as_multisets_when_order_does_not_matter(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, citations(N, False), citations(N, False), citations(N, True))
+    a, a2, b = write_runs(tmp_path, citations(N, False), citations(N, False), citations(N, True))
     by_index = compare_runs(a, b, a2, key="$.id")
     assert by_index.verdict == "FAIL"  # by index (the default), a reordering is a change
     multiset = compare_runs(a, b, a2, key="$.id", config=CompareConfig(list_mode="multiset"))
@@ -249,7 +241,7 @@ def test_lists_of_objects_compared_as_multisets_when_order_does_not_matter(tmp_p
 
 
 def test_multiset_still_sees_a_dropped_element(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, citations(N, False), citations(N, False), citations(N, True, drop=True))
+    a, a2, b = write_runs(tmp_path, citations(N, False), citations(N, False), citations(N, True, drop=True))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(list_mode="multiset"))
     assert result.verdict == "FAIL"
     assert "$.citations" in fail_fields(result)
@@ -259,7 +251,7 @@ def test_multiset_counts_duplicates(tmp_path: Path) -> None:
     def outs(dup: bool) -> list[dict[str, Any]]:
         return [{"id": f"r-{i}", "tools": ["a", "a", "b"] if dup else ["a", "b"]} for i in range(N)]
 
-    a, a2, b = write3(tmp_path, outs(False), outs(False), outs(True))
+    a, a2, b = write_runs(tmp_path, outs(False), outs(False), outs(True))
     assert compare_runs(a, b, a2, key="$.id").verdict == "PASS"  # lists of scalars: sets by default
     assert compare_runs(a, b, a2, key="$.id", config=CompareConfig(list_mode="multiset")).verdict == "FAIL"
 
@@ -275,7 +267,7 @@ def test_generated_jitter_in_every_run_passes_with_the_band(tmp_path: Path) -> N
 def test_sparse_top_level_fields_are_never_collapsed(tmp_path: Path) -> None:
     """The output object itself is a record: 40 optional top-level fields, two per output, stay fields."""
     recs = [{"id": f"r-{i}", f"opt{i % 40}": i, f"opt{(i + 1) % 40}": "x"} for i in range(N)]
-    a, a2, b = write3(tmp_path, recs, recs, recs)
+    a, a2, b = write_runs(tmp_path, recs, recs, recs)
     result = compare_runs(a, b, a2, key="$.id")
     assert "$.id" in {f.path for f in result.fields} and "$.*" not in {f.path for f in result.fields}
     assert len(result.fields) == 41

@@ -17,17 +17,9 @@ from typing import Any
 
 from airflow_flink_replay.core.compare import CompareConfig, compare_runs
 from airflow_flink_replay.core.compare.result import ComparisonResult, FieldStat
-from airflow_flink_replay.core.compare.synthetic import write_jsonl
+from airflow_flink_replay.core.compare.synthetic import write_runs
 
 N = 2000
-
-
-def write3(tmp_path: Path, a: list[dict], a2: list[dict], b: list[dict]) -> tuple[Path, Path, Path]:
-    return (
-        write_jsonl(tmp_path / "a.jsonl", a),
-        write_jsonl(tmp_path / "a2.jsonl", a2),
-        write_jsonl(tmp_path / "b.jsonl", b),
-    )
 
 
 def field(result: ComparisonResult, path: str) -> FieldStat:
@@ -55,7 +47,7 @@ def test_a_shift_confined_to_small_values_fails(tmp_path: Path) -> None:
     band (learned on values in the thousands) is ~ 100, far wider than the 0.003 .. 0.3 these moves are."""
     jitter = multiplicative(0.01)
     small_up = lambda v: v * 1.3 if v < 1 else v  # noqa: E731
-    a, a2, b = write3(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter, small_up))
+    a, a2, b = write_runs(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter, small_up))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "FAIL", result.reasons
     stat = field(result, "$.amount")
@@ -73,7 +65,7 @@ def test_a_shift_confined_to_small_values_fails(tmp_path: Path) -> None:
 def test_the_same_jitter_alone_passes(tmp_path: Path) -> None:
     """Kept: the jitter of every decade is within its own band."""
     jitter = multiplicative(0.01)
-    a, a2, b = write3(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter))
+    a, a2, b = write_runs(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "PASS", result.reasons
     stat = field(result, "$.amount")
@@ -90,7 +82,7 @@ def test_a_shift_confined_to_large_values_fails(tmp_path: Path) -> None:
     ~ 80; the candidate moves every value in the hundreds by +10 %: within both field-wide bands, but far outside
     both bands of the decade 100-1,000 (~ 1.8 % and ~ 12)."""
     hundreds_up = lambda v: v * 1.1 if 100 <= v < 1000 else v  # noqa: E731
-    a, a2, b = write3(
+    a, a2, b = write_runs(
         tmp_path, amounts(1, mixed_jitter), amounts(2, mixed_jitter), amounts(3, mixed_jitter, hundreds_up)
     )
     result = compare_runs(a, b, a2, key="$.id")
@@ -101,7 +93,7 @@ def test_a_shift_confined_to_large_values_fails(tmp_path: Path) -> None:
 
 
 def test_mixed_jitter_alone_passes(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, amounts(1, mixed_jitter), amounts(2, mixed_jitter), amounts(3, mixed_jitter))
+    a, a2, b = write_runs(tmp_path, amounts(1, mixed_jitter), amounts(2, mixed_jitter), amounts(3, mixed_jitter))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "PASS", result.reasons
 
@@ -110,7 +102,7 @@ def test_per_range_bands_off_gives_the_field_wide_band_back(tmp_path: Path) -> N
     """With ``numeric_band_by_magnitude: false`` the field-wide bands alone decide: the small-value shift passes."""
     jitter = multiplicative(0.01)
     small_up = lambda v: v * 1.3 if v < 1 else v  # noqa: E731
-    a, a2, b = write3(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter, small_up))
+    a, a2, b = write_runs(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter, small_up))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(numeric_band_by_magnitude=False))
     assert result.verdict == "PASS", result.reasons
 
@@ -132,7 +124,7 @@ def test_a_decade_with_too_few_a_a_pairs_takes_the_field_band(tmp_path: Path) ->
             out.append({"id": f"r-{i}", "amount": round(v, 9)})
         return out
 
-    a, a2, b = write3(tmp_path, outs(1, False), outs(2, False), outs(3, True))
+    a, a2, b = write_runs(tmp_path, outs(1, False), outs(2, False), outs(3, True))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "PASS", result.reasons
     assert not any(k.kind == "values 0.01-0.1" for k in field(result, "$.amount").kinds)
@@ -146,7 +138,7 @@ def test_per_range_bands_merge_across_partitions_on_disk(tmp_path: Path) -> None
     """The band learned partition by partition (in two processes) is the one learned in memory."""
     jitter = multiplicative(0.01)
     small_up = lambda v: v * 1.3 if v < 1 else v  # noqa: E731
-    a, a2, b = write3(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter, small_up))
+    a, a2, b = write_runs(tmp_path, amounts(1, jitter), amounts(2, jitter), amounts(3, jitter, small_up))
     memory = compare_runs(a, b, a2, key="$.id")
     spilled = compare_runs(a, b, a2, key="$.id", config=CompareConfig(spill_above_mb=0, spill_workers=2))
     assert spilled.verdict == memory.verdict == "FAIL"

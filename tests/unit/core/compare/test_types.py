@@ -19,17 +19,9 @@ from airflow_flink_replay.core.audit import AuditRecord
 from airflow_flink_replay.core.compare import CompareConfig, FieldRule, compare_runs
 from airflow_flink_replay.core.compare.reports import render_html, render_junit
 from airflow_flink_replay.core.compare.result import ComparisonResult, FieldStat
-from airflow_flink_replay.core.compare.synthetic import write_jsonl
+from airflow_flink_replay.core.compare.synthetic import write_jsonl, write_runs
 
 N = 300
-
-
-def write3(tmp_path: Path, a: list[dict], a2: list[dict], b: list[dict]) -> tuple[Path, Path, Path]:
-    return (
-        write_jsonl(tmp_path / "a.jsonl", a),
-        write_jsonl(tmp_path / "a2.jsonl", a2),
-        write_jsonl(tmp_path / "b.jsonl", b),
-    )
 
 
 def field(result: ComparisonResult, path: str) -> FieldStat:
@@ -46,7 +38,7 @@ def decisions(n: int, value: Any = None) -> list[dict[str, Any]]:
 
 
 def test_boolean_that_becomes_a_number_in_every_output_fails(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, decisions(N), decisions(N), decisions(N, lambda i: i % 2))
+    a, a2, b = write_runs(tmp_path, decisions(N), decisions(N), decisions(N, lambda i: i % 2))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "FAIL", result.reasons
     stat = field(result, "$.approved")
@@ -59,7 +51,7 @@ def test_boolean_that_becomes_a_number_in_every_output_fails(tmp_path: Path) -> 
 
 
 def test_the_type_change_is_shown_in_the_example(tmp_path: Path) -> None:
-    a, a2, b = write3(tmp_path, decisions(N), decisions(N), decisions(N, lambda i: i % 2))
+    a, a2, b = write_runs(tmp_path, decisions(N), decisions(N), decisions(N, lambda i: i % 2))
     result = compare_runs(a, b, a2, key="$.id")
     example = next(e for e in result.examples if e.field == "$.approved")
     value = next(v for v in example.values if v.path == "$.approved")
@@ -80,7 +72,7 @@ def test_the_type_change_is_shown_in_the_example(tmp_path: Path) -> None:
     ],
 )
 def test_each_change_of_json_type_counts_and_is_named(tmp_path: Path, before: Any, after: Any, transition: str) -> None:
-    a, a2, b = write3(
+    a, a2, b = write_runs(
         tmp_path, decisions(N, lambda i: before), decisions(N, lambda i: before), decisions(N, lambda i: after)
     )
     result = compare_runs(a, b, a2, key="$.id")
@@ -103,7 +95,7 @@ def test_int_and_float_of_the_same_value_are_the_same_number(tmp_path: Path) -> 
             for i in range(N)
         ]
 
-    a, a2, b = write3(tmp_path, outs(False), outs(False), outs(True))
+    a, a2, b = write_runs(tmp_path, outs(False), outs(False), outs(True))
     for config in (CompareConfig(), CompareConfig(fields=[FieldRule(path="$.count", comparator="exact")])):
         result = compare_runs(a, b, a2, key="$.id", config=config)
         assert result.verdict == "PASS", result.reasons
@@ -125,7 +117,7 @@ def test_a_boolean_that_becomes_a_number_inside_a_list_or_a_map_counts(tmp_path:
             for i in range(N)
         ]
 
-    a, a2, b = write3(tmp_path, outs(False), outs(False), outs(True))
+    a, a2, b = write_runs(tmp_path, outs(False), outs(False), outs(True))
     result = compare_runs(a, b, a2, key="$.id")
     assert result.verdict == "FAIL", result.reasons
     assert field(result, "$.flags").candidate_diffs == N
@@ -153,7 +145,7 @@ def test_string_that_becomes_null_is_judged_on_its_own_even_in_a_noisy_field(tmp
     """The A/A rewords the summary in about 60 % of outputs (too noisy to decide); the candidate also empties it
     (null) in a fifth of them, which the A/A never does. The field's rate hides it in the paraphrases; the change
     of type, judged against the A/A's changes of type (none), FAILs."""
-    a, a2, b = write3(tmp_path, summaries(1000, 1, 0.5), summaries(1000, 2, 0.5), summaries(1000, 3, 0.5, null=0.2))
+    a, a2, b = write_runs(tmp_path, summaries(1000, 1, 0.5), summaries(1000, 2, 0.5), summaries(1000, 3, 0.5, null=0.2))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(text_threshold=0.99))
     stat = field(result, "$.summary")
     kind = next(k for k in stat.kinds if k.kind == "type string -> null")
@@ -166,7 +158,7 @@ def test_string_that_becomes_null_is_judged_on_its_own_even_in_a_noisy_field(tmp
 
 def test_type_changes_as_frequent_as_in_the_a_a_pass(tmp_path: Path) -> None:
     """Kept: an agent that sometimes answers null does so in the A/A as often as in the candidate."""
-    a, a2, b = write3(
+    a, a2, b = write_runs(
         tmp_path, summaries(1000, 1, 0.0, 0.1), summaries(1000, 2, 0.0, 0.1), summaries(1000, 3, 0.0, 0.1)
     )
     result = compare_runs(a, b, a2, key="$.id")
@@ -180,7 +172,7 @@ def test_type_changes_are_seen_when_the_runs_are_partitioned_on_disk(tmp_path: P
     """The baselines hold numbers and the candidate booleans: the candidate and baseline-2 are partitioned in a
     worker process, whose flattener alone saw the booleans (merged back before aligning)."""
     numbers = decisions(N, lambda i: i % 2)
-    a, a2, b = write3(tmp_path, numbers, numbers, decisions(N))
+    a, a2, b = write_runs(tmp_path, numbers, numbers, decisions(N))
     result = compare_runs(a, b, a2, key="$.id", config=CompareConfig(spill_above_mb=0, spill_workers=2))
     assert result.verdict == "FAIL", result.reasons
     stat = field(result, "$.approved")
@@ -208,7 +200,7 @@ def test_a_tool_argument_that_changes_type_is_named_in_the_side_effect_example(t
         ]
         return write_jsonl(tmp_path / f"audit-{variant}.jsonl", records)
 
-    a, a2, b = write3(tmp_path, decisions(N), decisions(N), decisions(N))
+    a, a2, b = write_runs(tmp_path, decisions(N), decisions(N), decisions(N))
     audits = {
         "baseline": audit("baseline", True),
         "baseline_2": audit("baseline_2", True),
