@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.compare.content_findings import ContentAuditStat
 from airflow_flink_replay.core.compare.meaning_findings import MeaningStat
+from airflow_flink_replay.core.compare.stats import wilson
 
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 Mode = Literal["noise_calibrated", "exact"]
@@ -283,8 +284,6 @@ class FidelityStat(BaseModel):
         from production by ±8 points by chance alone."""
         if self.rate is None:
             return None
-        from airflow_flink_replay.core.compare.stats import wilson
-
         upper = wilson(self.equal, self.baseline_outputs, z)[1]
         if self.self_rate is None:
             return upper
