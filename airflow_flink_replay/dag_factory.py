@@ -8,8 +8,9 @@ One chain (DESIGN.md §3), three front doors::
     resolve → preflight → choose_start ─┬→ offsets_before_quiesce → quiesce → start_offsets
                                         └→ reuse_manifest (quiesce_mode=existing)
       → fork_memory_baseline ─┬→ resume_production (all_done) → capture_window → manifest
-                              └→ fork_memory_{baseline_2,candidate} (copies of the baseline's fork)
-      → isolate_action_state → replay_from → replay (x3) → compare (gate) → [approve (gate: Asset on PASS)]
+                              └→ fork_memory_{baseline_2,[baseline_3…],candidate} (copies of the baseline's fork)
+      → isolate_action_state → replay_from → submit_replays → replay (one per variant) → compare (gate)
+      → [approve (gate: Asset on PASS)]
     cleanup (all_done): verify production memory, cancel leftover replays, delete replay topics,
       drop the forks (unless kept), write the run record.
 
@@ -18,10 +19,14 @@ keeps it running (the capture offsets read before and after the savepoint bound 
 it); ``existing`` replays an earlier run's savepoint and window again (``existing_manifest``) and never
 touches production — the capture and resume tasks are skipped.
 
+The variants are the spec's (``ReplaySpec.variant_names()``): baseline, baseline-2, the extra A/A replays of
+``aa_replays`` (baseline-3 …; none by default) and the candidate. ``aa_replays`` shapes the DAG (one fork and
+one replay task per variant), so it is read from the spec when the DAG is built, never from a run's conf.
+
 Each replay variant gets its own memory fork and action-state topic: a baseline's memory writes must not
 reach the candidate. In drain/stop modes the forks are taken while production is stopped (the savepoint
-instant) — only the baseline's fork holds production stopped: baseline-2 and the candidate copy that frozen
-fork while production is already running again, so the three start from the same memories in every mode.
+instant) — only the baseline's fork holds production stopped: every other variant copies that frozen fork
+while production is already running again, so they all start from the same memories in every mode.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ __all__ = ["Kind", "approved_asset", "build_replay_dag", "load_spec", "resolve_r
 Kind = Literal["manual", "nightly", "gate"]
 _DOCS = {
     "manual": "Replay production's last window with a candidate agent (Params form).",
-    "nightly": "Nightly: baseline vs baseline-2 on the last window (noise floor, drift), candidate if configured.",
+    "nightly": "Nightly: the baselines against each other on the last window (noise floor, drift), candidate if "
+    "configured.",
     "gate": "Pre-release gate, triggered over the REST API with `conf.candidate`: FAIL fails the run, PASS "
     "emits the Asset {asset}.",
 }

@@ -34,11 +34,14 @@ __all__ = [
     "IdentityRefusedError",
     "KafkaConnectionError",
     "KafkaTopicError",
+    "LifecycleError",
+    "LifecycleRefusedError",
     "ManifestError",
     "ManifestTamperedError",
     "NestingError",
     "NoForkError",
     "NotAForkError",
+    "NothingToResume",
     "OwnJobError",
     "PathError",
     "PreflightError",
@@ -254,3 +257,19 @@ class ProductionLeaseHeldError(ProductionLeaseError):
 
 class ProductionLeaseNotHeldError(ProductionLeaseError):
     """A run renewed or released a lease it does not hold (never held, released, or taken over after expiry)."""
+
+
+# ------------------------------------------------------------------------- production's stop and resume
+class LifecycleError(FlinkReplayError, RuntimeError):
+    """A step of production's quiesce, stop window or resume cannot go on now (``lifecycle/``); a retry may get
+    further, so the operator fails the task for a retry. The message names the cause and the fix."""
+
+
+class LifecycleRefusedError(LifecycleError):
+    """A step of production's quiesce, stop window or resume that no retry can change (no room to resubmit
+    production, a stop window that closed or failed, production's lease taken over): the operator fails the task
+    without retrying."""
+
+
+class NothingToResume(FlinkReplayError):
+    """This run never stopped production, so there is nothing for resume to do (the operator skips the task)."""

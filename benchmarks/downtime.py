@@ -47,7 +47,7 @@ def window_round(stack: Any, job_id: str, program: dict[str, Any], topics: Any, 
                  ready: Any = None) -> dict[str, Any]:  # fmt: skip
     """Pre-copy outside the window, then the window task; returns its downtime, steps and the cut's figures."""
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
-    from airflow_flink_replay.hooks.mem0_journal import MemoryJournalHook
+    from airflow_flink_replay.memory.journal_reader import MemoryJournalHook
     from airflow_flink_replay.operators.stop_window import StopWindowOperator
 
     fork, fork_id = f"{identifier}-bench-{uuid.uuid4().hex[:6]}", f"bench-{uuid.uuid4().hex[:8]}"

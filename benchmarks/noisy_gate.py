@@ -15,7 +15,9 @@ false FAIL count. Needs the local stack up; ~2-3 min per run.
 
 ``--simulate N`` runs the decision and the comparison alone, without Flink: N windows of generated reviews,
 each answered four times (production's session and three replay variants) with the complaint history carried
-per customer, compared with ``compare_runs`` — the rates at the chosen window and thresholds.
+per customer, compared with ``compare_runs`` — the rates at the chosen window and thresholds. ``--aa-replays K``
+runs the baseline K times besides itself (the noise pooled over every pair, as ``aa_replays`` does);
+``--margins default`` uses the comparison's default margins instead of the noisy demo's.
 """
 
 from __future__ import annotations
@@ -111,14 +113,17 @@ def simulated_runs(args: argparse.Namespace) -> int:
     from examples.review_agent.v1.prompts import SYSTEM_PROMPT as V1_PROMPT
     from examples.review_agent.v2.prompts import SYSTEM_PROMPT as V2_PROMPT
 
-    config = CompareConfig(min_aligned=20, **NOISY_DEMO.compare)
+    config = CompareConfig(min_aligned=20, **(NOISY_DEMO.compare if args.margins == "demo" else {}))
     verdicts: dict[str, Counter[str]] = {"v1": Counter(), "v2": Counter()}
     for i in range(args.simulate):
         reviews = generate_reviews(args.window, seed=1000 + i)
         for label, prompt in (("v1", V1_PROMPT), ("v2", V2_PROMPT)):
             a, a2, b = (_simulate(reviews, p, f"{s}-{i}") for s, p in (("a", V1_PROMPT), ("a2", V1_PROMPT),
                                                                         ("b", prompt)))
-            verdicts[label][compare_runs(a, b, a2, key="$.id", config=config).verdict] += 1
+            more = [_simulate(reviews, V1_PROMPT, f"a{j + 3}-{i}") for j in range(args.aa_replays - 1)]
+            result = compare_runs(a, b, a2, key="$.id", config=config, extra_baselines=more)
+            verdicts[label][result.verdict] += 1
+    print(f"simulated: window {args.window}, margins {args.margins}, aa_replays {args.aa_replays}")
     return _summary(verdicts, args.simulate, args.simulate)
 
 
@@ -150,6 +155,9 @@ def main() -> int:
     p.add_argument("--feed", type=int, default=6, help="reviews fed per run, in windows (default 6)")
     p.add_argument("--window", type=int, default=100, help="records per replay window")
     p.add_argument("--simulate", type=int, default=0, metavar="N", help="N windows per candidate without Flink")
+    p.add_argument("--aa-replays", type=int, default=1, help="--simulate: baseline runs besides the baseline")
+    p.add_argument("--margins", choices=["demo", "default"], default="demo",
+                   help="--simulate: the noisy demo's compare settings (default) or the comparison's defaults")
     args = p.parse_args()
     return simulated_runs(args) if args.simulate else real_runs(args)
 

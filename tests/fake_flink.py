@@ -1,7 +1,7 @@
 """A scripted Flink REST endpoint for unit tests: a real local HTTP server playing Flink.
 
 The server (``http.server`` in a thread) answers scripted responses per path, so 503s, slow answers and
-Flink-shaped errors can be injected; everything else (requests, urllib3 Retry, aiohttp, pydantic) is real.
+Flink-shaped errors can be injected; everything else (requests, aiohttp, tenacity, pydantic) is real.
 Use the ``fake`` fixture (``from tests.fake_flink import fake as fake``) for a served ``FakeFlink`` and its
 URL, ``make_hook`` for a ``FlinkRestHook`` on it with short backoffs. ``JOB``, ``JAVA_ERROR`` and
 ``PYTHON_WORKER_ERROR`` are the Flink-shaped job details, Java error text and Python worker failure the tests

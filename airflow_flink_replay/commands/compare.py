@@ -33,6 +33,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--baseline", required=True, type=Path, metavar="A.jsonl", help="baseline outputs (JSONL)")
     p.add_argument("--baseline-2", type=Path, metavar="A2.jsonl", help="the baseline run again, to measure noise")
+    p.add_argument(
+        "--more-baseline",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="A3.jsonl",
+        help="the baseline run once more (repeatable; baseline_3, ...): the noise is measured on every pair of "
+        "baseline runs, pooled; needs --baseline-2",
+    )
     p.add_argument("--candidate", required=True, type=Path, metavar="B.jsonl", help="candidate outputs (JSONL)")
     p.add_argument("--key", required=True, metavar="JSONPATH", help="correlation key, e.g. '$.id'")
     p.add_argument(
@@ -47,6 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=Path, metavar="FILE", help="CompareConfig as JSON or YAML")
     p.add_argument("--baseline-audit", type=Path, metavar="FILE", help="side-effect audit of the baseline (JSONL)")
     p.add_argument("--baseline-2-audit", type=Path, metavar="FILE", help="side-effect audit of baseline-2")
+    p.add_argument(
+        "--more-baseline-audit",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="side-effect audit of each --more-baseline, in the same order (repeatable)",
+    )
     p.add_argument("--candidate-audit", type=Path, metavar="FILE", help="side-effect audit of the candidate")
     p.add_argument("--abs-threshold", type=float, help="absolute margin over the noise rate (default 0.02)")
     p.add_argument("--rel-threshold", type=float, help="relative margin over the noise rate (default 0.25)")
@@ -160,7 +177,7 @@ def _read_config(path: Path) -> dict[str, Any]:
             message = f"--config {path}: cannot parse: {' '.join(message.split())}. Fix: correct the JSON"
         raise UsageError(message) from None
     if not isinstance(data, dict):
-        raise UsageError(f"--config {path}: expected a mapping of CompareConfig fields. Fix: e.g. {{\"alpha\": 0.05}}")
+        raise UsageError(f'--config {path}: expected a mapping of CompareConfig fields. Fix: e.g. {{"alpha": 0.05}}')
     return data
 
 
@@ -173,11 +190,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         audits = None
-        if args.baseline_audit or args.candidate_audit or args.baseline_2_audit:
+        if args.baseline_audit or args.candidate_audit or args.baseline_2_audit or args.more_baseline_audit:
             audits = {
                 "baseline": args.baseline_audit,
                 "candidate": args.candidate_audit,
                 "baseline_2": args.baseline_2_audit,
+                "extra_baselines": list(args.more_baseline_audit) or None,
             }
         result = compare_runs(
             args.baseline,
@@ -187,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             config=config,
             audits=audits,
             ignore=args.ignore,
+            extra_baselines=args.more_baseline,
         )
     except (UsageError, CompareInputError) as err:
         message = one_line(err)
@@ -197,8 +216,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         written = write_reports(result, args.out)
     except OSError as err:
-        print(one_line(f"flink-replay compare: error: cannot write reports to {args.out}: {err}. Fix: give --out "
-                       "a folder you can write"), file=sys.stderr)
+        print(
+            one_line(
+                f"flink-replay compare: error: cannot write reports to {args.out}: {err}. Fix: give --out "
+                "a folder you can write"
+            ),
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.json:
         print(json.dumps({**result.summary(), "reports": {k: str(v) for k, v in written.items()}}, indent=2))

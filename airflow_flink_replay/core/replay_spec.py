@@ -30,7 +30,8 @@ from airflow_flink_replay.core.secrets import (
 from airflow_flink_replay.exceptions import SpecError
 
 QuiesceModeName = Literal["drain", "stop", "savepoint", "existing"]
-VARIANTS = ("baseline", "baseline_2", "candidate")
+#: Most A/A replays a spec may ask for (``aa_replays``): each costs a replay job, a memory fork and three topics.
+MAX_AA_REPLAYS = 4
 # names and references are checked with fullmatch: ``$`` would accept a trailing newline
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,62}")
 _FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -47,6 +48,20 @@ MAX_TOPIC_NAME = 249
 _RESOURCE_MAPS = ("policy.by_type", "policy.by_name", "policy.stand_ins", "policy.call_match")
 #: Where the replay job finds the manifest signing key when the spec does not say (a Flink env variable).
 DEFAULT_MANIFEST_KEY_REF = "${env:AFR_MANIFEST_KEY}"
+
+
+def variant_names(aa_replays: int = 1) -> list[str]:
+    """The replay variants of a run with ``aa_replays`` A/A replays, in the order the DAG builds them:
+    ``baseline``, ``baseline_2`` … ``baseline_<aa_replays + 1>``, ``candidate``.
+
+    Every name is ``[a-z0-9_]``, so it stays legal in a task id, a Flink job name, a Kafka topic name and (with
+    ``_`` as ``-``) a Mem0 namespace. Without a spec, ``variant_names()`` is a default spec's (one A/A pair)."""
+    return ["baseline", *(f"baseline_{n}" for n in range(2, aa_replays + 2)), "candidate"]
+
+
+def extra_baseline_names(count: int) -> list[str]:
+    """The baselines after ``baseline_2``, ``count`` of them: ``baseline_3``, ``baseline_4`` …"""
+    return [f"baseline_{n}" for n in range(3, count + 3)]
 
 
 def is_legal_topic_name(name: str) -> bool:
@@ -280,6 +295,13 @@ class ReplaySpec(BaseModel):
     keep_fork: bool = False
     savepoint_dir: str | None = None
     replay_timeout_minutes: float = Field(default=20, gt=0)
+    aa_replays: int = Field(
+        default=1,
+        description="how many A/A replays of production's agent run besides the baseline (1-4): baseline_2, then "
+        "baseline_3 ... The noise is measured on more pairs of baselines, so more of them narrow it for a noisy "
+        "(sampling) LLM agent, at the cost of one more replay job, memory fork and three topics each. It shapes "
+        "the DAG (one fork and one replay task per variant), so it is a spec field, not a per-run choice",
+    )
     lease_wait_minutes: float = Field(
         default=5, ge=0, le=24 * 60,
         description="minutes a run waits for production's lease while another replay run of the same production "
@@ -293,6 +315,17 @@ class ReplaySpec(BaseModel):
             raise ValueError(
                 f"name {_shown(value)} must be 2-63 characters of [a-z0-9_-], starting with a letter/digit. Fix: "
                 "e.g. review-triage"
+            )
+        return value
+
+    @field_validator("aa_replays")
+    @classmethod
+    def _aa_replays(cls, value: int) -> int:
+        if not 1 <= value <= MAX_AA_REPLAYS:
+            raise ValueError(
+                f"aa_replays {value} is out of range: it counts the A/A replays of production's agent besides the "
+                f"baseline. Fix: 1 (one A/A pair, the default) to {MAX_AA_REPLAYS}; each one more costs a replay job, "
+                "a memory fork and three topics"
             )
         return value
 
@@ -367,9 +400,23 @@ class ReplaySpec(BaseModel):
         return self.production.job_identifier
 
     # ------------------------------------------------------------------------------------------ names
+    def variant_names(self) -> list[str]:
+        """Every variant a run of this spec replays, in the DAG's order: the baselines
+        (:meth:`baselines`), then ``candidate`` (production's agent again in a run without a candidate: the
+        DAG always has the slot)."""
+        return variant_names(self.aa_replays)
+
+    def baselines(self) -> list[str]:
+        """The variants that replay production's agent: ``baseline``, ``baseline_2`` and the extra ones."""
+        return [v for v in self.variant_names() if v != "candidate"]
+
+    def extra_baselines(self) -> list[str]:
+        """The A/A replays after ``baseline_2`` (``aa_replays`` above 1): ``baseline_3`` …, in order."""
+        return extra_baseline_names(self.aa_replays - 1)
+
     def variants(self) -> list[str]:
         """The variants this spec replays: the baselines always, the candidate when one is set."""
-        return [v for v in VARIANTS if v != "candidate" or self.candidate_ref()]
+        return [v for v in self.variant_names() if v != "candidate" or self.candidate_ref()]
 
     def fork_namespace(self, run_tag: str, variant: str) -> str:
         """The Mem0 user_id (= job identifier) of a variant's memory fork."""
@@ -395,8 +442,8 @@ class ReplaySpec(BaseModel):
         return self.candidate_agent_job or self.candidate_agent_factory
 
     def agent_job_for(self, variant: str) -> str | None:
-        """The job definition (``"module:attr"`` of an AgentJob) a variant runs: production's for both
-        baselines, the candidate's otherwise; None when that agent is given in the factory form
+        """The job definition (``"module:attr"`` of an AgentJob) a variant runs: production's for every
+        baseline, the candidate's otherwise; None when that agent is given in the factory form
         (:meth:`agent_factory_for` then names it). Exactly one of the two is set for every variant."""
         if variant == "candidate":
             self._need_candidate()

@@ -44,7 +44,8 @@ from airflow_flink_replay.core.agent_check import CheckFacts, decode_facts
 from airflow_flink_replay.core.flink_models import FlinkPythonProgram, JobPlan, SubmittedJob
 from airflow_flink_replay.core.replay_plans import VariantPlan, decode_plans
 from airflow_flink_replay.exceptions import FlinkOutcomeUnknownError, FlinkRestError, FlinkSubmissionError
-from airflow_flink_replay.hooks.flink_rest import PYTHON_DRIVER, FlinkRestHook, flink_cause
+from airflow_flink_replay.hooks.flink_rest import PYTHON_DRIVER, FlinkRestHook
+from airflow_flink_replay.hooks.flink_rest_base import flink_cause
 
 SubmitterKind = Literal["rest", "cli"]
 T = TypeVar("T")

@@ -6,18 +6,21 @@ optionally under a ``"config"`` key). Extra keys read by this hook besides mem0'
 * ``offline_embedder``: ``hashing`` (default when the config has no ``embedder``), ``minilm`` or
   ``config`` (use the config's embedder; default when it has one) — see
   :mod:`airflow_flink_replay.memory.offline`;
-* ``store_adapter``: ``auto`` (default), ``generic`` or a provider name — see :mod:`.mem0_stores`;
+* ``store_adapter``: ``auto`` (default), ``generic`` or a provider name — see
+  :mod:`airflow_flink_replay.memory.stores`;
 * ``reembed``: allow the generic adapter to re-embed texts of stores that hide their vectors;
 * ``backend``: ``oss`` (default: a local ``mem0.Memory`` over a vector store) or ``hosted`` (the Mem0
-  platform through ``MemoryClient``: export + re-add, see :mod:`.mem0_hosted`); for ``hosted`` also
-  ``host``, ``page_size``, ``settle_timeout_s`` and the API key (the connection's password, else
-  ``api_key`` in the extra, else ``MEM0_API_KEY``).
+  platform through ``MemoryClient``: export + re-add, see :mod:`airflow_flink_replay.memory.hosted`); for
+  ``hosted`` also ``host``, ``page_size``, ``settle_timeout_s`` and the API key (the connection's password,
+  else ``api_key`` in the extra, else ``MEM0_API_KEY``).
 
 The hook parses the connection, picks the backend once (:meth:`Mem0Hook.get_backend`: an
-:class:`~.mem0_oss.OssMem0Backend` — a fork at vector-store level, payloads and stored vectors, no
-embedding, no LLM — or a :class:`~.mem0_hosted.HostedMem0Backend`), checks the arguments and delegates
-(:class:`~.mem0_backend.Mem0Backend`). Fingerprints and verify-untouched are computed here, once, from
-what either backend returns. See ``docs/memory-fork.md``.
+:class:`~airflow_flink_replay.memory.oss.OssMem0Backend` — a fork at vector-store level, payloads and stored
+vectors, no embedding, no LLM — or a :class:`~airflow_flink_replay.memory.hosted.HostedMem0Backend`), checks
+the arguments and delegates (:class:`~airflow_flink_replay.memory.backend.Mem0Backend`). Fingerprints and
+verify-untouched are computed here, once, from what either backend returns. It is the memory fork's one module
+under ``hooks/``: the backends, production's memory journal (its Airflow-side reader included) and the offline
+``mem0.Memory`` builder are in :mod:`airflow_flink_replay.memory`. See ``docs/memory-fork.md``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 from airflow.sdk.bases.hook import BaseHook
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     DropResult,
     ForkManifest,
     ForkResult,
@@ -41,10 +44,10 @@ from airflow_flink_replay.core.memory import (
     combine_digests,
 )
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
-from airflow_flink_replay.hooks.mem0_backend import Mem0Backend, MemoryJournalReader, untouched_report
-from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
-from airflow_flink_replay.hooks.mem0_oss import OssMem0Backend
-from airflow_flink_replay.hooks.mem0_stores import (
+from airflow_flink_replay.memory.backend import Mem0Backend, MemoryJournalReader, untouched_report
+from airflow_flink_replay.memory.hosted import HostedMem0Backend
+from airflow_flink_replay.memory.oss import OssMem0Backend
+from airflow_flink_replay.memory.stores import (
     DEFAULT_BATCH,
     StoreAdapter,
     StoredMemory,
@@ -240,9 +243,10 @@ class Mem0Hook(BaseHook):
         ``fork_id``; returns the recorded result with ``noop=True`` when that complete fork exists already.
         When ``target`` holds this fork's pre-copy (:meth:`precopy`), only the changes since are copied
         (``delta=True`` in the result) and a failure restores the pre-copy.
-        With ``journal`` (production's memory journal, :class:`~.mem0_journal.MemoryJournalHook`) and a pre-copy
-        that noted its position, only the memories the journal names since are read (``journal=True`` in the
-        result); pass it only when production did not fail over since the pre-copy (the stop window checks).
+        With ``journal`` (production's memory journal,
+        :class:`~airflow_flink_replay.memory.journal_reader.MemoryJournalHook`) and a pre-copy that noted its
+        position, only the memories the journal names since are read (``journal=True`` in the result); pass it
+        only when production did not fail over since the pre-copy (the stop window checks).
         ``on_source_read`` is called once ``source`` was read for the last time, before the fork's markers are
         written (the stop window's fence; an error it raises fails the fork like any other).
         Leftovers of an interrupted fork of the same ``fork_id`` are removed first. On any error what this
@@ -292,7 +296,7 @@ class Mem0Hook(BaseHook):
     def verify_untouched(self, target: NamespaceLike, *, production_writes_expected: bool = True) -> UntouchedReport:
         """Compare the fork's source namespace now with what the fork recorded about it.
 
-        See :class:`~airflow_flink_replay.core.memory.UntouchedReport` for how changes are classified.
+        See :class:`~airflow_flink_replay.core.memory_fork.UntouchedReport` for how changes are classified.
         """
         backend = self.get_backend()
         baseline = backend.fork_baseline(Mem0Namespace.coerce(target, what="target"))

@@ -48,7 +48,7 @@ from airflow_flink_replay.exceptions import (
     ProductionLeaseHeldError,
     ProductionLeaseNotHeldError,
 )
-from airflow_flink_replay.hooks import run_storage
+from airflow_flink_replay.run_io import run_storage
 
 log = logging.getLogger(__name__)
 #: Attempts at reading a generation that does not parse (a file created with ``O_EXCL`` is empty for an instant).

@@ -16,8 +16,8 @@ when it has fetched everything (``enable.partition.eof``).
 from __future__ import annotations
 
 from airflow_flink_replay.core.results import ResultReader, ResultTopics
-from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
+from airflow_flink_replay.run_io import run_storage
 
 __all__ = ["ReplayResultsHook"]
 

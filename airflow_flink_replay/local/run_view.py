@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from airflow_flink_replay.core.replay_spec import VARIANTS
+from airflow_flink_replay.core.replay_spec import MAX_AA_REPLAYS, variant_names
 from airflow_flink_replay.replay_dag import ids
 
 #: Reasons shown on the console (the rest are in the report), and their length.
@@ -29,16 +29,18 @@ class _Task(Protocol):
 
 
 def chain_steps() -> list[tuple[str, list[str]]]:
-    """The replay chain as a person reads it: each step's name and the DAG tasks it is made of."""
+    """The replay chain as a person reads it: each step's name and the DAG tasks it is made of (the per-variant
+    tasks of every variant a spec can have: a run shows those its DAG had)."""
+    variants = variant_names(MAX_AA_REPLAYS)
     return [
         ("preflight", [ids.TASK_RESOLVE, ids.TASK_PREFLIGHT, ids.TASK_CHOOSE_START, ids.TASK_OFFSETS_BEFORE_QUIESCE]),
         ("agent check", [ids.TASK_AGENT_CHECK]),
         ("savepoint", [ids.TASK_QUIESCE, ids.TASK_REUSE_MANIFEST]),
         ("production resumed", [ids.TASK_RESUME_PRODUCTION]),
         ("capture window", [ids.TASK_START_OFFSETS, ids.TASK_CAPTURE_WINDOW, ids.TASK_MANIFEST]),
-        ("memory forks", [ids.TASK_PRECOPY_MEMORY, *(ids.fork_task(v) for v in VARIANTS)]),
+        ("memory forks", [ids.TASK_PRECOPY_MEMORY, *(ids.fork_task(v) for v in variants)]),
         ("replays", [ids.TASK_ISOLATE_ACTION_STATE, ids.TASK_REPLAY_FROM, ids.TASK_SUBMIT_REPLAYS,
-                     *(ids.replay_task(v) for v in VARIANTS)]),
+                     *(ids.replay_task(v) for v in variants)]),
         ("compare", [ids.TASK_COMPARE, ids.TASK_APPROVE]),
         ("cleanup", [ids.TASK_VERIFY_PRODUCTION_MEMORY, ids.TASK_CANCEL_LEFTOVER_REPLAYS, ids.TASK_DELETE_REPLAY_TOPICS,
                      ids.TASK_DROP_FORKS, ids.TASK_ASSERT_PRODUCTION, ids.TASK_RUN_RECORD]),
@@ -110,7 +112,9 @@ def _figures(record: dict[str, Any]) -> dict[str, str]:
     window = _window_records(record.get("manifest"))
     if window is not None:
         out["capture window"] = f"{window} records in the window"
-    forks = [(v, f.get("count")) for v, f in zip(VARIANTS, record.get("memory_forks") or [], strict=False) if f]
+    # the record lists the forks in its variants' order (both written for the run's variants)
+    names = [v.get("variant") for v in record.get("variants") or []] or variant_names()
+    forks = [(v, f.get("count")) for v, f in zip(names, record.get("memory_forks") or [], strict=False) if f]
     if forks:
         counts = {n for _, n in forks}
         out["memory forks"] = (

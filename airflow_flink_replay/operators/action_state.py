@@ -25,7 +25,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_flink_replay.core.replay_spec import is_legal_topic_name, replay_topic_name
+from airflow_flink_replay.core.replay_spec import is_legal_topic_name, replay_topic_name, variant_names
 from airflow_flink_replay.exceptions import ActionStateIsolationError
 from airflow_flink_replay.hooks.kafka_topics import ActionStateCleanup, ActionStateIsolation, KafkaTopicsHook
 
@@ -46,7 +46,8 @@ class IsolateActionStateOperator(BaseOperator):
     reused (a retry of this task). Topics created here are deleted again if a later one fails.
 
     :param production_topic: production's ``kafkaActionStateTopic`` (templated).
-    :param variants: replay variants, e.g. ``["baseline", "baseline-2", "candidate"]``.
+    :param variants: replay variants (the DAG passes ``ReplaySpec.variant_names()``); default a default spec's,
+        ``["baseline", "baseline_2", "candidate"]``.
     :param topics: explicit ``{variant: topic}`` names (templated); default ``replay_topic_name(...)``.
     :param run_key: part of the default names (templated; default: the Airflow run id).
     :param partitions: partition count; default production's (required when production's topic does not
@@ -68,7 +69,7 @@ class IsolateActionStateOperator(BaseOperator):
         self,
         *,
         production_topic: str,
-        variants: Sequence[str] = ("baseline", "baseline-2", "candidate"),
+        variants: Sequence[str] | None = None,
         topics: Mapping[str, str] | None = None,
         run_key: str | None = None,
         partitions: int | None = None,
@@ -85,7 +86,7 @@ class IsolateActionStateOperator(BaseOperator):
         self.manifest_uri = manifest_uri
         self.result_topics = result_topics
         self.production_topic = production_topic
-        self.variants = list(variants)
+        self.variants = list(variants) if variants is not None else variant_names()
         self.topics = topics
         self.run_key = run_key
         self.partitions = partitions

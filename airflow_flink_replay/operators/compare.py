@@ -1,4 +1,5 @@
-"""Step 8 of the replay chain: compare baseline, baseline-2 and candidate outputs, report, and gate.
+"""Step 8 of the replay chain: compare the baselines' (baseline, baseline-2 and any extra A/A replays) and the
+candidate's outputs, report, and gate.
 
 :class:`CompareReplayOutputsOperator` runs :func:`airflow_flink_replay.core.compare.compare_runs` on
 the replay outputs (and audits), writes summary.json / report.html / junit.xml next to the manifest (or
@@ -13,7 +14,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,10 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.manifest import ReplayManifest
+from airflow_flink_replay.core.replay_spec import extra_baseline_names
 from airflow_flink_replay.exceptions import CompareInputError
-from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.links.report import ReplayReportLink
+from airflow_flink_replay.run_io import run_storage
 
 if TYPE_CHECKING:  # the engine and its reports are imported when the task compares, not by every DAG parse
     from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
@@ -42,11 +44,16 @@ class CompareReplayOutputsOperator(BaseOperator):
     :param baseline: URI or local path of the baseline outputs (JSONL; templated).
     :param candidate: URI or local path of the candidate outputs (templated).
     :param baseline_2: the baseline run again, to measure noise (templated); without it exact rules apply.
+    :param extra_baselines: more A/A replays of the baseline (templated), in order: baseline-3, baseline-4 … (the
+        spec's ``aa_replays`` above 1). The noise is measured on more pairs of baselines, which narrows it for a
+        noisy agent; they need ``baseline_2``.
     :param key: JSONPath of the correlation key, e.g. ``$.id``.
     :param ignore: JSONPaths to ignore (``$._replay`` always is).
     :param config: a :class:`CompareConfig` or its dict form (templated).
     :param baseline_audit: side-effect audit of the baseline (optional, templated); with ``candidate_audit``.
     :param baseline_2_audit: side-effect audit of baseline-2 (optional, templated).
+    :param extra_baseline_audits: side-effect audits of the extra baselines (templated), in the order of
+        ``extra_baselines``; their calls the cassette did not match count as baseline-2's do.
     :param candidate_audit: side-effect audit of the candidate (optional, templated).
     :param changed_resources: the resources the candidate changed, ``{name: "changed" | "added"}`` (the agent
         check's XCom ``changed_resources``; templated): listed in the report (``CHANGED_RESOURCES``) with how the
@@ -78,10 +85,12 @@ class CompareReplayOutputsOperator(BaseOperator):
         "baseline",
         "candidate",
         "baseline_2",
+        "extra_baselines",
         "key",
         "config",
         "baseline_audit",
         "baseline_2_audit",
+        "extra_baseline_audits",
         "candidate_audit",
         "changed_resources",
         "manifest_uri",
@@ -98,11 +107,13 @@ class CompareReplayOutputsOperator(BaseOperator):
         baseline: str,
         candidate: str,
         baseline_2: str | None = None,
+        extra_baselines: Sequence[str] = (),
         key: str = "$.id",
         ignore: Sequence[str] = (),
         config: CompareConfig | Mapping[str, Any] | None = None,
         baseline_audit: str | None = None,
         baseline_2_audit: str | None = None,
+        extra_baseline_audits: Sequence[str] = (),
         candidate_audit: str | None = None,
         changed_resources: Mapping[str, str] | None = None,
         manifest_uri: str | None = None,
@@ -123,12 +134,14 @@ class CompareReplayOutputsOperator(BaseOperator):
         self.baseline = baseline
         self.candidate = candidate
         self.baseline_2 = baseline_2
+        self.extra_baselines = extra_baselines
         self.key = key
         self.ignore = ignore
         # kept as given (it may be an XComArg resolved at run time); validated in execute()
         self.config = config.model_dump(mode="json") if isinstance(config, CompareConfig) else config
         self.baseline_audit = baseline_audit
         self.baseline_2_audit = baseline_2_audit
+        self.extra_baseline_audits = extra_baseline_audits
         self.candidate_audit = candidate_audit
         self.changed_resources = changed_resources
         self.manifest_uri = manifest_uri
@@ -166,53 +179,7 @@ class CompareReplayOutputsOperator(BaseOperator):
             raise AirflowFailException(f"CompareReplayOutputsOperator: bad config: {err}") from None
         _ = self._manifest  # fails closed before anything is compared: provenance and fidelity read it
         out_dir = self._report_dir(context)
-        with contextlib.ExitStack() as stack:
-
-            def source(uri: str | None) -> Any:
-                if uri is None:
-                    return None
-                if run_storage.is_uri(str(uri)):
-                    path = run_storage.location(str(uri))
-                    if not path.exists():
-                        raise CompareInputError(str(uri), "not found")
-                    if path.is_dir():  # the replay job's per-worker audit files
-                        return [
-                            _named(stack.enter_context(p.open("r", encoding="utf-8")), str(p))
-                            for p in sorted(path.iterdir(), key=str)
-                            if p.name.endswith(".jsonl")
-                        ]
-                    stream = stack.enter_context(path.open("r", encoding="utf-8"))
-                    with contextlib.suppress(AttributeError, TypeError):
-                        stream.name = str(uri)  # for error messages
-                    return stream
-                return Path(uri)
-
-            audits = None
-            if self.baseline_audit or self.candidate_audit or self.baseline_2_audit:
-                audits = {
-                    "baseline": source(self.baseline_audit),
-                    "candidate": source(self.candidate_audit),
-                    "baseline_2": source(self.baseline_2_audit),
-                    "changed": dict(self.changed_resources or {}),
-                }
-            try:
-                from airflow_flink_replay.core.compare.engine import compare_runs
-
-                result = compare_runs(
-                    source(self.baseline),
-                    source(self.candidate),
-                    baseline_2=source(self.baseline_2),
-                    key=self.key,
-                    config=config,
-                    audits=audits,
-                    ignore=list(self.ignore or []),
-                )
-                if self.production_output_topic:
-                    result = self._with_fidelity(
-                        result, lambda: source(self.baseline), lambda: source(self.baseline_2), config
-                    )
-            except CompareInputError as err:
-                raise AirflowFailException(f"cannot compare: {err}") from None
+        result = self._compared(config)
         result = self._with_coverage(context, result)
         result.reasons.extend(self._provenance())
         from airflow_flink_replay.core.compare.reports import write_reports
@@ -235,20 +202,63 @@ class CompareReplayOutputsOperator(BaseOperator):
             raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
         return summary
 
+    def _compared(self, config: CompareConfig) -> ComparisonResult:
+        """Open every run's outputs and audits (closed again when compared), compare them and, with production's
+        output topic, add the fidelity figure. Unreadable input fails the task (no retry: it reads the same)."""
+        extra = _listed(self.extra_baselines, "extra_baselines")
+        extra_audits = _listed(self.extra_baseline_audits, "extra_baseline_audits")
+        with contextlib.ExitStack() as stack:
+            source = _opener(stack)
+            try:
+                audits = None
+                if self.baseline_audit or self.candidate_audit or self.baseline_2_audit or extra_audits:
+                    audits = {
+                        "baseline": source(self.baseline_audit),
+                        "candidate": source(self.candidate_audit),
+                        "baseline_2": source(self.baseline_2_audit),
+                        "extra_baselines": [source(a) for a in extra_audits],
+                        "changed": dict(self.changed_resources or {}),
+                    }
+                from airflow_flink_replay.core.compare.engine import compare_runs
+
+                result = compare_runs(
+                    source(self.baseline),
+                    source(self.candidate),
+                    baseline_2=source(self.baseline_2),
+                    extra_baselines=[source(u) for u in extra],
+                    key=self.key,
+                    config=config,
+                    audits=audits,
+                    ignore=list(self.ignore or []),
+                )
+                if self.production_output_topic:
+                    result = self._with_fidelity(
+                        result,
+                        partial(source, self.baseline),
+                        partial(source, self.baseline_2),
+                        config,
+                        extra_baselines=[partial(source, u) for u in extra],
+                    )
+            except CompareInputError as err:
+                raise AirflowFailException(f"cannot compare: {err}") from None
+        return result
+
     def _with_fidelity(
         self,
         result: ComparisonResult,
         baseline: Callable[[], Any],
         baseline_2: Callable[[], Any],
         config: CompareConfig,
+        *,
+        extra_baselines: Sequence[Callable[[], Any]] = (),
     ) -> ComparisonResult:
         """``result`` with the baseline compared against production's own outputs for the window: those after
-        the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` tells how
-        often the baseline reproduces itself (both open their outputs when called: read only if there are
-        offsets to read production's outputs from)."""
+        the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` and
+        ``extra_baselines`` tell how often the baseline reproduces itself (each opens its outputs when called:
+        read only if there are offsets to read production's outputs from)."""
         from airflow_flink_replay.core.compare.fidelity import FidelityReference, with_fidelity
         from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
-        from airflow_flink_replay.hooks.production_outputs import export_outputs
+        from airflow_flink_replay.run_io.production_outputs import export_outputs
 
         topic = str(self.production_output_topic)
         starts, mode = self._output_offsets(topic)
@@ -266,8 +276,14 @@ class CompareReplayOutputsOperator(BaseOperator):
                 return reference.measure(target), read
 
             try:
-                reference = FidelityReference(baseline(), key=result.key, ignore=result.ignore, config=config,
-                                              baseline_2=baseline_2())
+                reference = FidelityReference(
+                    baseline(),
+                    key=result.key,
+                    ignore=result.ignore,
+                    config=config,
+                    baseline_2=baseline_2(),
+                    extra_baselines=[opened() for opened in extra_baselines],
+                )
                 stat, read = wait_for_production(measure, self.production_output_wait, log=self.log)
             except Exception as err:  # the comparison stands; the figure is missing, and says why
                 self.log.warning("cannot read production's outputs from %s for the fidelity figure: %s", topic, err)
@@ -283,7 +299,8 @@ class CompareReplayOutputsOperator(BaseOperator):
         return with_fidelity(result, stat, not_enforced=racing)
 
     def _with_coverage(self, context: Any, result: ComparisonResult) -> ComparisonResult:
-        """``result`` judged with the submission's window coverage and the baselines' unmatched calls."""
+        """``result`` judged with the submission's window coverage and the unmatched calls of every baseline
+        (baseline-2's and the extra ones' count alike)."""
         if not self.submit_task_id:
             return result
         from airflow_flink_replay.core.window_coverage import WindowCoverage, with_coverage
@@ -292,7 +309,12 @@ class CompareReplayOutputsOperator(BaseOperator):
         found = context["ti"].xcom_pull(task_ids=self.submit_task_id, key=XCOM_CASSETTE_COVERAGE_KEY)
         if not found:
             return result
-        audits = {"baseline": self.baseline_audit, "baseline_2": self.baseline_2_audit}
+        extra = _listed(self.extra_baseline_audits, "extra_baseline_audits")
+        audits = {
+            "baseline": self.baseline_audit,
+            "baseline_2": self.baseline_2_audit,
+            **dict(zip(extra_baseline_names(len(extra)), extra, strict=True)),
+        }
         unmatched = {v: audit_counts(str(a))[1].get("unmatched", 0) for v, a in audits.items() if a}
         return with_coverage(result, WindowCoverage.model_validate(found), unmatched)
 
@@ -354,6 +376,43 @@ class CompareReplayOutputsOperator(BaseOperator):
         )
         for reason in result.reasons:
             self.log.info("  [%s] %s: %s", reason.severity, reason.code, reason.message)
+
+
+def _opener(stack: contextlib.ExitStack) -> Callable[[str | None], Any]:
+    """How the comparison opens one run's outputs or audit: a local path as it is; a URI through ObjectStoragePath,
+    a folder as its ``*.jsonl`` files (the replay job's per-worker audits), each stream closed with ``stack``."""
+
+    def source(uri: str | None) -> Any:
+        if uri is None:
+            return None
+        if run_storage.is_uri(str(uri)):
+            path = run_storage.location(str(uri))
+            if not path.exists():
+                raise CompareInputError(str(uri), "not found")
+            if path.is_dir():  # the replay job's per-worker audit files
+                return [
+                    _named(stack.enter_context(p.open("r", encoding="utf-8")), str(p))
+                    for p in sorted(path.iterdir(), key=str)
+                    if p.name.endswith(".jsonl")
+                ]
+            stream = stack.enter_context(path.open("r", encoding="utf-8"))
+            with contextlib.suppress(AttributeError, TypeError):
+                stream.name = str(uri)  # for error messages
+            return stream
+        return Path(uri)
+
+    return source
+
+
+def _listed(value: Any, name: str) -> list[Any]:
+    """A templated sequence of URIs as a list. Text is refused: a template rendered to one string cannot be told
+    apart into URIs safely."""
+    if isinstance(value, str):
+        raise AirflowFailException(
+            f"CompareReplayOutputsOperator: {name} must be a list of URIs (one per baseline), got text "
+            f"{value[:200]!r}. Fix: pass a list, of XComArgs or of one template each"
+        )
+    return list(value or [])
 
 
 def _named(stream: Any, name: str) -> Any:

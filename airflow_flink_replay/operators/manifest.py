@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -26,7 +25,6 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.bases.hook import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_flink_replay.core.capture_window import StartOffsets, link_start_offsets
 from airflow_flink_replay.core.manifest import (
     CaptureInput,
     CassetteLink,
@@ -47,6 +45,7 @@ from airflow_flink_replay.core.manifest_io import (
 )
 from airflow_flink_replay.exceptions import ManifestError
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
+from airflow_flink_replay.lifecycle.start_offsets import read_start_offsets
 
 
 def signing_key(conn_id: str | None) -> str | None:
@@ -97,45 +96,6 @@ def record_checker(key: SerializerSpec, value: SerializerSpec, event_time: Event
         return None
 
     return check
-
-
-def read_start_offsets(
-    hook: KafkaOffsetsHook,
-    topic: str,
-    quiesce_result: Mapping[str, Any] | None = None,
-    offsets_before: Mapping[str | int, int] | None = None,
-    output_topic: str | None = None,
-    cassette_topic: str | None = None,
-) -> StartOffsets:
-    """Read the capture topic's end offsets as the replay start offsets (and, with ``output_topic``,
-    production's output topic's end offsets at the same instant: where its outputs for the window start; with
-    ``cassette_topic``, its cassette topic's: where the calls it makes for the window start).
-
-    After a quiesce that kept production running (``savepoint`` mode) ``offsets_before`` (read before the
-    savepoint was triggered) is required: see :func:`~airflow_flink_replay.core.capture_window.link_start_offsets`.
-    """
-    outputs = hook.end_offsets(output_topic) if output_topic else None
-    cassette = hook.end_offsets(cassette_topic) if cassette_topic else None
-    raw: Any = offsets_before
-    if isinstance(raw, Mapping) and isinstance(raw.get("offsets"), Mapping):
-        raw = raw["offsets"]  # an earlier StartOffsets XCom
-    before = {int(p): int(o) for p, o in raw.items()} if raw else None
-    offsets, racing = link_start_offsets(dict(quiesce_result) if quiesce_result else None, hook.end_offsets(topic),
-                                         before)
-    return StartOffsets(
-        topic=topic,
-        offsets=offsets,
-        read_at=datetime.now(UTC),
-        job_id=(quiesce_result or {}).get("job_id"),
-        savepoint_path=(quiesce_result or {}).get("savepoint_path"),
-        quiesce_mode=(quiesce_result or {}).get("mode"),
-        offsets_before=before,
-        racing_records=racing,
-        output_topic=output_topic,
-        output_offsets=outputs,
-        cassette_topic=cassette_topic,
-        cassette_offsets=cassette,
-    )
 
 
 class RecordStartOffsetsOperator(BaseOperator):
@@ -386,6 +346,36 @@ class CreateReplayManifestOperator(BaseOperator):
         }
 
 
+def reuse_problems(
+    earlier: ReplayManifest,
+    existing_savepoint: str | None,
+    expected_topic: str | None,
+    expected_job_name: str | None,
+    *,
+    check_savepoint: bool = True,
+) -> list[str]:
+    """Why an earlier run's manifest may not be replayed again (empty: it may): its savepoint is gone
+    (``check_savepoint``), or it links another savepoint, capture topic or production job than expected."""
+    problems = savepoint_problems(earlier) if check_savepoint else []
+    linked = earlier.production.savepoint.path
+    if existing_savepoint and normalized_location(existing_savepoint) != normalized_location(linked):
+        problems.append(
+            f"it links savepoint {linked}, not existing_savepoint {existing_savepoint}. Fix: give the "
+            "manifest of the run that took that savepoint, or leave existing_savepoint empty"
+        )
+    if expected_topic and earlier.capture.topic != expected_topic:
+        problems.append(
+            f"its capture topic is {earlier.capture.topic!r}, not {expected_topic!r}. Fix: give a manifest "
+            "of this spec's production job"
+        )
+    if expected_job_name and earlier.production.job_name != expected_job_name:
+        problems.append(
+            f"it was taken of job {earlier.production.job_name!r}, not {expected_job_name!r}. Fix: give "
+            "a manifest of this spec's production job"
+        )
+    return problems
+
+
 class ReuseManifestOperator(BaseOperator):
     """``quiesce_mode=existing``: replay an earlier run's savepoint and capture window again.
 
@@ -452,40 +442,13 @@ class ReuseManifestOperator(BaseOperator):
         return KafkaOffsetsHook(kafka_config_id=self.kafka_config_id or "kafka_default")
 
     def execute(self, context: Any) -> dict[str, Any]:
-        """Load, check, re-issue the manifest for this run."""
+        """Load, check, re-issue the manifest for this run.
 
-        # every refusal below is about what was given, which a retry does not change: it fails at once
-        if not self.existing_manifest:
-            raise AirflowFailException(
-                "quiesce_mode=existing needs existing_manifest: the manifest URI of the earlier run whose savepoint "
-                "and window to replay (its run_record.json names it)"
-            )
-        try:  # read from exactly the place that was checked (not as fsspec would read the text given)
-            source = checked_manifest_source(self.existing_manifest, self.allowed_sources())
-        except ManifestError as err:
-            raise AirflowFailException("; ".join(err.problems)) from None
-        key = signing_key(self.signing_conn_id)
-        try:
-            earlier = load_manifest(source, signing_key=key)
-        except ManifestError as err:
-            raise AirflowFailException(f"existing_manifest {self.existing_manifest}: {err}") from err
-        problems = savepoint_problems(earlier) if self.check_savepoint else []
-        linked = earlier.production.savepoint.path
-        if self.existing_savepoint and normalized_location(self.existing_savepoint) != normalized_location(linked):
-            problems.append(
-                f"it links savepoint {linked}, not existing_savepoint {self.existing_savepoint}. Fix: give the "
-                "manifest of the run that took that savepoint, or leave existing_savepoint empty"
-            )
-        if self.expected_topic and earlier.capture.topic != self.expected_topic:
-            problems.append(
-                f"its capture topic is {earlier.capture.topic!r}, not {self.expected_topic!r}. Fix: give a manifest "
-                "of this spec's production job"
-            )
-        if self.expected_job_name and earlier.production.job_name != self.expected_job_name:
-            problems.append(
-                f"it was taken of job {earlier.production.job_name!r}, not {self.expected_job_name!r}. Fix: give "
-                "a manifest of this spec's production job"
-            )
+        Every refusal is about what was given, which a retry does not change: it fails at once.
+        """
+        earlier, key = self._load_earlier()
+        problems = reuse_problems(earlier, self.existing_savepoint, self.expected_topic, self.expected_job_name,
+                                  check_savepoint=self.check_savepoint)  # fmt: skip
         if self.kafka_config_id and not problems:
             problems += self._window_problems(earlier)
         if problems:
@@ -501,6 +464,27 @@ class ReuseManifestOperator(BaseOperator):
             "record_count": sealed.capture.record_count,
             "production_plan": sealed.production.production_plan(),
         }
+
+    def _load_earlier(self) -> tuple[ReplayManifest, str | None]:
+        """The earlier run's manifest, read from exactly the allowed place that was checked (not as fsspec would
+        read the text given) and verified (digest, and signature with ``signing_conn_id``); and the signing key.
+
+        :raises AirflowFailException: no ``existing_manifest``, a place not allowed, a manifest that does not verify.
+        """
+        if not self.existing_manifest:
+            raise AirflowFailException(
+                "quiesce_mode=existing needs existing_manifest: the manifest URI of the earlier run whose savepoint "
+                "and window to replay (its run_record.json names it)"
+            )
+        try:
+            source = checked_manifest_source(self.existing_manifest, self.allowed_sources())
+        except ManifestError as err:
+            raise AirflowFailException("; ".join(err.problems)) from None
+        key = signing_key(self.signing_conn_id)
+        try:
+            return load_manifest(source, signing_key=key), key
+        except ManifestError as err:
+            raise AirflowFailException(f"existing_manifest {self.existing_manifest}: {err}") from err
 
     def allowed_sources(self) -> list[str]:
         """``manifest_sources``, or (None) the folder holding this run's folder: ``manifest_uri``'s grandparent."""

@@ -3,11 +3,12 @@
 Step 3 (fork) and part of step 9 (cleanup) of the replay chain. Thin over :class:`Mem0Hook`; each pushes
 a pydantic result (``model_dump(mode="json")``) to XCom:
 
-* :class:`ForkMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory.ForkResult`
-* :class:`PrecopyMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory.ForkResult` (``kind="precopy"``)
-* :class:`VerifyMem0UntouchedOperator` → :class:`~airflow_flink_replay.core.memory.UntouchedReport`
-* :class:`DropMem0ForkOperator` → :class:`~airflow_flink_replay.core.memory.DropResult`
-* :class:`DropMem0ForksOperator` → a :class:`~airflow_flink_replay.core.memory.DropResult` by fork label
+* :class:`ForkMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory_fork.ForkResult`
+* :class:`PrecopyMem0NamespaceOperator` → :class:`~airflow_flink_replay.core.memory_fork.ForkResult`
+  (``kind="precopy"``)
+* :class:`VerifyMem0UntouchedOperator` → :class:`~airflow_flink_replay.core.memory_fork.UntouchedReport`
+* :class:`DropMem0ForkOperator` → :class:`~airflow_flink_replay.core.memory_fork.DropResult`
+* :class:`DropMem0ForksOperator` → a :class:`~airflow_flink_replay.core.memory_fork.DropResult` by fork label
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace, check_fork_pair
+from airflow_flink_replay.core.memory_fork import ForkResult, Mem0Namespace, check_fork_pair
 from airflow_flink_replay.exceptions import ForkConflictError, NoForkError, NotAForkError
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
-from airflow_flink_replay.hooks.mem0_journal import MemoryJournalHook
+from airflow_flink_replay.memory.journal_reader import MemoryJournalHook
 
 NamespaceArg = Mem0Namespace | dict[str, Any] | str
 

@@ -58,18 +58,7 @@ class ReplayPreflightOperator(BaseOperator):
         """Gather the facts and judge them (``core.preflight``)."""
         spec = ReplaySpec.model_validate(self.spec)
         tag = run_tag(context)
-        findings = PreflightFindings()
-        names = check_names(spec, tag)
-        findings.problems += names.problems
-
-        hook = self.hook
-        running = [(j.jid, j.name) for j in hook.list_jobs().jobs if j.state == "RUNNING"]
-        job_id = next((jid for jid, name in running if name == spec.production.job_name), None)
-        vertex_names = [v.name for v in hook.get_job(job_id).vertices] if job_id else None
-        topics = self._topics(spec)
-        prod = check_production(spec, running, vertex_names, topics)
-        findings.problems += prod.problems
-        findings.warnings += prod.warnings
+        findings, job_id = self._findings(spec, tag)
         for warning in findings.warnings:
             self.log.warning("%s", warning)
         try:
@@ -77,7 +66,7 @@ class ReplayPreflightOperator(BaseOperator):
         except PreflightError as err:  # a finding a retry cannot change: fail without retrying
             raise AirflowFailException(str(err)) from err
         self.log.info("preflight passed: production %s (%s), run tag %s", spec.production.job_name, job_id, tag)
-        details = hook._request("GET", f"/jobs/{job_id}", operation="production job details") if job_id else None
+        details = self.hook._request("GET", f"/jobs/{job_id}", operation="production job details") if job_id else None
         return {
             XCOM_JOB_ID_KEY: job_id,
             XCOM_PRODUCTION_DETAILS_KEY: details,
@@ -85,6 +74,19 @@ class ReplayPreflightOperator(BaseOperator):
             "run_tag": tag,
             "warnings": findings.warnings,
         }
+
+    def _findings(self, spec: ReplaySpec, tag: str) -> tuple[PreflightFindings, str | None]:
+        """What preflight found (the replay's names, then production: its RUNNING job, its plan, the topics), and
+        production's job id (None when no RUNNING job has its name)."""
+        findings = PreflightFindings()
+        findings.problems += check_names(spec, tag).problems
+        running = [(j.jid, j.name) for j in self.hook.list_jobs().jobs if j.state == "RUNNING"]
+        job_id = next((jid for jid, name in running if name == spec.production.job_name), None)
+        vertex_names = [v.name for v in self.hook.get_job(job_id).vertices] if job_id else None
+        prod = check_production(spec, running, vertex_names, self._topics(spec))
+        findings.problems += prod.problems
+        findings.warnings += prod.warnings
+        return findings, job_id
 
     def _topics(self, spec: ReplaySpec) -> set[str]:
         """Every topic's name, through the spec's Kafka connection; a broker that refuses the connection's

@@ -29,7 +29,8 @@ from airflow_flink_replay.core.flink_models import LIVE_STATES, FlinkPythonProgr
 from airflow_flink_replay.core.manifest_io import normalized_location
 from airflow_flink_replay.core.production_lease import DEFAULT_TTL_S, LeaseRecord
 from airflow_flink_replay.exceptions import FlinkRestError
-from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, StopOutcome
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
+from airflow_flink_replay.hooks.flink_savepoints import StopOutcome
 from airflow_flink_replay.hooks.flink_submit import CliPythonSubmitter
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.operators.flink import MODES, operation_trigger_ids, run_path_segment

@@ -28,10 +28,10 @@ from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, identity_report, pin_to_production
 from airflow_flink_replay.core.window_coverage import WindowCoverage
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
-from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
 from airflow_flink_replay.links.flink import FlinkJobLink
+from airflow_flink_replay.run_io import run_storage
 from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
 
 #: The job side's entry point, run by the PythonDriver on the JobManager host: a module of this package's

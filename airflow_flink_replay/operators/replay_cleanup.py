@@ -16,7 +16,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_flink_replay.core.replay_job_spec import replay_job_name
-from airflow_flink_replay.core.replay_spec import VARIANTS
+from airflow_flink_replay.core.replay_spec import MAX_AA_REPLAYS, variant_names
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 
 #: Flink states after which a job needs no cancelling.
@@ -27,7 +27,9 @@ class CancelLeftoverReplaysOperator(BaseOperator):
     """Cancel the replay jobs of this DAG run that have not ended; returns the cancelled job ids.
 
     :param flink_conn_id: the Flink REST connection of the cluster that runs the replays.
-    :param variants: the replay variants of the run (their job names are the ones cancelled).
+    :param variants: the replay variants of the run (their job names are the ones cancelled; the DAG passes
+        ``ReplaySpec.variant_names()``). Default: every variant a spec can have (``aa_replays`` at its most): a
+        name no job of the run has cancels nothing.
     """
 
     template_fields: Sequence[str] = ("flink_conn_id",)
@@ -37,13 +39,13 @@ class CancelLeftoverReplaysOperator(BaseOperator):
         self,
         *,
         flink_conn_id: str = FlinkRestHook.default_conn_name,
-        variants: Sequence[str] = VARIANTS,
+        variants: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
         self.flink_conn_id = flink_conn_id
-        self.variants = list(variants)
+        self.variants = list(variants) if variants is not None else variant_names(MAX_AA_REPLAYS)
 
     @cached_property
     def hook(self) -> FlinkRestHook:

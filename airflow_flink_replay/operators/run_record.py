@@ -7,15 +7,17 @@ Here, beside the other operators, because it is one: it reads the replay DAG's t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_flink_replay.core.replay_spec import variant_names
 from airflow_flink_replay.core.run_record import RunRecord, VariantRecord
-from airflow_flink_replay.hooks import run_storage
 from airflow_flink_replay.replay_dag import ids
+from airflow_flink_replay.run_io import run_storage
 
 
 class RunRecordOperator(BaseOperator):
@@ -25,20 +27,24 @@ class RunRecordOperator(BaseOperator):
     return value and under one XCom key each, then fails when a task of the run failed.
 
     :param spec_name: the replay spec's name, recorded in the run record.
+    :param variants: the run's replay variants in the DAG's order (the DAG passes
+        ``ReplaySpec.variant_names()``); the record has a fork, a variant entry and a drop result for each. None:
+        those of the resolved spec's ``aa_replays`` (the ``resolve`` task's XCom ``spec``).
     """
 
     template_fields = ("spec_name",)
     ui_color = "#f1f3f4"
 
-    def __init__(self, *, spec_name: str, **kwargs: Any) -> None:
+    def __init__(self, *, spec_name: str, variants: Sequence[str] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
         kwargs.setdefault("multiple_outputs", True)
         super().__init__(**kwargs)
         self.spec_name = spec_name
+        self.variants = list(variants) if variants is not None else None
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Write the record; fail the run if any step failed."""
-        summary = write_run_record(context, self.spec_name)
+        summary = write_run_record(context, self.spec_name, self.variants)
         if summary["failed_tasks"]:
             for key, value in summary.items():  # the task fails: its return value is not pushed
                 context["ti"].xcom_push(key=key, value=value)
@@ -49,8 +55,9 @@ class RunRecordOperator(BaseOperator):
         return summary
 
 
-def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
-    """Gather what every task returned, chain it with digests, write ``run_record.json``; return a summary."""
+def write_run_record(context: Any, spec_name: str, variants: Sequence[str] | None = None) -> dict[str, Any]:
+    """Gather what every task returned, chain it with digests, write ``run_record.json``; return a summary.
+    ``variants``: the run's (None: the resolved spec's, see :class:`RunRecordOperator`)."""
     ti = context["ti"]
 
     def pull(task_id: str, key: str = "return_value") -> Any:
@@ -63,6 +70,8 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         return pull(ids.TASK_RESOLVE, key)
 
     run_dir = str(resolved(ids.XCOM_RUN_DIR_KEY))
+    if variants is None:
+        variants = variant_names((resolved(ids.XCOM_SPEC_KEY) or {}).get("aa_replays", 1))
     manifest_uri = resolved(ids.XCOM_MANIFEST_URI_KEY)
     resumed = pull(ids.TASK_RESUME_PRODUCTION) or {}
     compare = pull(ids.TASK_COMPARE) or pull(ids.TASK_COMPARE, ids.XCOM_COMPARISON_KEY) or {}
@@ -81,13 +90,13 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         production_resumed=resumed or None,
         lease=next((v for t in ids.LEASE_TASKS if (v := pull(t, ids.XCOM_LEASE_KEY))), None),
         downtime_s=resumed.get("downtime_seconds") if isinstance(resumed, dict) else None,
-        memory_forks=[pull(ids.fork_task(v)) or {} for v in ids.VARIANTS],
+        memory_forks=[pull(ids.fork_task(v)) or {} for v in variants],
         production_memory_check=pull(ids.TASK_VERIFY_PRODUCTION_MEMORY),
         action_state={
             "isolation": pull(ids.TASK_ISOLATE_ACTION_STATE),
             "cleanup": pull(ids.TASK_DELETE_REPLAY_TOPICS),
         },
-        variants=[_variant(v, pull) for v in ids.VARIANTS],
+        variants=[_variant(v, pull) for v in variants],
         report_dir=run_storage.parent(str(compare["report_uri"])).removeprefix("file://")
         if compare.get("report_uri")
         else None,
@@ -104,7 +113,7 @@ def write_run_record(context: Any, spec_name: str) -> dict[str, Any]:
         task_states=states,
         cleanup={
             "cancelled_jobs": pull(ids.TASK_CANCEL_LEFTOVER_REPLAYS),
-            "forks_dropped": _forks_dropped(pull(ids.TASK_DROP_FORKS), pull(ids.TASK_DROP_FORKS, "dropped")),
+            "forks_dropped": _forks_dropped(pull(ids.TASK_DROP_FORKS), pull(ids.TASK_DROP_FORKS, "dropped"), variants),
         },
     )
     path = run_storage.join(run_dir, "run_record.json")
@@ -172,7 +181,7 @@ def failed_tasks(record_states: dict[str, str | None], own_task_id: str) -> list
     )
 
 
-def _forks_dropped(result: Any, partial: Any) -> dict[str, Any]:
+def _forks_dropped(result: Any, partial: Any, variants: Sequence[str]) -> dict[str, Any]:
     """The drop result by variant: the task's return value, or what it dropped before it failed."""
     found = result if isinstance(result, dict) else partial if isinstance(partial, dict) else {}
-    return {variant: found.get(variant) for variant in ids.VARIANTS}
+    return {variant: found.get(variant) for variant in variants}

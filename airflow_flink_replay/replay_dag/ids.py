@@ -6,14 +6,12 @@ breaking change. XCom keys an operator pushes are defined next to that operator 
 
 from __future__ import annotations
 
-from airflow_flink_replay.core.replay_spec import VARIANTS
 from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, XCOM_CHANGED_RESOURCES_KEY
 from airflow_flink_replay.operators.compare import XCOM_COMPARISON_KEY
 from airflow_flink_replay.operators.preflight import XCOM_JOB_ID_KEY, XCOM_PRODUCTION_DETAILS_KEY
 from airflow_flink_replay.operators.production_lease import XCOM_LEASE_KEY
 
 __all__ = [
-    "VARIANTS",
     "XCOM_AGENT_CHECK_KEY",
     "XCOM_CHANGED_RESOURCES_KEY",
     "XCOM_COMPARISON_KEY",
@@ -59,6 +57,8 @@ LEASE_TASKS = (TASK_ASSERT_PRODUCTION, TASK_RESUME_PRODUCTION, TASK_QUIESCE)
 TASK_PRECOPY_MEMORY = "precopy_memory_baseline"
 
 
+# --- per variant: the spec's variants (``ReplaySpec.variant_names()``: baseline, baseline_2 [, baseline_3 ...],
+# candidate) each get a fork task and a replay task
 def fork_task(variant: str) -> str:
     """Stage memory: the task that forks ``variant``'s Mem0 namespace."""
     return f"fork_memory_{variant}"
@@ -67,8 +67,6 @@ def fork_task(variant: str) -> str:
 def replay_task(variant: str) -> str:
     """Stage replay: the task that waits for ``variant``'s replay job and collects its outputs."""
     return f"replay_{variant}"
-
-
 
 
 # --- XCom keys of the resolve task (``multiple_outputs``: one key per value of the resolved run)

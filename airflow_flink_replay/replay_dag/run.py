@@ -10,11 +10,11 @@ from typing import Any
 from airflow.sdk import Asset, Param, get_current_context, task
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
-from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
-from airflow_flink_replay.hooks import run_storage
+from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.operators.preflight import run_tag
 from airflow_flink_replay.operators.replay import collected_files
 from airflow_flink_replay.replay_dag import ids
+from airflow_flink_replay.run_io import run_storage
 
 
 def approved_asset(spec: ReplaySpec) -> Asset:
@@ -66,7 +66,8 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
     # a local folder as a plain path, else any ObjectStoragePath URI: only Airflow touches it
     run_dir = run_storage.join(run.runs_uri.removeprefix("file://"), dag_id, tag)
     manifest = run_storage.join(run_dir, "manifest.json")
-    results = {v: run.result_topics(tag, v) for v in VARIANTS}
+    variants = run.variant_names()  # the DAG's: aa_replays is a spec field, never a run's override
+    results = {v: run.result_topics(tag, v) for v in variants}
     out: dict[str, Any] = {
         ids.XCOM_SPEC_KEY: run.model_dump(mode="json"),
         ids.XCOM_RUN_TAG_KEY: tag,
@@ -80,15 +81,15 @@ def resolve_run(spec: ReplaySpec, overrides: dict[str, Any], dag_id: str, tag: s
         ids.XCOM_WINDOW_SECONDS_KEY: run.window.minutes * 60 if run.window.minutes else None,
         ids.XCOM_KEEP_FORK_KEY: run.keep_fork,
         ids.XCOM_COMPARE_CONFIG_KEY: run.compare.model_dump(mode="json"),
-        ids.XCOM_TOPICS_KEY: {v: run.action_state_topic(tag, v) for v in VARIANTS},
+        ids.XCOM_TOPICS_KEY: {v: run.action_state_topic(tag, v) for v in variants},
         ids.XCOM_TOPIC_LIST_KEY: [
-            *(run.action_state_topic(tag, v) for v in VARIANTS),
+            *(run.action_state_topic(tag, v) for v in variants),
             *(t for topics in results.values() for t in topics.names()),
         ],
         ids.XCOM_RESULT_TOPICS_KEY: {v: topics.model_dump() for v, topics in results.items()},
     }
     prod = run.production
-    for variant in VARIANTS:
+    for variant in variants:
         output_dir = run_storage.join(run_dir, variant, "output-parts")
         output, audit = collected_files(output_dir, variant)
         out[ids.fork_key(variant)] = run.fork_namespace(tag, variant)

@@ -17,7 +17,7 @@ from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.production_lease import lease_folder
-from airflow_flink_replay.core.replay_spec import VARIANTS, ReplaySpec
+from airflow_flink_replay.core.replay_spec import MAX_AA_REPLAYS, ReplaySpec, variant_names
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 from airflow_flink_replay.operators.agent_check import AgentCheckOperator
 from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
@@ -58,6 +58,8 @@ def retry(times: int, *, delay_s: float = 10.0, backoff: bool = False) -> dict[s
 
 
 NO_RETRY = retry(0)
+#: Every variant a spec can have (``aa_replays`` at its most): the per-variant rows of :data:`RETRIES`.
+_ALL_VARIANTS = variant_names(MAX_AA_REPLAYS)
 #: Each task's retries, with the reason. Set per task, never DAG-wide: a task whose retry could duplicate
 #: work (a second replay job, a second copy of production, a longer downtime) gets none, whatever the
 #: DAG's ``default_args`` say. Refusals a retry cannot change fail at once (``AirflowFailException``).
@@ -81,7 +83,7 @@ RETRIES: dict[str, dict[str, Any]] = {
     # copy whose retry removes its own leftovers or finds the fork complete
     ids.fork_task("baseline"): retry(1),
     # a copy's retry removes its own leftovers (same fork id) or finds the fork complete
-    **{ids.fork_task(v): retry(1) for v in VARIANTS if v != "baseline"},
+    **{ids.fork_task(v): retry(1) for v in _ALL_VARIANTS if v != "baseline"},
     ids.TASK_ISOLATE_ACTION_STATE: retry(2),  # reuses the empty topics an earlier try created
     ids.TASK_REPLAY_FROM: retry(2),  # reads XComs only
     # production still runs: a retry runs one more delta round (or removes its own leftovers first)
@@ -90,7 +92,7 @@ RETRIES: dict[str, dict[str, Any]] = {
     # job (duplicated outputs): the run fails and is run again instead
     ids.TASK_SUBMIT_REPLAYS: NO_RETRY,
     # waiting only reads the job's state and collects its files: a retry attaches to the same Flink job
-    **{ids.replay_task(v): retry(1, delay_s=5) for v in VARIANTS},
+    **{ids.replay_task(v): retry(1, delay_s=5) for v in _ALL_VARIANTS},
     ids.TASK_COMPARE: NO_RETRY,  # deterministic on its inputs: a retry gives the same verdict
     ids.TASK_APPROVE: NO_RETRY,  # nothing transient in it
     ids.TASK_VERIFY_PRODUCTION_MEMORY: retry(2),  # read-only
@@ -263,16 +265,17 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
 
 @dataclass(frozen=True)
 class Memory:
-    """The baseline's pre-copy, and the memory forks, one per variant, in :data:`VARIANTS` order (the
-    baseline's first)."""
+    """The baseline's pre-copy, and the memory forks, one per variant, in the spec's variant order
+    (:meth:`ReplaySpec.variant_names`: the baseline's first)."""
 
     precopy: Task
     forks: list[Task]
 
 
 def memory(spec: ReplaySpec, run: Any, cap: Capture) -> Memory:
-    """Stage memory. The baseline forks the source; baseline-2 and the candidate copy that fork, so all
-    three start from the same memories even when production keeps writing (savepoint, existing modes).
+    """Stage memory. The baseline forks the source; every other variant (baseline-2, the extra A/A baselines
+    of ``aa_replays``, the candidate) copies that fork, so all start from the same memories even when
+    production keeps writing (savepoint, existing modes).
     ``precopy`` copies the baseline's source before anything is stopped, so the baseline's fork, inside
     production's stop window, copies only what changed since (docs/memory-fork.md)."""
     precopy = PrecopyMem0NamespaceOperator(
@@ -292,7 +295,7 @@ def memory(spec: ReplaySpec, run: Any, cap: Capture) -> Memory:
             trigger_rule="none_failed_min_one_success",  # after start_offsets or reuse_manifest
             stop_window=cap.quiesce.output if variant == "baseline" else None,  # the cut taken in the window
         )
-        for variant in VARIANTS
+        for variant in spec.variant_names()
     ]
     forks[0] >> forks[1:]
     return Memory(precopy, forks)
@@ -301,7 +304,7 @@ def memory(spec: ReplaySpec, run: Any, cap: Capture) -> Memory:
 @dataclass(frozen=True)
 class Replay:
     """The isolated action-state topics, the replays' origin (savepoint + plan), the variants checked and
-    submitted together, and one wait per variant (in :data:`VARIANTS` order)."""
+    submitted together, and one wait per variant (in the spec's variant order)."""
 
     isolate: Task
     origin: Task
@@ -315,15 +318,16 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
     agent check's changed resources (an XComArg), which the candidate's replay never serves production's
     cassette.
 
-    All three jobs are submitted before any is waited for, so they run at the same time on the replay cluster
+    All the jobs are submitted before any is waited for, so they run at the same time on the replay cluster
     whether the tasks run in parallel (a real executor) or one after another (``dag.test``); one program for the
     check and the submissions of all of them costs one Python start on the JobManager, which runs one at a
     time."""
     prod = spec.production
+    variants = spec.variant_names()
     isolate: Any = IsolateActionStateOperator(
         task_id=ids.TASK_ISOLATE_ACTION_STATE,
         production_topic=prod.action_state_topic,
-        variants=list(VARIANTS),
+        variants=variants,
         topics=run[ids.XCOM_TOPICS_KEY],
         result_topics=run[ids.XCOM_RESULT_TOPICS_KEY],
         partitions=prod.action_state_partitions,
@@ -336,7 +340,7 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
     replay_conn = spec.replay_flink_conn_id or spec.flink_conn_id
     submit: Any = SubmitReplayJobsOperator(
         task_id=ids.TASK_SUBMIT_REPLAYS,
-        specs=[run[ids.job_spec_key(variant)] for variant in VARIANTS],
+        specs=[run[ids.job_spec_key(variant)] for variant in variants],
         savepoint_path=origin[ids.XCOM_SAVEPOINT_PATH_KEY],
         production_plan=origin[ids.XCOM_PRODUCTION_PLAN_KEY],
         production_agent_uid=prod.agent_uid,
@@ -354,7 +358,7 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
             kafka_config_id=spec.kafka_conn_id,
             timeout=spec.replay_timeout_minutes * 60,
         )
-        for variant in VARIANTS
+        for variant in variants
     ]
     isolate >> origin >> submit
     return Replay(isolate, origin, submit, replays)
@@ -370,14 +374,18 @@ class Compare:
 
 def compare(spec: ReplaySpec, run: Any, *, gate: bool, changed: Any = None) -> Compare:
     """Stage compare. A gate fails on FAIL and INCONCLUSIVE; PASS runs ``approve`` (outlet: the Asset).
-    ``changed``: the agent check's changed resources (an XComArg), listed in the report."""
+    ``changed``: the agent check's changed resources (an XComArg), listed in the report. The extra A/A baselines
+    (``aa_replays`` above 1) come after baseline-2, in order: the noise is measured on more pairs of baselines."""
+    extra = spec.extra_baselines()
     comparison = CompareReplayOutputsOperator(
         task_id=ids.TASK_COMPARE,
         baseline=run[ids.output_key("baseline")],
         baseline_2=run[ids.output_key("baseline_2")],
+        extra_baselines=[run[ids.output_key(v)] for v in extra],
         candidate=run[ids.output_key("candidate")],
         baseline_audit=run[ids.audit_key("baseline")],
         baseline_2_audit=run[ids.audit_key("baseline_2")],
+        extra_baseline_audits=[run[ids.audit_key(v)] for v in extra],
         candidate_audit=run[ids.audit_key("candidate")],
         changed_resources=changed,
         key=spec.compare_key,
@@ -427,6 +435,7 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanu
     cancel = CancelLeftoverReplaysOperator(
         task_id=ids.TASK_CANCEL_LEFTOVER_REPLAYS,
         flink_conn_id=spec.replay_flink_conn_id or spec.flink_conn_id,
+        variants=spec.variant_names(),
         trigger_rule="all_done",
     )
     delete_topics = DeleteReplayTopicsOperator(
@@ -438,7 +447,7 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanu
     )
     drops = DropMem0ForksOperator(
         task_id=ids.TASK_DROP_FORKS,
-        namespaces={variant: run[ids.fork_key(variant)] for variant in VARIANTS},
+        namespaces={variant: run[ids.fork_key(variant)] for variant in spec.variant_names()},
         keep=run[ids.XCOM_KEEP_FORK_KEY],
         mem0_conn_id=spec.mem0_conn_id,
     )
@@ -454,7 +463,9 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanu
         lease_dir=lease_folder(spec.runs_uri),  # never prescribes a restore while another run holds it
         trigger_rule="all_done",
     )
-    record = RunRecordOperator(task_id=ids.TASK_RUN_RECORD, spec_name=spec.name, trigger_rule="all_done")
+    record = RunRecordOperator(
+        task_id=ids.TASK_RUN_RECORD, spec_name=spec.name, variants=spec.variant_names(), trigger_rule="all_done"
+    )
     cancel >> delete_topics >> drops
     drops >> assert_production >> record
     return Cleanup(verify, cancel, delete_topics, drops, assert_production, record)
@@ -478,7 +489,7 @@ def wire(cap: Capture, mem: Memory, rep: Replay, cmp: Compare, cln: Cleanup) -> 
     # the pre-copy runs after the checks and before anything is stopped (every mode: the fork finds it)
     cap.agent_check >> mem.precopy >> cap.start
     # only the baseline's fork reads production's namespace: production resumes right after it, and the
-    # two copies of that fork run while production is already back.
+    # copies of that fork (every other variant's) run while production is already back.
     cap.start_offsets >> mem.forks[0] >> cap.resume
     cap.reuse >> mem.forks
     # resume runs whatever happened (all_done); the replay chain goes on only if every fork succeeded.

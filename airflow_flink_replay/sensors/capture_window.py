@@ -143,24 +143,25 @@ class CaptureWindowSensor(BaseSensorOperator):
         window = self._look(spec)
         if window is not None:
             return self.execute_complete(context, {"status": "success", "window": window})
-        self.defer(
-            trigger=CaptureWindowTrigger(
-                topic=spec.topic,
-                start_offsets=spec.start_offsets,
-                kafka_config_id=self.kafka_config_id,
-                min_records=spec.min_records,
-                duration_seconds=spec.duration_seconds,
-                end_offsets=spec.end_offsets,
-                until_timestamp_ms=spec.until_timestamp_ms,
-                started_at=self.started_at,
-                exact=spec.exact,
-                time_index=spec.time_index,
-                poll_interval=self.poll_interval_kafka,
-                timeout=self.window_timeout,
-            ),
-            method_name="execute_complete",
-        )
+        self.defer(trigger=self._trigger(spec), method_name="execute_complete")
         return None
+
+    def _trigger(self, spec: CaptureWindowSpec) -> CaptureWindowTrigger:
+        """The trigger that waits for ``spec``'s window in the triggerer."""
+        return CaptureWindowTrigger(
+            topic=spec.topic,
+            start_offsets=spec.start_offsets,
+            kafka_config_id=self.kafka_config_id,
+            min_records=spec.min_records,
+            duration_seconds=spec.duration_seconds,
+            end_offsets=spec.end_offsets,
+            until_timestamp_ms=spec.until_timestamp_ms,
+            started_at=self.started_at,
+            exact=spec.exact,
+            time_index=spec.time_index,
+            poll_interval=self.poll_interval_kafka,
+            timeout=self.window_timeout,
+        )
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Return the window, or fail with the trigger's message."""

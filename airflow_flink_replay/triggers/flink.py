@@ -32,11 +32,9 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_flink_replay.exceptions import FlinkRestError
-from airflow_flink_replay.hooks.flink_rest import (
-    FlinkRestHook,
-    flink_cause,
-    savepoint_timeout_error,
-)
+from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
+from airflow_flink_replay.hooks.flink_rest_base import flink_cause
+from airflow_flink_replay.hooks.flink_savepoints import savepoint_timeout_error
 
 _FINAL = ("FAILED", "CANCELED", "FINISHED", "SUSPENDED")
 

@@ -13,6 +13,7 @@ import socket
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -203,23 +204,29 @@ def test_savepoint_exceeding_the_timeout_fails(stack: Any, airflow_db: Any, held
 class CrashOnceAfterFinish(QuiesceAndSavepointOperator):
     """Simulates a worker lost right after the stop/savepoint completed (first try only)."""
 
-    def _finish(self, context: Any, hook: Any, plan: Any, **kwargs: Any) -> dict[str, Any]:
-        result = super()._finish(context, hook, plan, **kwargs)
+    def _finish(self, context: Any, operation: Any) -> dict[str, Any]:
+        result = super()._finish(context, operation)
         FINISHED.setdefault(self.dag_id, []).append(result["savepoint_path"])
         if context["ti"].try_number == 1:
             raise RuntimeError("worker lost after the savepoint completed (simulated)")
         return result
 
 
+class ForgetfulFlink(FlinkRestHook):
+    """A Flink that no longer remembers this task's savepoint/stop operations (its async-operation cache expired,
+    ``rest.async.store-duration``): the first trigger id is the one a new attempt would use."""
+
+    def find_operation(self, job_id: str, trigger_ids: Any) -> Any:
+        return next(iter(trigger_ids)), None
+
+
 class CrashOnceFlinkForgets(CrashOnceAfterFinish):
-    """As above, and on the retry Flink no longer remembers the trigger id (its async-operation cache
-    expired, ``rest.async.store-duration``): the retry must find this run's savepoint in the checkpoint
-    statistics instead."""
+    """As above, and on the retry Flink no longer remembers the trigger id: the retry must find this run's
+    savepoint in the checkpoint statistics instead."""
 
-    def _reattachable(self, hook: Any, dag_id: str, run_id: str, task_id: str, map_index: int) -> Any:
-        from airflow_flink_replay.operators.flink import operation_trigger_id
-
-        return operation_trigger_id(dag_id, run_id, task_id, map_index, self.job_id, self.mode, 0), None
+    @cached_property
+    def hook(self) -> FlinkRestHook:
+        return ForgetfulFlink(self.flink_conn_id)
 
 
 @pytest.fixture(scope="module")
@@ -314,8 +321,8 @@ def test_resume_with_unmappable_state_shows_cannot_map(
 class FailsAfterStop(QuiesceAndSavepointOperator):
     """A quiesce that loses its worker after Flink stopped the job, on every try (no result reaches XCom)."""
 
-    def _finish(self, context: Any, hook: Any, plan: Any, **kwargs: Any) -> dict[str, Any]:
-        super()._finish(context, hook, plan, **kwargs)
+    def _finish(self, context: Any, operation: Any) -> dict[str, Any]:
+        super()._finish(context, operation)
         raise RuntimeError("worker lost after the stop (simulated)")
 
 

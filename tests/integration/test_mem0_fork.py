@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 import pytest
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_ID_FIELD,
     FORK_SOURCE_ID_FIELD,
     MARKER_FIELD,
@@ -35,8 +35,8 @@ from airflow_flink_replay.core.memory import (
     rewrite_payload,
 )
 from airflow_flink_replay.hooks.mem0 import ForkConflictError, Mem0Hook, NotAForkError
-from airflow_flink_replay.hooks.mem0_stores import StoredMemory
 from airflow_flink_replay.memory.offline import hashing_embed
+from airflow_flink_replay.memory.stores import StoredMemory
 from tests.integration.mem0_fixtures import (
     TOPICS,
     CuttableTcpProxy,

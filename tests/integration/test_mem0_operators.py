@@ -108,7 +108,7 @@ def test_verify_fails_on_replay_leak(mem0_conn: Any, capfd: pytest.CaptureFixtur
     clear message); production's own write is listed as such; the all_done drop still removes the fork."""
     from airflow.sdk import DAG, task
 
-    from airflow_flink_replay.hooks.mem0_stores import StoredMemory
+    from airflow_flink_replay.memory.stores import StoredMemory
     from airflow_flink_replay.operators.mem0 import (
         DropMem0ForkOperator,
         ForkMem0NamespaceOperator,

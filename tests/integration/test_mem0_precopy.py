@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_SOURCE_ID_FIELD,
     FORKED_AT_FIELD,
     PROVENANCE_FIELDS,

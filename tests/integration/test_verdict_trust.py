@@ -6,18 +6,22 @@ memory, a random 0-1 s durable step, two tools called through ``ctx.get_resource
 Everything runs as a user runs it, through ``benchmarks/aa_stability.py``'s steps: ``flink-replay deploy``,
 ``produce``, ``run-dag gate --feed`` (``airflow dags test`` on the stack, records fed while the gate runs).
 
-- A/A twice: PASS with fidelity 100%, outputs tied to their input records, the cassette covering the window.
+- A/A twice: PASS with fidelity 100%, outputs tied to their input records, the cassette covering the window; the
+  second run with ``aa_replays: 2`` (a third baseline): four replays, the noise measured on two pairs of
+  baselines, and baseline_3's fork and topics cleaned up like the others'.
 - Both tools' bodies changed: FAIL naming ``$.review`` and ``$.ticket``; the pure tool ran (``allow``), the
   side-effecting one was recorded, neither was served production's recording, and both are listed as changed;
   audit records, side-effect findings and output examples name the same key text (the output ids).
 - The subclassing trap as candidate: the agent check refuses it; no other task fails; the run record names it.
 
-Cost: one deploy and four gate runs over a 20-record window, ~4 minutes.
+Cost: one deploy and four gate runs over a 20-record window (one of them with a fourth replay), ~4 minutes.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,23 +59,61 @@ def _reasons(record: dict[str, Any], code: str) -> list[dict[str, Any]]:
     return [r for r in comparison(record).get("reasons") or [] if r["code"] == code]
 
 
+@contextmanager
+def _aa_replays(prod: Any, count: int) -> Iterator[None]:
+    """The production's spec with ``aa_replays: count`` for the runs inside (the DAG is built from it), then as
+    it was."""
+    import yaml
+
+    original = prod.spec.read_text()
+    prod.spec.write_text(yaml.safe_dump({**yaml.safe_load(original), "aa_replays": count}, sort_keys=False))
+    try:
+        yield
+    finally:
+        prod.spec.write_text(original)
+
+
 def test_production_as_its_own_candidate_passes_twice_with_full_fidelity(production: Any) -> None:
-    for _ in range(2):
-        record = gate(production, f"{JOB}:production")
+    for aa_replays in (1, 2):
+        with _aa_replays(production, aa_replays):
+            record = gate(production, f"{JOB}:production")
         assert record["_exit"] == 0 and stable(record), (summary(record), record["_printed"][-3000:])
         result = comparison(record)
         assert result["fidelity"]["tie"] == "input_record", result["fidelity"]
         assert result["fidelity"]["equal"] == result["fidelity"]["baseline_outputs"] == WINDOW
-        assert [v["output_records"] for v in record["variants"]] == [WINDOW] * 3, record["variants"]
+        variants = ["baseline", "baseline_2", *(["baseline_3"] if aa_replays == 2 else []), "candidate"]
+        assert [v["variant"] for v in record["variants"]] == variants, record["variants"]
+        assert [v["output_records"] for v in record["variants"]] == [WINDOW] * len(variants), record["variants"]
+        if aa_replays == 2:
+            _noise_on_every_pair_and_baseline_3_cleaned_up(record, result)
         # the key is not unique: said so, and outputs were aligned per input record
         assert _reasons(record, "ALIGNMENT") and result["counts"]["alignment"] == "event_time", result["counts"]
         # the replays read the cassette once production had output every window record
         coverage = _reasons(record, "CASSETTE_COVERAGE")
         assert coverage and f"all {WINDOW} window records" in coverage[0]["message"], coverage
-        for variant in ("baseline", "baseline_2", "candidate"):
+        for variant in variants:
             outcomes = {(a["resource_name"], a["decision"], a["outcome"]) for a in _audits(record, variant)}
             assert outcomes == {("annotate", "allow", "ok"), ("open_ticket", "replay", "replayed")}, outcomes
         _table_matches_audits(record)
+
+
+def _noise_on_every_pair_and_baseline_3_cleaned_up(record: dict[str, Any], result: dict[str, Any]) -> None:
+    """aa_replays=2: the noise was measured on more than one pair of baselines (baseline~baseline_2 and
+    baseline~baseline_3), and the cleanup dropped baseline_3's fork and deleted its action-state and result topics as
+    it did the other variants'. (summary.json is the whole result: the XCom summary's ``noise_pairs`` is its
+    ``counts.noise_pairs``.)"""
+    assert result["counts"]["noise_pairs"] == 2, result["counts"]
+    states = record["task_states"]
+    assert states["fork_memory_baseline_3"] == states["replay_baseline_3"] == "success", states
+    drops = record["cleanup"]["forks_dropped"]
+    assert list(drops) == [v["variant"] for v in record["variants"]], drops
+    # dropped, not kept; baseline_3's fork held memories exactly when the others' did (copies of one fork)
+    assert all(d and not d["kept"] for d in drops.values()) and len({d["existed"] for d in drops.values()}) == 1, drops
+    extra = next(v for v in record["variants"] if v["variant"] == "baseline_3")
+    assert extra["fork_namespace"] == drops["baseline_3"]["namespace"]["user_id"], (extra, drops["baseline_3"])
+    deleted = set(record["action_state"]["cleanup"]["deleted"])
+    topic = extra["action_state_topic"]
+    assert {topic, f"{topic}-outputs", f"{topic}-audit"} <= deleted and len(deleted) == 3 * 4, deleted
 
 
 def test_changed_tools_are_exercised_and_the_candidate_fails_naming_their_fields(production: Any) -> None:

@@ -5,8 +5,12 @@
   ``airflow_flink_replay.local`` cannot be imported (a meta-path finder refuses it): the stack writes
   connections, the provider reads only connections.
 - Read from the source (AST, every import statement, including those inside functions): nothing in ``core/``
-  imports airflow, pyflink or flink_agents; nothing in ``flink/`` imports airflow; nothing outside ``local/``
-  and ``commands/`` imports ``airflow_flink_replay.local``.
+  imports airflow, pyflink or flink_agents; nothing in ``flink/`` imports airflow; nothing in ``lifecycle/``
+  imports airflow or the operators; nothing outside ``local/`` and ``commands/`` imports
+  ``airflow_flink_replay.local``.
+- Imported in a fresh interpreter, the ``memory/`` modules (the Mem0 fork; the Flink side builds its memory and
+  journal with them) load neither airflow nor pyflink, except ``memory/journal_reader.py`` (the Airflow side's
+  reader of the journal, a Kafka-provider hook).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ ROOT_NAME = "airflow_flink_replay"
 LOCAL = f"{ROOT_NAME}.local"
 
 # The subpackages the provider (Airflow side) is made of; each must import without ``local``.
-PROVIDER_SUBPACKAGES = ("core", "hooks", "operators", "sensors", "triggers", "links", "replay_dag", "memory")
+PROVIDER_SUBPACKAGES = (
+    "core", "hooks", "operators", "sensors", "triggers", "links", "replay_dag", "memory", "run_io", "lifecycle",
+)
 # Package-root modules of the provider side; ``cli`` wires the ``commands`` (which may use ``local``).
 PROVIDER_ROOT_MODULES_EXCLUDED = {"__init__", "cli"}
 
@@ -136,6 +142,37 @@ def test_core_imports_neither_airflow_nor_the_flink_side() -> None:
 
 def test_flink_never_imports_airflow() -> None:
     assert _offenders(_modules_under("flink"), ("airflow",)) == {}
+
+
+#: The one module of ``memory/`` that runs on the Airflow side only.
+MEMORY_AIRFLOW_SIDE = {f"{ROOT_NAME}.memory.journal_reader"}
+
+_LOADED_AFTER_IMPORTS = r"""
+import importlib, json, sys
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("airflow", "pyflink", "flink_agents"))))
+"""
+
+
+def test_memory_loads_neither_airflow_nor_pyflink() -> None:
+    """Transitively, not only the modules' own imports: the Flink side imports ``memory.journal`` and
+    ``memory.offline``; the backends need no Airflow either (the hook builds them, a script may too)."""
+    modules = [_module_name(p) for p in _modules_under("memory")]
+    shared = [m for m in modules if m not in MEMORY_AIRFLOW_SIDE]
+    assert len(shared) == len(modules) - len(MEMORY_AIRFLOW_SIDE) and f"{ROOT_NAME}.memory.offline" in shared
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED_AFTER_IMPORTS, json.dumps(shared)],
+        capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_lifecycle_procedures_import_neither_airflow_nor_the_operators() -> None:
+    """The procedures take hooks and return typed results; the operators wire them (never the other way)."""
+    assert _modules_under("lifecycle")
+    assert _offenders(_modules_under("lifecycle"), ("airflow", f"{ROOT_NAME}.operators")) == {}
 
 
 def test_only_local_and_commands_import_the_development_stack() -> None:

@@ -43,7 +43,7 @@ from airflow_flink_replay.core.compare.config import CompareConfig, is_under
 from airflow_flink_replay.core.compare.content_findings import AuditName, ContentAuditStat, ContentExample
 from airflow_flink_replay.core.compare.content_rules import SENSITIVE_KINDS, ContentAudits
 from airflow_flink_replay.core.compare.result import ComparisonResult, Reason
-from airflow_flink_replay.core.compare.stats import fisher_greater
+from airflow_flink_replay.core.compare.stats import fisher_greater, weighted
 
 #: The audits in report order, with their reason codes and what a finding is.
 AUDITS: tuple[AuditName, ...] = ("sensitive_data", "word_list", "language", "truncated", "empty")
@@ -358,6 +358,9 @@ class ContentTally:
     """Per (audit, field): outputs with a finding between the baselines (A vs A') and in the candidate (A vs B),
     per kind of finding, and masked examples of the candidate's (of its first outputs by key, however they were
     walked). One per partition of a spilled comparison, merged (:meth:`merge`)."""
+
+    #: how much one A/A count weighs in the exact tests (below 1 when several pairs of baseline runs are pooled)
+    noise_weight: float = 1.0
 
     def __init__(self, config: CompareConfig) -> None:
         self.settings: ContentAudits = config.audits
@@ -711,7 +714,7 @@ def _stat(tally: ContentTally, audit: str, path: str, n0: int | None, n1: int) -
         examples=tally.examples.get((audit, path), []),
     )
     if x0 is not None and n0:
-        st.p_value = fisher_greater(x1, n1, x0, n0)
+        st.p_value = fisher_greater(x1, n1, *weighted(x0, n0, tally.noise_weight))
     return st
 
 

@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ from airflow_flink_replay.core.compare.result import (
     Example,
     ExampleValue,
     FieldStat,
+    NoisePair,
     Reason,
     ResourceStat,
     Unmatched,
@@ -95,6 +96,8 @@ class AuditSources:
     baseline: Source | list[Source] | None = None
     candidate: Source | list[Source] | None = None
     baseline_2: Source | list[Source] | None = None
+    #: the audits of the baselines after baseline-2 (``aa_replays`` > 1), in order: baseline_3, ...
+    extra_baselines: list[Source | list[Source]] | None = None
     #: the resources the candidate changed, ``{name: "changed" | "added"}`` (the agent check's): listed with how
     #: the candidate's replay treated their calls (``CHANGED_RESOURCES``)
     changed: Mapping[str, str] | None = None
@@ -104,9 +107,11 @@ class AuditSources:
         """Accept an AuditSources, a mapping with the same keys, or None."""
         if value is None or isinstance(value, AuditSources):
             return value
-        unknown = set(value) - {"baseline", "candidate", "baseline_2", "changed"}
+        unknown = set(value) - {"baseline", "candidate", "baseline_2", "extra_baselines", "changed"}
         if unknown:
-            raise ValueError(f"audits: unknown keys {sorted(unknown)}; use baseline, candidate, baseline_2, changed")
+            raise ValueError(
+                f"audits: unknown keys {sorted(unknown)}; use baseline, candidate, baseline_2, extra_baselines, changed"
+            )
         return cls(**value)
 
     def given(self) -> bool:
@@ -141,6 +146,7 @@ def compare_runs(
     config: CompareConfig | None = None,
     audits: AuditSources | Mapping[str, Any] | None = None,
     ignore: list[str] | None = None,
+    extra_baselines: Sequence[Source] = (),
 ) -> ComparisonResult:
     """Compare a candidate run B with a baseline run A, calibrated by a second baseline run A'.
 
@@ -151,6 +157,8 @@ def compare_runs(
     :param config: thresholds and comparators (defaults: :class:`CompareConfig`).
     :param audits: optional side-effect audit files of the runs (:class:`AuditSources` or a mapping).
     :param ignore: extra JSONPaths to ignore (added to ``config.ignore``; ``$._replay`` always is).
+    :param extra_baselines: more runs of the baseline (baseline_3, ...; ``aa_replays`` > 1): the noise is measured
+        on every pair of baseline runs, pooled (:attr:`ComparisonResult.noise_pairs` shows each pair).
     :raises CompareInputError: unreadable input, bad JSON (with its line number), bad key path.
     """
     started = time.monotonic()
@@ -162,6 +170,9 @@ def compare_runs(
     ignore_all = list(dict.fromkeys([*RESERVED_IGNORE, *config.ignore, *(ignore or [])]))
     if ignore:
         config = config.model_copy(update={"ignore": list(dict.fromkeys([*config.ignore, *ignore]))})
+    extras = list(extra_baselines or ())
+    if extras and baseline_2 is None:
+        raise CompareInputError("extra baselines", "more baselines need baseline-2 first (give it as --baseline-2)")
     audit_sources = AuditSources.coerce(audits)
     if (
         audit_sources is not None
@@ -189,7 +200,9 @@ def compare_runs(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compare(baseline, candidate, baseline_2, key, config, audit_sources, getter, flattener, started)
+        return _compare(
+            _Inputs(baseline, candidate, baseline_2, extras), key, config, audit_sources, getter, flattener, started
+        )
     except RecursionError:  # a safety net: lines and outputs too deep are refused with their line before this
         raise CompareInputError(
             "inputs",
@@ -201,10 +214,34 @@ def compare_runs(
             gc.enable()
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """The runs to compare: A, B, A' and any more runs of the baseline."""
+
+    baseline: Source
+    candidate: Source
+    baseline_2: Source | None
+    extras: list[Source]
+
+
+def _baseline_name(i: int) -> str:
+    """The name of the ``i``-th baseline run: baseline, baseline_2, baseline_3, ..."""
+    return "baseline" if i == 0 else f"baseline_{i + 1}"
+
+
+def noise_pairs(n_runs: int) -> list[tuple[int, int]]:
+    """The noise pairs of ``n_runs`` baseline runs: the baseline with each other run, baseline-2 first.
+
+    Each shares the baseline with the candidate's pair (baseline, candidate), as the single A/A pair does: what
+    is peculiar to the baseline's own run moves the noise and the candidate's rate alike. Pairs of the other
+    runs among themselves would not (measured with the noisy demo's agent, ``benchmarks/noisy_gate.py --simulate
+    300 --aa-replays 3 --margins default``: no fewer INCONCLUSIVE verdicts, and more false FAILs when counted as
+    independent)."""
+    return [(0, j) for j in range(1, n_runs)]
+
+
 def _compare(
-    baseline: Source,
-    candidate: Source,
-    baseline_2: Source | None,
+    inputs: _Inputs,
     key: str,
     config: CompareConfig,
     audit_sources: AuditSources | None,
@@ -213,13 +250,13 @@ def _compare(
     started: float,
 ) -> ComparisonResult:
     """Load and align in memory, or partitioned on disk when the inputs are large; then conclude."""
-    parts = _spill_parts(config, baseline, candidate, baseline_2)
+    parts = _spill_parts(config, inputs.baseline, inputs.candidate, inputs.baseline_2, *inputs.extras)
     if not parts:
-        aligned = _align_in_memory(baseline, candidate, baseline_2, getter, flattener, config)
+        aligned = _align_in_memory(inputs, getter, flattener, config)
         return _conclude(aligned, key, config, audit_sources, flattener, started)
     parts *= _workers(config)  # each process holds one partition at a time: together, what one would hold
     with tempfile.TemporaryDirectory(prefix="afr-compare-", dir=config.spill_dir) as tmp:
-        aligned = _align_spilled(baseline, candidate, baseline_2, key, flattener, config, Path(tmp), parts)
+        aligned = _align_spilled(inputs, key, flattener, config, Path(tmp), parts)
         return _conclude(aligned, key, config, audit_sources, flattener, started)
 
 
@@ -237,38 +274,41 @@ class _Aligned:
     n_keys: int
     #: the runs restricted to some keys (all of them in memory; reloaded from disk when spilled)
     example_runs: Callable[[set[str]], tuple[Run, Run | None, Run]]
+    #: the baseline runs after baseline-2 (their names and sources)
+    extra_runs: list[Run] = field(default_factory=list)
 
 
-def _align_in_memory(
-    baseline: Source,
-    candidate: Source,
-    baseline_2: Source | None,
-    getter: Any,
-    flattener: Flattener,
-    config: CompareConfig,
-) -> _Aligned:
-    run_a = load_run("baseline", baseline, getter, flattener)
-    run_b = load_run("candidate", candidate, getter, flattener)
-    run_a2 = load_run("baseline_2", baseline_2, getter, flattener) if baseline_2 is not None else None
+def _align_in_memory(inputs: _Inputs, getter: Any, flattener: Flattener, config: CompareConfig) -> _Aligned:
+    run_a = load_run("baseline", inputs.baseline, getter, flattener)
+    run_b = load_run("candidate", inputs.candidate, getter, flattener)
+    run_a2 = load_run("baseline_2", inputs.baseline_2, getter, flattener) if inputs.baseline_2 is not None else None
+    extras = [load_run(_baseline_name(i + 2), src, getter, flattener) for i, src in enumerate(inputs.extras)]
+    baselines = [run_a, *([run_a2] if run_a2 is not None else []), *extras]
     changed = flattener.collapse_maps()
-    _collapse_maps([r for r in (run_a, run_b, run_a2) if r is not None], changed)
+    _collapse_maps([*baselines, run_b], changed)
     resolver = ComparatorResolver(config)
+    pairs = [(baselines[i], baselines[j]) for i, j in noise_pairs(len(baselines))]
     band = None
-    if run_a2 is not None and config.numeric_noise_band:
+    if pairs and config.numeric_noise_band:
         band = band_for(config)
-        band.finish(band.learn_runs(run_a.by_key, run_a2.by_key))
+        band.finish(sum(band.learn_runs(x.by_key, y.by_key) for x, y in pairs))
     suspects = VolatileSuspects()
-    if run_a2 is not None and config.volatile_noise_rate is not None:
-        suspects.learn_runs(run_a.by_key, run_a2.by_key)
+    if config.volatile_noise_rate is not None:
+        for x, y in pairs:
+            suspects.learn_runs(x.by_key, y.by_key)
     tally = VolatileTally(suspects.suspects(config.volatile_noise_rate, config.min_aligned))
     diff = Differ(resolver, band, flattener.typed_paths(changed))
     al = _Alignment(max_listed=config.max_listed, volatile=tally, content=content_tally(config))
     al.meaning = meaning_tally(config, run_a)
     al.shifts = ShiftTally.of(config, run_a2 is not None, run_a.paths)
     al = _align(run_a, run_b, run_a2, diff, config.max_examples, al)
+    for x, y in pairs[1:]:
+        _align_pair(x, y, diff, al)
     keys_ab = run_a.by_key.keys() | run_b.by_key.keys()
     n_keys = len(keys_ab | (run_a2.by_key.keys() if run_a2 is not None else set()))
-    return _Aligned(run_a, run_b, run_a2, al, diff, resolver, keys_ab, n_keys, lambda _keys: (run_a, run_a2, run_b))
+    return _Aligned(
+        run_a, run_b, run_a2, al, diff, resolver, keys_ab, n_keys, lambda _keys: (run_a, run_a2, run_b), extras
+    )
 
 
 def _spill_parts(config: CompareConfig, *sources: Source | None) -> int:
@@ -287,26 +327,20 @@ def _is_file(source: Source) -> TypeGuard[str | os.PathLike[str]]:
 
 
 def _align_spilled(
-    baseline: Source,
-    candidate: Source,
-    baseline_2: Source | None,
-    key: str,
-    flattener: Flattener,
-    config: CompareConfig,
-    folder: Path,
-    parts: int,
+    inputs: _Inputs, key: str, flattener: Flattener, config: CompareConfig, folder: Path, parts: int
 ) -> _Aligned:
     """Partition the runs by key on disk (:mod:`.spill`), learn the band, then align partition by partition."""
-    runs: list[tuple[str, Source]] = [("baseline", baseline), ("candidate", candidate)]
-    if baseline_2 is not None:
-        runs.append(("baseline_2", baseline_2))
+    runs: list[tuple[str, Source]] = [("baseline", inputs.baseline), ("candidate", inputs.candidate)]
+    if inputs.baseline_2 is not None:
+        runs.append(("baseline_2", inputs.baseline_2))
+    runs += [(_baseline_name(i + 2), src) for i, src in enumerate(inputs.extras)]
     workers = _workers(config)
     spilled_runs = partition_runs(runs, key, flattener, folder, parts, workers)
     sa, sb = spilled_runs[0], spilled_runs[1]
-    sa2 = spilled_runs[2] if baseline_2 is not None else None
+    sa2 = spilled_runs[2] if inputs.baseline_2 is not None else None
+    extras = spilled_runs[3:]
     changed = flattener.collapse_maps()
-    spilled = [s for s in (sa, sb, sa2) if s is not None]
-    _collapse_maps([s.run for s in spilled], changed, samples=True)
+    _collapse_maps([s.run for s in spilled_runs], changed, samples=True)
 
     def load(i: int, keys: set[str] | None = None) -> tuple[Run, Run | None, Run]:
         return _load_part(sa, sb, sa2, changed, i, keys)
@@ -315,8 +349,9 @@ def _align_spilled(
     groups = [list(g) for g in _split(range(parts), min(workers, parts))]
     band = None
     suspects = VolatileSuspects()
+    baselines = [sa, *([sa2] if sa2 is not None else []), *extras]
     if sa2 is not None and (config.numeric_noise_band or config.volatile_noise_rate is not None):
-        learned = run_parallel(_band_of_parts, [(sa, sa2, changed, g, config) for g in groups])
+        learned = run_parallel(_band_of_parts, [(baselines, changed, g, config) for g in groups])
         for _, _, part_suspects in learned:
             suspects.merge(part_suspects)
         if config.numeric_noise_band:
@@ -333,7 +368,7 @@ def _align_spilled(
     n_keys = 0
     kept: dict[str, _KeyOutputs] = {}
     for part_al, comparator_of, assigned, part_keys, part_n, part_kept in run_parallel(
-        _align_parts, [(sa, sb, sa2, changed, g, config, band, tally.suspects, typed) for g in groups]
+        _align_parts, [(sa, sb, sa2, changed, g, config, band, tally.suspects, typed, extras) for g in groups]
     ):
         al.merge(part_al, config.max_examples)
         diff.merge(comparator_of, assigned)
@@ -347,7 +382,18 @@ def _align_spilled(
         runs = [load(i, keys) for i in sorted({part_of(k, parts) for k in keys})]
         return _merged([r[0] for r in runs]), _merged([r[1] for r in runs]), _merged([r[2] for r in runs])  # type: ignore[return-value]
 
-    return _Aligned(sa.run, sb.run, sa2.run if sa2 else None, al, diff, resolver, keys_ab, n_keys, example_runs)
+    return _Aligned(
+        sa.run,
+        sb.run,
+        sa2.run if sa2 else None,
+        al,
+        diff,
+        resolver,
+        keys_ab,
+        n_keys,
+        example_runs,
+        [s.run for s in extras],
+    )
 
 
 def _workers(config: CompareConfig) -> int:
@@ -376,21 +422,22 @@ def _load_part(
 
 
 def _band_of_parts(
-    sa: SpilledRun, sa2: SpilledRun, changed: dict[str, str], parts: list[int], config: CompareConfig
+    baselines: list[SpilledRun], changed: dict[str, str], parts: list[int], config: CompareConfig
 ) -> tuple[NumericBand, int, VolatileSuspects]:
-    """What partitions ``parts`` of A and A' teach the numeric band (the candidate is not needed), how many
-    pairs they align, and the volatile suspects' counts; one partition in memory at a time."""
+    """What partitions ``parts`` of the baseline runs teach the numeric band (the candidate is not needed), how
+    many pairs they align, and the volatile suspects' counts; one partition in memory at a time."""
     band = band_for(config)
     suspects = VolatileSuspects()
     pairs = 0
     for i in parts:
-        ra, ra2 = sa.load(i), sa2.load(i)
-        _collapse_maps([ra, ra2], changed)
-        if config.numeric_noise_band:
-            pairs += band.learn_runs(ra.by_key, ra2.by_key)
-        if config.volatile_noise_rate is not None:
-            suspects.learn_runs(ra.by_key, ra2.by_key)
-        del ra, ra2  # before the next partition is loaded
+        runs = [s.load(i) for s in baselines]
+        _collapse_maps(runs, changed)
+        for x, y in noise_pairs(len(runs)):
+            if config.numeric_noise_band:
+                pairs += band.learn_runs(runs[x].by_key, runs[y].by_key)
+            if config.volatile_noise_rate is not None:
+                suspects.learn_runs(runs[x].by_key, runs[y].by_key)
+        del runs  # before the next partition is loaded
     return band, pairs, suspects
 
 
@@ -427,6 +474,7 @@ def _align_parts(
     band: NumericBand | None,
     suspects: frozenset[str] = frozenset(),
     typed: frozenset[str] | None = None,
+    extras: list[SpilledRun] | None = None,
 ) -> tuple[_Alignment, dict[str, str], set[str], set[str], int, dict[str, _KeyOutputs]]:
     """Align partitions ``parts`` one after the other: the alignment, the differ's comparator choices (see
     :meth:`Differ.merge`), the keys of A and B, how many keys in all, and the outputs of the keys that are
@@ -442,6 +490,13 @@ def _align_parts(
         ra, ra2, rb = _load_part(sa, sb, sa2, changed, i, None)
         al.tie = itertools.count(i * _TIE_STRIDE)
         _align(ra, rb, ra2, diff, config.max_examples, al)
+        if extras and ra2 is not None:
+            more = [s.load(i) for s in extras]
+            _collapse_maps(more, changed)
+            baselines = [ra, ra2, *more]
+            for x, y in noise_pairs(len(baselines))[1:]:
+                _align_pair(baselines[x], baselines[y], diff, al)
+            del more, baselines
         for heap in al.heaps.values():  # the outputs of this partition's examples, so none is read again
             for _, k, _ in heap:
                 if k not in kept and k in ra.by_key:
@@ -473,6 +528,7 @@ def _conclude(
 ) -> ComparisonResult:
     """Field statistics, decision, audits and examples from an alignment: the result."""
     run_a, run_b, run_a2, al, diff = aligned.run_a, aligned.run_b, aligned.run_a2, aligned.al, aligned.diff
+    al.fold_pairs()
     volatile = volatile_fields(
         al.noise_counts,
         al.aligned_noise,
@@ -486,6 +542,7 @@ def _conclude(
     if _noisy_beyond(outputs):
         outputs = _outputs_stat(al, run_a2 is not None, config, z, volatile)
     counts = _counts(al, run_a, run_b, run_a2, aligned.n_keys)
+    _with_pair_rates(fields, al)
     reasons = _decide(_Facts(fields, outputs, counts, run_a, run_a2 is not None, config, key))
     reasons.extend(_alignment_reasons(al.shape, key))
     failed = {f.path for f in fields if f.status in ("regression", "changed")}
@@ -519,7 +576,8 @@ def _conclude(
         counts=counts,
         key=key,
         ignore=flattener.ignore,
-        inputs=_inputs(run_a, run_a2, run_b, audit_sources),
+        noise_pairs=[pair.stat(name) for name, pair in al.pair_stats],
+        inputs=_inputs(run_a, run_a2, run_b, audit_sources, aligned.extra_runs),
         examples=examples,
         missing=[_unmatched(k, i, e) for k, i, e in al.missing],
         extra=[_unmatched(k, i, e) for k, i, e in al.extra],
@@ -528,6 +586,34 @@ def _conclude(
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     return mask_flagged(result, al.content)  # a value the audits flagged is masked wherever the result shows it
+
+
+@dataclass
+class _PairNoise:
+    """What one more pair of baseline runs (beyond baseline and baseline-2) adds to the noise."""
+
+    aligned: int = 0
+    differing: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[tuple[str, str]] = field(default_factory=Counter)
+    missing: int = 0
+    extra: int = 0
+
+    def merge(self, other: _PairNoise) -> None:
+        for name in ("aligned", "differing", "missing", "extra"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.counts.update(other.counts)
+        self.kinds.update(other.kinds)
+
+    def stat(self, name: str) -> NoisePair:
+        return NoisePair(
+            pair=name,
+            aligned=self.aligned,
+            differing=self.differing,
+            rate=self.differing / self.aligned if self.aligned else 0.0,
+            missing=self.missing,
+            extra=self.extra,
+        )
 
 
 @dataclass
@@ -569,6 +655,11 @@ class _Alignment:
     meaning: MeaningTally | None = None
     #: the distribution shifts' counts (:mod:`.shifts`)
     shifts: ShiftTally = field(default_factory=ShiftTally)
+    #: the pairs of baseline runs beyond the first (``aa_replays`` > 1), by name, until :meth:`fold_pairs`
+    pairs: dict[str, _PairNoise] = field(default_factory=dict)
+    #: per pair of baseline runs, first pair first, once folded; and the weight of a noise count in a test
+    pair_stats: list[tuple[str, _PairNoise]] = field(default_factory=list)
+    noise_weight: float = 1.0
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -605,6 +696,45 @@ class _Alignment:
         for path, heap in other.heaps.items():
             for item in heap:
                 self.keep_example(path, item, max_ex)
+        for name, pair in other.pairs.items():
+            self.pairs.setdefault(name, _PairNoise()).merge(pair)
+
+    def fold_pairs(self) -> None:
+        """Pool the noise of every pair of baseline runs into the noise counts, keeping each pair's own.
+
+        The rates are the pooled ones: a better estimate of the noise than one pair's. The pairs share the
+        baseline's run, so their pooled counts are not as many independent pairs as they number; the
+        significance tests count them as one pair's (:attr:`noise_weight` = 1 / pairs): more pairs steady the
+        noise rate without claiming a precision the shared run does not give (counted as independent, or as
+        the ``r/2`` pairs a U-statistic over ``r`` runs is worth, the noisy demo's A/A FAILed more often with
+        three pairs than with one)."""
+        if not self.pairs:
+            return
+        first = _PairNoise(
+            self.aligned_noise,
+            self.noise_any,
+            Counter(self.noise_counts),
+            Counter(self.noise_kinds),
+            self.missing_a2,
+            self.extra_a2,
+        )
+        self.pair_stats = [
+            ("baseline ~ baseline_2", first),
+            *sorted(self.pairs.items(), key=lambda kv: _pair_order(kv[0])),
+        ]
+        for _, pair in self.pair_stats[1:]:
+            self.aligned_noise += pair.aligned
+            self.noise_any += pair.differing
+            self.noise_counts.update(pair.counts)
+            self.noise_kinds.update(pair.kinds)
+            self.missing_a2 += pair.missing
+            self.extra_a2 += pair.extra
+        self.noise_weight = 1 / len(self.pair_stats)
+        self.shifts.noise_weight = self.noise_weight  # the rules that pooled the same pairs weigh them alike
+        for tally in (self.content, self.meaning):
+            if tally is not None:
+                tally.noise_weight = self.noise_weight
+        self.pairs = {}
 
     def add_kinds(self, counts: Mapping[tuple[str, str], int], moves: Mapping[tuple[str, str], float]) -> None:
         """Count candidate differences by kind, with their summed similarity losses."""
@@ -628,6 +758,50 @@ class _Alignment:
             heapq.heappush(h, item)
         elif item[0] > h[0][0]:
             heapq.heapreplace(h, item)
+
+
+def _pair_order(name: str) -> tuple[int, int]:
+    """``"baseline ~ baseline_3"`` -> (3, 1): pairs in the order :func:`noise_pairs` makes them (by second run)."""
+    x, y = (int(n.rpartition("_")[2]) if "_" in n else 1 for n in name.split(" ~ "))
+    return y, x
+
+
+def _align_pair(run_x: Run, run_y: Run, diff: Differ, al: _Alignment) -> None:
+    """One more pair of baseline runs: its differences are noise like baseline vs baseline-2's, counted apart
+    (:class:`_PairNoise`) until :meth:`_Alignment.fold_pairs` pools them. The rules that read values learn
+    from it too (the volatile fields' shapes, the distribution shifts' transitions, the content audits' and
+    the meaning rule's A/A findings)."""
+    pair = al.pairs.setdefault(f"{run_x.name} ~ {run_y.name}", _PairNoise())
+    tally = al.volatile if al.volatile.suspects else None
+    audit = al.content.add if al.content is not None else None
+    meaning = al.meaning.add if al.meaning is not None else None
+    shifts = al.shifts if al.shifts.enabled else None
+    empty: list[Entry] = []
+    y_keys = run_y.by_key
+    for k, lx in run_x.by_key.items():
+        ly = y_keys.get(k, empty)
+        pair.missing += max(len(lx) - len(ly), 0)
+        pair.extra += max(len(ly) - len(lx), 0)
+        for i in range(min(len(lx), len(ly))):
+            fx, fy = lx[i][0], ly[i][0]
+            pair.aligned += 1
+            noise = diff(fx, fy)
+            if diff.texts:
+                if audit is not None:
+                    audit(k, i, fx, fy, False, diff.texts)
+                if meaning is not None:
+                    meaning(k, i, fx, fy, False, diff.texts)
+            if not noise:
+                continue
+            pair.differing += 1
+            pair.counts.update(noise.keys())
+            if tally is not None:
+                tally.add_noise(fx, fy, noise)
+            if shifts is not None:
+                shifts.add_noise(fx, fy, noise)
+            if diff.kinds:
+                pair.kinds.update(diff.kinds.items())
+    pair.extra += sum(len(ly) for k, ly in y_keys.items() if k not in run_x.by_key)
 
 
 def _align(run_a: Run, run_b: Run, run_a2: Run | None, diff: Differ, max_ex: int, al: _Alignment) -> _Alignment:
@@ -762,6 +936,7 @@ def _outputs_stat(
         False,
         config,
         z,
+        al.noise_weight,
     )
     if stat.status == "too_noisy":
         stat.status = "ok"
@@ -838,6 +1013,7 @@ def _field_stats(
                 resolver.must_not_change(p),
                 config,
                 z,
+                al.noise_weight,
             ),
             diff.band,
         )
@@ -912,7 +1088,7 @@ def _with_kinds(
     if not x1:
         return stat
     x0 = sum(k.noise_diffs or 0 for k in types) if stat.noise_n is not None else None
-    typed = _field_stat(stat.path, "type", x0, stat.noise_n, x1, al.aligned_cand, 0, False, config, z)
+    typed = _field_stat(stat.path, "type", x0, stat.noise_n, x1, al.aligned_cand, 0, False, config, z, al.noise_weight)
     stat.type_lower_bound = typed.lower_bound
     escalate = {"regression": ("ok", "too_noisy", "not_significant"), "not_significant": ("ok", "too_noisy")}
     if stat.status in escalate.get(typed.status, ()):
@@ -948,6 +1124,7 @@ def _counts(al: _Alignment, run_a: Run, run_b: Run, run_a2: Run | None, n_keys: 
         extra_in_candidate=al.n_extra,
         missing_in_baseline_2=al.missing_a2 if has_noise else None,
         extra_in_baseline_2=al.extra_a2 if has_noise else None,
+        noise_pairs=max(len(al.pair_stats), 1) if has_noise else None,
         unkeyed={r.name: r.unkeyed for r in (run_a, run_a2, run_b) if r is not None and r.unkeyed},
         alignment=_alignment_kind(al.shape),
     )
@@ -964,6 +1141,8 @@ def _audits(
     counts.audit_records = {"baseline": len(aud_a), "candidate": len(aud_b)}
     if aud_a2 is not None:
         counts.audit_records["baseline_2"] = len(aud_a2)
+    for i, extra in enumerate(sources.extra_baselines or []):  # counted; their calls' noise is not compared (yet)
+        counts.audit_records[_baseline_name(i + 2)] = len(read_audit(extra))
     return compare_audits(aud_a, aud_b, aud_a2, output_keys, config, changed=sources.changed)
 
 
@@ -979,17 +1158,35 @@ def decide_verdict(reasons: list[Reason]) -> Verdict:
     return "PASS"
 
 
-def _inputs(run_a: Run, run_a2: Run | None, run_b: Run, audits: AuditSources | None) -> dict[str, str | None]:
+def _inputs(
+    run_a: Run, run_a2: Run | None, run_b: Run, audits: AuditSources | None, extras: list[Run]
+) -> dict[str, str | None]:
     inputs: dict[str, str | None] = {
         "baseline": run_a.source,
         "baseline_2": run_a2.source if run_a2 else None,
         "candidate": run_b.source,
     }
+    for run in extras:
+        inputs[run.name] = run.source
     if audits is not None and audits.given() and audits.baseline is not None and audits.candidate is not None:
         inputs["baseline_audit"] = _names(audits.baseline)
         inputs["candidate_audit"] = _names(audits.candidate)
         inputs["baseline_2_audit"] = _names(audits.baseline_2)
+        for i, extra in enumerate(audits.extra_baselines or []):
+            inputs[f"{_baseline_name(i + 2)}_audit"] = _names(extra)
     return inputs
+
+
+def _with_pair_rates(fields: list[FieldStat], al: _Alignment) -> None:
+    """Each field's noise rate in every pair of baseline runs (the report's spread), when there are several."""
+    if len(al.pair_stats) < 2:
+        return
+    for f in fields:
+        if f.noise_n is None or f.volatile_rate is not None:
+            continue
+        f.noise_pair_rates = [
+            round(pair.counts.get(f.path, 0) / pair.aligned, 4) if pair.aligned else 0.0 for _, pair in al.pair_stats
+        ]
 
 
 def _names(source: Source | list[Source] | None) -> str | None:
@@ -1053,7 +1250,11 @@ def _field_stat(
     must_not_change: bool,
     config: CompareConfig,
     z: float,
+    noise_weight: float = 1.0,
 ) -> FieldStat:
+    """The noise rule for one rate: ``x1`` of ``n1`` candidate pairs differ, ``x0`` of ``n0`` baseline pairs
+    (None: exact rules); ``noise_weight`` scales the baseline counts in the bound when they pool pairs of runs
+    that share a run (:meth:`_Alignment.fold_pairs`)."""
     p1 = x1 / n1 if n1 else 0.0
     st = FieldStat(
         path=path,
@@ -1072,7 +1273,8 @@ def _field_stat(
         st.noise_diffs, st.noise_n, st.noise_rate = x0, n0, p0
         st.delta = p1 - p0
         st.relative = st.delta / p0 if p0 > 0 else None
-        st.lower_bound = newcombe_lower(x1, n1, x0, n0, z) if n1 and n0 else None
+        w = noise_weight
+        st.lower_bound = newcombe_lower(x1, n1, x0 * w, n0 * w, z) if n1 and n0 else None  # type: ignore[arg-type]
         if st.status == "changed":
             return st
         beyond = st.delta > config.abs_threshold and (p0 == 0 or st.delta > config.rel_threshold * p0)
@@ -1144,14 +1346,23 @@ def _base(f: _Facts) -> int:
     return max(f.run_a.count - f.run_a.unkeyed, 1)
 
 
+def _per_pair(pooled: int | None, pairs: int | None) -> int | None:
+    """A count pooled over the pairs of baseline runs, as one pair's (the mean, rounded): the exact tests compare
+    it with the candidate's over the same window."""
+    return None if pooled is None else round(pooled / (pairs or 1))
+
+
 def _missing_outputs(f: _Facts) -> list[Reason]:
     c = f.counts
-    return unmatched_reasons("missing", c.missing_in_candidate, c.missing_in_baseline_2, _base(f), f.config)
+    x0 = _per_pair(c.missing_in_baseline_2, c.noise_pairs)
+    return unmatched_reasons("missing", c.missing_in_candidate, x0, _base(f), f.config)
 
 
 def _extra_outputs(f: _Facts) -> list[Reason]:
     c = f.counts
-    return unmatched_reasons("extra", c.extra_in_candidate, c.extra_in_baseline_2, _base(f), f.config)
+    return unmatched_reasons(
+        "extra", c.extra_in_candidate, _per_pair(c.extra_in_baseline_2, c.noise_pairs), _base(f), f.config
+    )
 
 
 def _changed_msg(fields: list[FieldStat], config: CompareConfig) -> str:

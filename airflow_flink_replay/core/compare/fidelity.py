@@ -5,7 +5,7 @@ tool that returns a placeholder, memory that was not forked right, an input the 
 Production's own outputs for the window's records are the reference. :func:`measure_fidelity` ties each
 output to its input record — the correlation key and the record's event time, which Flink Agents stamps on
 every output (the replay records it as ``_replay.event_time_ms``, production's Kafka sink writes it as the
-record timestamp, :func:`~airflow_flink_replay.hooks.production_outputs.export_outputs` adds it) — and counts
+record timestamp, :func:`~airflow_flink_replay.run_io.production_outputs.export_outputs` adds it) — and counts
 the baseline outputs in which no field differs from one of production's outputs for the same record: fields
 flattened and compared as the comparison does (its comparators: text by similarity, numbers within their
 tolerance and within the band the two baselines showed), with the same ignored paths (and the ``_replay``
@@ -28,6 +28,7 @@ baseline-2, measured the same way.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,7 @@ def measure_fidelity(
     ignore: list[str],
     config: CompareConfig | None = None,
     baseline_2: Source | None = None,
+    extra_baselines: Sequence[Source] = (),
 ) -> FidelityStat:
     """Compare the baseline's outputs with production's own outputs for the same input records.
 
@@ -75,8 +77,12 @@ def measure_fidelity(
     :param baseline_2: the second baseline's outputs: how often the baseline reproduces *itself*, measured the
         same way, is what production can be expected to match at best when the agent is noisy (an LLM that
         samples): the floor applies to the fidelity relative to it.
+    :param extra_baselines: more runs of the baseline (``aa_replays`` > 1): the baseline's agreement with itself
+        is pooled over every one of them.
     """
-    reference = FidelityReference(baseline, key=key, ignore=ignore, config=config, baseline_2=baseline_2)
+    reference = FidelityReference(
+        baseline, key=key, ignore=ignore, config=config, baseline_2=baseline_2, extra_baselines=extra_baselines
+    )
     return reference.measure(production)
 
 
@@ -93,23 +99,29 @@ class FidelityReference:
         ignore: list[str],
         config: CompareConfig | None = None,
         baseline_2: Source | None = None,
+        extra_baselines: Sequence[Source] = (),
     ) -> None:
         self.config = config or CompareConfig()
         self._getter = compile_key(key)
         self._flattener = Flattener(list(dict.fromkeys([*RESERVED_IGNORE, *ignore])), self.config.list_mode)
         self._base = self._read(baseline)
-        base_2 = self._read(baseline_2) if baseline_2 is not None else None
+        others = [self._read(s) for s in ([baseline_2] if baseline_2 is not None else [])]
+        others += [self._read(s) for s in extra_baselines] if others else []
         band = None
-        if base_2 is not None and self.config.numeric_noise_band:  # numbers within what baseline-2 showed: equal
+        if others and self.config.numeric_noise_band:  # numbers within what the other baselines showed: equal
             band = NumericBand(self.config.numeric_noise_quantile)
             # the n-th with the n-th (in event time and content order), as the comparison learns it
-            band.finish(band.learn_runs(_flattened(self._base), _flattened(base_2)))
+            base = _flattened(self._base)
+            band.finish(sum(band.learn_runs(base, _flattened(other)) for other in others))
         self._differ = Differ(ComparatorResolver(self.config), band)
         self.baseline_outputs = sum(len(v) for v in self._base.values())
         self.self_rate = None
-        if base_2 is not None and self.baseline_outputs:
-            tie, _ = _tie(self._base, base_2, "baseline-2")
-            self.self_rate = _agreement(self._base, base_2, self._differ, tie).equal / self.baseline_outputs
+        if others and self.baseline_outputs:  # pooled over the other baselines: each as often as the baseline
+            equal = 0
+            for i, other in enumerate(others):
+                tie, _ = _tie(self._base, other, "baseline-2" if i == 0 else f"baseline_{i + 2}")
+                equal += _agreement(self._base, other, self._differ, tie).equal
+            self.self_rate = equal / (self.baseline_outputs * len(others))
 
     def _read(self, source: Source) -> Outputs:
         """Read, flatten and group one side's outputs by key (outputs without the key are left out, as the
@@ -295,7 +307,9 @@ def with_fidelity(result: ComparisonResult, stat: FidelityStat, *, not_enforced:
     reasons = [r for r in result.reasons if r.code not in ("FIDELITY", "LOW_FIDELITY")]
     figure = (
         f"{stat.equal} of {stat.baseline_outputs} baseline outputs equal production's own outputs for the same "
-        f"input ({stat.rate:.1%})" if stat.rate is not None else "no baseline outputs to compare with production's"
+        f"input ({stat.rate:.1%})"
+        if stat.rate is not None
+        else "no baseline outputs to compare with production's"
     )
     figure += _tie_text(stat)
     if stat.baseline_outputs > stat.aligned:

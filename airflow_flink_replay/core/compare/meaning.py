@@ -51,7 +51,7 @@ from airflow_flink_replay.core.compare.alignment import Run
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.compare.meaning_findings import MeaningExample, MeaningKind, MeaningStat
 from airflow_flink_replay.core.compare.result import Reason
-from airflow_flink_replay.core.compare.stats import binomial_greater, fisher_greater
+from airflow_flink_replay.core.compare.stats import binomial_greater, fisher_greater, weighted
 from airflow_flink_replay.exceptions import CompareInputError
 
 # ------------------------------------------------------------------------------------------- the words
@@ -496,6 +496,9 @@ class MeaningTally:
     changed words, the first examples by key; and the judge's samples. One per partition of a spilled
     comparison, merged (:meth:`merge`)."""
 
+    #: how much one A/A count weighs in the exact tests (below 1 when several pairs of baseline runs are pooled)
+    noise_weight: float = 1.0
+
     def __init__(self, config: CompareConfig, vocabulary: frozenset[str]) -> None:
         self.config = config
         self.vocabulary = vocabulary
@@ -765,7 +768,7 @@ def _rule_stats(tally: MeaningTally, n0: int | None, n1: int) -> list[MeaningSta
             noise_examples=tally.examples[0].get(pk, []) if n0 is not None else [],
         )
         if x0 is not None and n0:
-            st.p_value = fisher_greater(x1, n1, x0, n0)
+            st.p_value = fisher_greater(x1, n1, *weighted(x0, n0, tally.noise_weight))
         stats.append(st)
     return stats
 
@@ -813,7 +816,8 @@ def _judge_stats(
             noise_examples=[_example(item) for item in different[0][: tally.max_examples]],
         )
         if n0:
-            st.p_value = binomial_greater(x1, x0 + x1, n1 / (n0 + n1))
+            x0w, n0w = weighted(x0, n0, tally.noise_weight)
+            st.p_value = binomial_greater(x1, x0w + x1, n1 / (n0w + n1))
         stats.append(st)
     return stats, errors
 

@@ -115,6 +115,17 @@ class FieldStat(BaseModel):
         description="changes of JSON type judged on their own by the noise rule (any transition: candidate outputs "
         "vs A/A outputs with one): the lower bound of their delta; None when the candidate changed no type",
     )
+    noise_pair_rates: list[float] | None = Field(
+        default=None,
+        description="with more than one A/A pair (aa_replays > 1): the field's noise rate in each pair, in the order "
+        "of ComparisonResult.noise_pairs (noise_rate pools them); None with one pair",
+    )
+
+    @property
+    def noise_spread(self) -> tuple[float, float] | None:
+        """The lowest and highest noise rate of the A/A pairs (None with one pair)."""
+        rates = self.noise_pair_rates
+        return (min(rates), max(rates)) if rates else None
 
 
 class CallChange(BaseModel):
@@ -183,11 +194,22 @@ class Counts(BaseModel):
     candidate: int
     keys: int = Field(description="distinct correlation keys over all runs")
     aligned_candidate: int = Field(description="outputs aligned between baseline and candidate")
-    aligned_noise: int | None = Field(default=None, description="outputs aligned between baseline and baseline-2")
+    aligned_noise: int | None = Field(
+        default=None,
+        description="pairs of baseline outputs aligned: baseline with baseline-2, and with more baselines "
+        "(aa_replays > 1) every pair of baseline runs, pooled",
+    )
+    noise_pairs: int | None = Field(
+        default=None, description="pairs of baseline runs the noise was measured on (None without baseline-2)"
+    )
     missing_in_candidate: int = 0
     extra_in_candidate: int = 0
-    missing_in_baseline_2: int | None = None
-    extra_in_baseline_2: int | None = None
+    missing_in_baseline_2: int | None = Field(
+        default=None, description="outputs of one baseline run missing in the other, pooled over the noise pairs"
+    )
+    extra_in_baseline_2: int | None = Field(
+        default=None, description="outputs one baseline run has beyond the other's, pooled over the noise pairs"
+    )
     unkeyed: dict[str, int] = Field(default_factory=dict, description="outputs without the key, per run")
     audit_records: dict[str, int] = Field(default_factory=dict)
     alignment: AlignmentKind = Field(
@@ -292,6 +314,17 @@ class FidelityStat(BaseModel):
         return min(1.0, upper / self.self_rate)
 
 
+class NoisePair(BaseModel):
+    """One pair of baseline runs (an A/A pair) and how much its two runs differ."""
+
+    pair: str = Field(description='the two runs, e.g. "baseline ~ baseline_3"')
+    aligned: int = Field(description="outputs aligned between the two runs")
+    differing: int = Field(description="aligned outputs with a difference in any field")
+    rate: float = Field(description="differing / aligned")
+    missing: int = Field(default=0, description="outputs of the first run missing in the second")
+    extra: int = Field(default=0, description="outputs of the second run beyond the first's")
+
+
 class ComparisonResult(BaseModel):
     """Everything a comparison found. ``summary.json`` is its JSON form."""
 
@@ -317,6 +350,11 @@ class ComparisonResult(BaseModel):
     )
     fidelity: FidelityStat | None = Field(
         default=None, description="the baseline against production's own outputs (when production's were given)"
+    )
+    noise_pairs: list[NoisePair] = Field(
+        default_factory=list,
+        description="the A/A pairs the noise was measured on (one per pair of baseline runs): their spread shows how "
+        "much the noise itself varies from pair to pair",
     )
     counts: Counts
     key: str
@@ -360,6 +398,7 @@ class ComparisonResult(BaseModel):
                 for f in self.fields[:5]
             ],
             "counts": self.counts.model_dump(),
+            "noise_pairs": self.counts.noise_pairs,
             "fidelity": self.fidelity.rate if self.fidelity is not None else None,
             "fidelity_self": self.fidelity.self_rate if self.fidelity is not None else None,
             "noise": self.noisiest(),

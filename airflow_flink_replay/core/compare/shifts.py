@@ -46,7 +46,7 @@ from airflow_flink_replay.core.compare.comparators import ComparatorResolver
 from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.compare.paths import MISSING
 from airflow_flink_replay.core.compare.result import Reason
-from airflow_flink_replay.core.compare.stats import binomial_greater
+from airflow_flink_replay.core.compare.stats import binomial_greater, weighted
 
 #: A field with more distinct values than this among its changes is not categorical (a text, an id, a name).
 MAX_CATEGORIES = 12
@@ -104,6 +104,8 @@ class ShiftTally:
 
     #: counting at all (with baseline-2 and ``distribution_shifts``)
     enabled: bool = False
+    #: how much one A/A count weighs in the exact tests (below 1 when several pairs of baseline runs are pooled)
+    noise_weight: float = 1.0
     #: some output has lists expanded by index (lists of objects): item counts come from the ``[k]`` paths
     indexed: bool = False
     #: per categorical path: transitions (x, y) of A/A' pairs and of A/B pairs, and the values seen changing
@@ -319,11 +321,13 @@ def transition_shifts(tally: ShiftTally, n0: int, n1: int, config: CompareConfig
         for (x, y), c in sorted(cand.items(), key=lambda kv: (-kv[1], _show(kv[0][0]), _show(kv[0][1]))):
             fwd, back = noise[x, y], noise[y, x]
             r0, r1 = max((fwd + back) / (2 * n0), fwd / n0), c / n1
+            fwd_w, n0w = weighted(fwd, n0, tally.noise_weight)  # pooled pairs, as the pairs they are worth
+            back_w = weighted(back, n0, tally.noise_weight)[0]
             if not (r1 - r0 > config.abs_threshold and r1 - r0 > config.rel_threshold * r0):
                 continue
             p_value = max(
-                binomial_greater(c, c + fwd + back, n1 / (n1 + 2 * n0)),  # against the symmetric rate
-                binomial_greater(c, c + fwd, n1 / (n1 + n0)),  # against the A/A's own x -> y
+                binomial_greater(c, c + fwd_w + back_w, n1 / (n1 + 2 * n0w)),  # against the symmetric rate
+                binomial_greater(c, c + fwd_w, n1 / (n1 + n0w)),  # against the A/A's own x -> y
             )
             reverse = cand[y, x]
             how = "a one-way shift" if reverse / n1 <= r0 else "more changes both ways"

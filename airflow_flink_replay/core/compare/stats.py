@@ -44,6 +44,14 @@ def newcombe_lower(x1: int, n1: int, x0: int, n0: int, z: float) -> float:
     return (p1 - p0) - math.sqrt((p1 - l1) ** 2 + (u0 - p0) ** 2)
 
 
+def weighted(x: int, n: int, weight: float) -> tuple[int, int]:
+    """Counts ``x`` of ``n`` pooled over pairs of runs that share runs, as the independent pairs they are worth
+    (``weight``: see the engine's ``fold_pairs``), for the exact tests that take whole counts."""
+    if weight == 1.0:
+        return x, n
+    return round(x * weight), max(round(n * weight), 1) if n else 0
+
+
 def wilson_lower(x: int, n: int, z: float) -> float:
     """One-sided Wilson lower bound of ``x/n`` (used when there is no noise run)."""
     return wilson(x, n, z)[0]

@@ -419,3 +419,52 @@ def test_control_characters_are_escaped_in_junit_and_terminal(files: dict[str, P
     assert "evil\\x1b[31m\\x07\\x00tool" in proc.stdout
     suite = ET.parse(files["out"] / "junit.xml").getroot()  # well-formed
     assert any("evil\\x1b" in (tc.get("name") or "") for tc in suite.iter("testcase"))
+
+
+def test_more_baselines_measure_the_noise_on_more_pairs(files: dict[str, Path], tmp_path: Path) -> None:
+    """``--more-baseline`` (repeatable): the baseline with each more run is a noise pair; their audits are read with
+    ``--more-baseline-audit``; without ``--baseline-2`` it is bad usage."""
+    a3 = write_jsonl(tmp_path / "a3.jsonl", make_run(N, "baseline_3", 4, paraphrase=0.3))
+    a3_records = make_audit(make_run(N, "baseline_3", 4), "baseline_3")
+    a3_audit = write_jsonl(tmp_path / "a3-audit.jsonl", a3_records)
+    code = main(
+        [
+            "compare",
+            "--baseline",
+            str(files["a"]),
+            "--baseline-2",
+            str(files["a2"]),
+            "--more-baseline",
+            str(a3),
+            "--candidate",
+            str(files["label"]),
+            "--key",
+            "$.id",
+            "--out",
+            str(files["out"]),
+            "--baseline-audit",
+            str(files["aa"]),
+            "--candidate-audit",
+            str(files["aa"]),
+            "--more-baseline-audit",
+            str(a3_audit),
+        ]
+    )
+    assert code == 1  # the label change still fails
+    summary = json.loads((files["out"] / "summary.json").read_text())
+    assert summary["counts"]["noise_pairs"] == 2
+    assert [p["pair"] for p in summary["noise_pairs"]] == ["baseline ~ baseline_2", "baseline ~ baseline_3"]
+    assert summary["counts"]["audit_records"]["baseline_3"] == len(a3_records)
+    done = cli(
+        "--baseline",
+        files["a"],
+        "--more-baseline",
+        a3,
+        "--candidate",
+        files["same"],
+        "--key",
+        "$.id",
+        "--out",
+        files["out"],
+    )
+    assert done.returncode == 3 and "baseline-2" in done.stderr

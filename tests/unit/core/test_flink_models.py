@@ -14,7 +14,7 @@ from airflow_flink_replay.core.flink_models import (
     ProductionPlan,
     python_traceback,
 )
-from airflow_flink_replay.hooks.flink_rest import flink_cause
+from airflow_flink_replay.hooks.flink_rest_base import flink_cause
 from tests.fake_flink import JAVA_ERROR, JOB, PYTHON_WORKER_ERROR
 
 

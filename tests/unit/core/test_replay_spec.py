@@ -1,7 +1,8 @@
 """One naming rule for the replay's action-state topics (``replay_topic_name``): Kafka-legal, distinct per
 variant, the same for the DAG's resolved names and ``IsolateActionStateOperator``'s defaults.
 
-Also: loading a spec from YAML, run overrides. ``_spec()`` is a valid spec document other tests start from.
+Also: loading a spec from YAML, run overrides, the A/A replays (``aa_replays``) and the variants they give.
+``_spec()`` is a valid spec document other tests start from.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_spec import (
     MAX_TOPIC_NAME,
@@ -18,6 +20,7 @@ from airflow_flink_replay.core.replay_spec import (
     SpecError,
     is_legal_topic_name,
     replay_topic_name,
+    variant_names,
 )
 from airflow_flink_replay.operators.action_state import IsolateActionStateOperator
 
@@ -109,3 +112,32 @@ def test_replay_topic_names_are_always_kafka_legal_and_distinct() -> None:
     assert len(names) == 3 and all(is_legal_topic_name(n) and len(n) == MAX_TOPIC_NAME for n in names)
     assert not is_legal_topic_name("") and not is_legal_topic_name("a b") and not is_legal_topic_name("a" * 250)
     assert is_legal_topic_name("a" * 249)
+
+
+def test_aa_replays_adds_baselines_between_baseline_2_and_the_candidate() -> None:
+    spec = ReplaySpec.model_validate(_spec())
+    assert spec.aa_replays == 1 and spec.extra_baselines() == []
+    assert spec.variant_names() == variant_names() == ["baseline", "baseline_2", "candidate"]
+    three = ReplaySpec.model_validate(_spec(aa_replays=3))
+    assert three.variant_names() == ["baseline", "baseline_2", "baseline_3", "baseline_4", "candidate"]
+    assert three.baselines() == ["baseline", "baseline_2", "baseline_3", "baseline_4"]
+    assert three.extra_baselines() == ["baseline_3", "baseline_4"]
+    # every baseline replays production's agent; without a candidate the spec replays the baselines only
+    assert {three.agent_factory_for(v) for v in three.baselines()} == {three.production.agent_factory}
+    assert three.model_copy(update={"candidate_agent_factory": None}).variants() == three.baselines()
+    # it shapes the DAG: a run's params or conf never change it
+    assert three.with_run_overrides({"aa_replays": 1, "keep_fork": True}).aa_replays == 3
+
+
+@pytest.mark.parametrize("count", [0, 5, -1])
+def test_aa_replays_out_of_range_is_refused_naming_the_field_and_the_fix(tmp_path: Path, count: int) -> None:
+    with pytest.raises(ValidationError) as err:
+        ReplaySpec.model_validate(_spec(aa_replays=count))
+    assert f"aa_replays {count} is out of range" in str(err.value) and "Fix: 1 (one A/A pair, the default) to 4" in (
+        str(err.value)
+    )
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(_spec(aa_replays=count)))
+    with pytest.raises(SpecError) as loaded:
+        ReplaySpec.from_yaml(path)
+    assert "aa_replays:" in str(loaded.value) and "Fix:" in str(loaded.value) and str(path) in str(loaded.value)

@@ -9,6 +9,7 @@ validation, at once, naming the file and the fix.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,24 @@ def test_kafka_legal_topics_pass() -> None:
     assert not is_legal_topic_name(".") and not is_legal_topic_name("..") and not is_legal_topic_name("")
     spec = ReplaySpec.model_validate(_with_production(input_topic="x" * 249, output_topic="reviews.out_1"))
     assert spec.production.output_topic == "reviews.out_1"
+
+
+def test_every_variant_of_the_most_a_a_replays_gets_names_of_its_own_legal_everywhere() -> None:
+    """``aa_replays`` at its most (4): six variants, each with its own fork namespace (a Mem0 user_id: ``-`` for
+    ``_``), action-state and result topics (Kafka-legal), Flink job name and task ids, none shared."""
+    from airflow_flink_replay.core.replay_job_spec import replay_job_name
+    from airflow_flink_replay.replay_dag import ids
+
+    spec = ReplaySpec.model_validate(_spec(aa_replays=4))
+    variants = spec.variant_names()
+    assert variants == ["baseline", "baseline_2", "baseline_3", "baseline_4", "baseline_5", "candidate"]
+    namespaces = {spec.fork_namespace("t1", v) for v in variants}
+    assert "replay-review-triage-t1-baseline-5" in namespaces and not any("_" in n for n in namespaces)
+    topics = [t for v in variants for t in (spec.action_state_topic("t1", v), *spec.result_topics("t1", v).names())]
+    assert all(is_legal_topic_name(t) for t in topics) and len(set(topics)) == 3 * len(variants)
+    assert len({replay_job_name("gate", "manual__2026-12-01T00:00:00+00:00", v) for v in variants}) == len(variants)
+    task_ids = [f(v) for f in (ids.fork_task, ids.replay_task) for v in variants]
+    assert len(set(task_ids)) == 12 and all(re.fullmatch(r"[a-z0-9_]+", t) for t in task_ids)
 
 
 # -------------------------------------------------------------------------------------------- loading

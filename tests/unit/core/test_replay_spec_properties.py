@@ -37,6 +37,7 @@ SPEC: dict[str, Any] = {
     "mem0_config": {"llm": {"provider": "openai", "config": {"api_key": "${env:OPENAI_API_KEY}"}}},
     "kafka_bootstrap": "127.0.0.1:9092",
     "runs_uri": "file:///tmp/replay-runs",
+    "aa_replays": 2,
 }
 
 scalars = st.one_of(

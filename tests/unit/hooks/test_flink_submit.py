@@ -290,7 +290,7 @@ def test_the_jvms_slf4j_diagnostics_after_a_traceback_are_not_the_cause() -> Non
 
 def test_a_flink_url_with_credentials_in_it_is_refused_without_repeating_them() -> None:
     from airflow_flink_replay.exceptions import SpecError
-    from airflow_flink_replay.hooks.flink_rest import rest_base_url
+    from airflow_flink_replay.hooks.flink_rest_base import rest_base_url
 
     for host in ("http://admin:hunter2@flink.example.com:8081", "https://admin@flink.example.com"):
         with pytest.raises(SpecError) as info:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from airflow_flink_replay.core.memory import FORK_ID_FIELD, Mem0Namespace
+from airflow_flink_replay.core.memory_fork import FORK_ID_FIELD, Mem0Namespace
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
-from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
-from airflow_flink_replay.hooks.mem0_oss import OssMem0Backend
+from airflow_flink_replay.memory.hosted import HostedMem0Backend
+from airflow_flink_replay.memory.oss import OssMem0Backend
 
 
 def _qdrant_config(tmp_path: Path) -> dict[str, Any]:

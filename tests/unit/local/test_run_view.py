@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from airflow_flink_replay.local.airflow_runner import TaskTiming
 from airflow_flink_replay.local.run_view import MAX_REASONS, chain_steps, render_run
 
@@ -123,15 +125,31 @@ def test_unfinished_tasks_are_named() -> None:
     assert "not finished: capture_window" in lines[0]
 
 
-def test_every_task_of_the_gate_dag_is_in_a_chain_step(tmp_path: Path) -> None:
-    """A task the view does not know would fail, or take time, without a line saying so."""
+@pytest.mark.parametrize("aa_replays", [1, 4])
+def test_every_task_of_the_gate_dag_is_in_a_chain_step(tmp_path: Path, aa_replays: int) -> None:
+    """A task the view does not know would fail, or take time, without a line saying so (the extra A/A
+    baselines' forks and replays too, up to the most a spec can ask for)."""
     from airflow_flink_replay.core.replay_spec import ReplaySpec
     from airflow_flink_replay.dag_factory import build_replay_dag
     from tests.unit.core.test_replay_spec import _spec
 
-    dag = build_replay_dag(ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}")), dag_id="g", kind="gate")
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}", aa_replays=aa_replays))
+    dag = build_replay_dag(spec, dag_id="g", kind="gate")
     shown = {task_id for _, task_ids in chain_steps() for task_id in task_ids}
     assert {t.task_id for t in dag.tasks} <= shown, {t.task_id for t in dag.tasks} - shown
+
+
+def test_a_run_with_an_extra_a_a_replay_shows_every_variant(tmp_path: Path) -> None:
+    """aa_replays=2: the forks, the replays and the cleanup name baseline_3 with the others (the record lists the
+    forks in its variants' order)."""
+    record = _record(tmp_path)
+    record["memory_forks"] = [{"count": 112}, {"count": 112}, {"count": 90}, {"count": 112}]
+    record["variants"].insert(2, {"variant": "baseline_3", "job_id": "d", "output_records": 18})
+    record["cleanup"]["forks_dropped"]["baseline_3"] = {"kept": False}
+    steps = {line.split()[0]: line for line in render_run(_tasks(), record, None)[:9]}
+    assert "memories per fork: baseline 112, baseline_2 112, baseline_3 90, candidate 112" in steps["memory"]
+    assert "baseline 20, baseline_2 20, baseline_3 18, candidate 19" in steps["replays"]
+    assert "3 memory forks dropped" in steps["cleanup"]
 
 
 def test_a_refused_run_says_so_and_drops_no_fork_it_never_made(tmp_path: Path) -> None:

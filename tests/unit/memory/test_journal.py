@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_flink_replay.core.memory import JournalPosition
+from airflow_flink_replay.core.memory_fork import JournalPosition
 from airflow_flink_replay.hooks.mem0 import Mem0Hook
 from airflow_flink_replay.memory.journal import (
     JOURNAL_KEY,

@@ -288,3 +288,123 @@ def test_a_manifest_that_is_not_there_fails_the_comparison(small_run: Path) -> N
 def test_a_run_without_a_manifest_compares_without_one(small_run: Path) -> None:
     summary = _execute(_compare_op(small_run, None))
     assert summary["verdict"] in ("PASS", "INCONCLUSIVE") and (small_run / "reports" / "report.html").is_file()
+
+
+# ------------------------------------------------------------------ more A/A replays (aa_replays > 1)
+@pytest.fixture
+def aa_run(small_run: Path) -> Path:
+    """``small_run`` with baseline_2, baseline_3 and every run's audit (baseline_3's a folder of worker files)."""
+    outs = make_run(20, "baseline", 1)
+    write_jsonl(small_run / "baseline_2.jsonl", make_run(20, "baseline_2", 2))
+    write_jsonl(small_run / "baseline_3.jsonl", make_run(20, "baseline_3", 4))
+    for variant in ("baseline", "baseline_2", "candidate"):
+        write_jsonl(small_run / f"audit_{variant}.jsonl", make_audit(outs, variant))
+    write_jsonl(small_run / "audit_baseline_3" / "audit-baseline_3-1.jsonl", make_audit(outs, "baseline_3"))
+    return small_run
+
+
+def test_extra_baselines_and_their_audits_reach_the_comparison(aa_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each extra baseline is opened as baseline_2 is (a path, or a URI through ObjectStoragePath; an audit folder as
+    its files) and handed to the engine after baseline_2; the noise is measured on more than one pair of baselines."""
+    import airflow_flink_replay.core.compare.engine as engine
+
+    seen: dict[str, Any] = {}
+    real = engine.compare_runs
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs, audit_names=[[s.name for s in a] for a in kwargs["audits"]["extra_baselines"]])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "compare_runs", spy)
+    summary = _execute(
+        _compare_op(
+            aa_run,
+            None,
+            baseline_2=str(aa_run / "baseline_2.jsonl"),
+            extra_baselines=[str(aa_run / "baseline_3.jsonl")],
+            baseline_audit=str(aa_run / "audit_baseline.jsonl"),
+            candidate_audit=str(aa_run / "audit_candidate.jsonl"),
+            baseline_2_audit=str(aa_run / "audit_baseline_2.jsonl"),
+            extra_baseline_audits=[f"file://{aa_run / 'audit_baseline_3'}"],
+        )
+    )
+    assert seen["extra_baselines"] == [aa_run / "baseline_3.jsonl"]
+    assert seen["audit_names"] == [[str(aa_run / "audit_baseline_3" / "audit-baseline_3-1.jsonl")]]
+    assert summary["noise_pairs"] > 1  # the noise is measured on more than one pair of baselines
+
+
+def test_extra_baselines_given_as_text_are_refused(small_run: Path) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match=r"extra_baselines must be a list of URIs .*Fix:"):
+        _execute(_compare_op(small_run, None, extra_baselines="/runs/a.jsonl,/runs/b.jsonl"))
+
+
+def test_the_fidelity_opens_every_baseline_only_when_productions_outputs_can_be_read(
+    small_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """baseline_2 and the extra baselines tell how often the baseline reproduces itself: opened lazily, as the
+    baseline is, and handed to the fidelity reference in order."""
+    from types import SimpleNamespace
+
+    import airflow_flink_replay.core.compare.fidelity as fidelity
+
+    seen: dict[str, Any] = {}
+
+    class Reference:
+        def __init__(self, baseline: Any, **kwargs: Any) -> None:
+            seen.update(kwargs, baseline=baseline)
+            raise RuntimeError("measured elsewhere")  # the figure is then missing; the comparison stands
+
+    monkeypatch.setattr(fidelity, "FidelityReference", Reference)
+    opened: list[str] = []
+
+    def opener(name: str) -> Any:
+        return lambda: opened.append(name) or name
+
+    op = _compare_op(small_run, None, production_output_topic="outputs")
+    result: Any = SimpleNamespace(key="$.id", ignore=[])
+    extras = [opener("baseline_3"), opener("baseline_4")]
+    monkeypatch.setattr(op, "_output_offsets", lambda topic: (None, None))  # no offsets: nothing is read
+    assert op._with_fidelity(result, opener("baseline"), opener("baseline_2"), None, extra_baselines=extras) is result
+    assert opened == [] and not seen
+    monkeypatch.setattr(op, "_output_offsets", lambda topic: ({0: 7}, "drain"))
+    assert op._with_fidelity(result, opener("baseline"), opener("baseline_2"), None, extra_baselines=extras) is result
+    assert opened == ["baseline", "baseline_2", "baseline_3", "baseline_4"]
+    assert (seen["baseline_2"], seen["extra_baselines"]) == ("baseline_2", ["baseline_3", "baseline_4"])
+
+
+def test_every_baselines_unmatched_calls_count_against_an_uncovered_window(
+    small_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls production's cassette did not match in baseline_3 (and not in baseline or baseline_2) make a window
+    production had not fully processed INCONCLUSIVE, as baseline_2's do."""
+    import airflow_flink_replay.operators.replay as replay
+    from airflow_flink_replay.core.compare import compare_runs
+    from airflow_flink_replay.core.window_coverage import WindowCoverage
+    from tests.unit.operators.stubs import StubTI
+
+    unmatched = {"a.jsonl": 0, "a2.jsonl": 0, "a3.jsonl": 3}
+    monkeypatch.setattr(replay, "audit_counts", lambda audit: ({}, {"unmatched": unmatched[Path(audit).name]}))
+
+    class TI(StubTI):
+        def xcom_pull(self, task_ids: str, key: str) -> Any:
+            return WindowCoverage(records=20, reached=15).model_dump() if key == "cassette_coverage" else None
+
+    runs = {
+        v: write_jsonl(small_run / f"{v}.out.jsonl", make_run(20, v, seed, label_change=change))
+        for v, seed, change in (("baseline", 1, 0.0), ("baseline_2", 2, 0.0), ("candidate", 3, 0.5))
+    }
+    failing = compare_runs(runs["baseline"], runs["candidate"], runs["baseline_2"], key="$.id")
+    op = _compare_op(
+        small_run,
+        None,
+        submit_task_id="submit_replays",
+        baseline_audit="a.jsonl",
+        baseline_2_audit="a2.jsonl",
+        extra_baseline_audits=["a3.jsonl"],
+    )
+    judged = op._with_coverage({"ti": TI("compare")}, failing)
+    assert judged.verdict == "INCONCLUSIVE"
+    incomplete = next(r for r in judged.reasons if r.code == "CASSETTE_INCOMPLETE")
+    assert "baseline_3: 3" in incomplete.message and "baseline_2" not in incomplete.message

@@ -20,7 +20,7 @@ from airflow_flink_replay.core.flink_models import (
     ProductionPlan,
     QuiesceResult,
 )
-from airflow_flink_replay.operators import flink as flink_ops
+from airflow_flink_replay.lifecycle import resume as resume_procedure
 from airflow_flink_replay.operators.flink import (
     QuiesceAndSavepointOperator,
     QuiesceCarry,
@@ -103,7 +103,7 @@ def test_resume_submits_then_defers_and_cancels_on_kill_only_when_asked(
 ) -> None:
     hook = StubFlinkHook([job(PROD, "prod", "FINISHED")])  # production, stopped by the quiesce
     submitter = StubSubmitter("b" * 32)
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: submitter)
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: submitter)
     with pytest.raises(TaskDeferred) as deferred:
         _resume(hook, cancel_on_kill=cancel_on_kill).execute(context("resume_production"))
     trigger = deferred.value.trigger
@@ -117,7 +117,7 @@ def test_resume_submits_then_defers_and_cancels_on_kill_only_when_asked(
 def test_resume_reattaches_to_running_production_and_never_cancels_it(monkeypatch: pytest.MonkeyPatch) -> None:
     live = "c" * 32
     hook = StubFlinkHook([job(PROD, "prod", "FINISHED"), job(live, "prod", "RUNNING")])
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: pytest.fail("reattach must not submit"))
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: pytest.fail("reattach must not submit"))
     with pytest.raises(TaskDeferred) as deferred:
         _resume(hook, cancel_on_kill=True).execute(context("resume_production"))
     trigger = deferred.value.trigger
@@ -311,7 +311,7 @@ def test_resume_waits_for_this_runs_stop_in_flight_then_resubmits_from_its_savep
     ctx = context("resume_production")
     hook = StopInFlight(_stop_id(ctx), polls=3)
     submitter = StubSubmitter("b" * 32)
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: submitter)
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: submitter)
     with pytest.raises(TaskDeferred) as deferred:
         _resume_without_quiesce_result(hook).execute(ctx)
     assert deferred.value.trigger.job_id == "b" * 32 and deferred.value.trigger.carry["reattached"] is False
@@ -324,7 +324,9 @@ def test_resume_reattaches_when_this_runs_stop_failed_and_production_kept_runnin
 ) -> None:
     ctx = context("resume_production")
     hook = StopInFlight(_stop_id(ctx), polls=1, fails=True)
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: pytest.fail("a kept-running job is reattached"))
+    monkeypatch.setattr(
+        resume_procedure, "get_submitter", lambda kind, h: pytest.fail("a kept-running job is reattached")
+    )
     with pytest.raises(TaskDeferred) as deferred:
         _resume_without_quiesce_result(hook).execute(ctx)
     trigger = deferred.value.trigger
@@ -342,7 +344,7 @@ def test_resume_submission_is_never_refused_by_the_metaspace_guard(monkeypatch: 
             return StubSubmitter("b" * 32).submit(program, **kwargs)
 
     hook = StubFlinkHook([job(PROD, "prod", "FINISHED")])
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: Recording(h, min_metaspace_headroom_mb=96))
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: Recording(h, min_metaspace_headroom_mb=96))
     with pytest.raises(TaskDeferred):
         _resume(hook).execute(context("resume_production"))
     assert headroom == [0]  # bringing production back wins; the quiesce checked the headroom before stopping

@@ -19,7 +19,7 @@ from airflow_flink_replay.core.flink_models import ProductionPlan, QuiesceResult
 from airflow_flink_replay.core.production_lease import LeaseHolder, LeaseRecord, Production
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.production_lease import ProductionLeaseHook
-from airflow_flink_replay.operators import flink as flink_ops
+from airflow_flink_replay.lifecycle import resume as resume_procedure
 from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
 from tests.unit.operators.stubs import StubFlinkHook, context, job
@@ -211,7 +211,7 @@ def test_resume_in_a_run_that_never_held_the_lease_touches_nothing(
     """The issue's second run: its quiesce never got the lease; the first run has stopped production (its job is
     FINISHED) and is about to resume it. This run's resume must not resubmit production."""
     hook = StubFlinkHook([job(PROD, "prod", "FINISHED")])
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: pytest.fail("must not submit"))
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: pytest.fail("must not submit"))
     _lease(tmp_path).acquire(OTHER_RUN, ttl_s=60, wait_s=0)
     with pytest.raises(AirflowSkipException, match=r"never held production's lease.*held by run flink_agents_release"):
         _resume(hook, tmp_path, None).execute(context("resume_production"))
@@ -221,7 +221,7 @@ def test_resume_leaves_production_to_the_run_that_took_over_the_lease(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     hook = StubFlinkHook([job(PROD, "prod", "FINISHED")])
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: pytest.fail("must not submit"))
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: pytest.fail("must not submit"))
     _lease(tmp_path).acquire(_this_run("quiesce"), ttl_s=0.1, wait_s=0)
     time.sleep(0.2)  # this run's lease expired (its worker died); another run took it over
     _lease(tmp_path).acquire(OTHER_RUN, ttl_s=60, wait_s=0)
@@ -233,7 +233,7 @@ def test_resume_returns_the_windows_result_when_a_later_run_stopped_production_a
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     hook = StubFlinkHook([job(PROD, "prod", "FINISHED"), job(RESUMED, "prod", "FINISHED"), job(NEW, "prod")])
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: pytest.fail("must not submit"))
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: pytest.fail("must not submit"))
     _lease(tmp_path).acquire(_this_run("quiesce"), ttl_s=60, wait_s=0)
     _lease(tmp_path).release(_this_run("quiesce"), by="quiesce")
     _lease(tmp_path).acquire(OTHER_RUN, ttl_s=60, wait_s=0)  # stopping production right now

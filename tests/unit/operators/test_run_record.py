@@ -91,3 +91,28 @@ def test_the_lease_is_recorded_as_the_last_task_that_held_it_left_it(tmp_path: P
         RunRecordOperator(task_id="run_record", spec_name="s").execute(
             {"ti": RecordTI(xcoms, {"quiesce": "failed", "run_record": None})})
     assert json.loads((tmp_path / "run_record.json").read_text())["lease"] == refused
+
+
+def test_every_variant_of_the_run_is_recorded_with_its_fork_and_drop(tmp_path: Path) -> None:
+    """aa_replays=2: the record lists baseline_3 beside the others (its replay, fork and drop), whether the DAG
+    passes the variants or they come from the resolved spec."""
+    variants = ["baseline", "baseline_2", "baseline_3", "candidate"]
+    xcoms = {
+        ("resolve", "run_dir"): str(tmp_path),
+        ("resolve", "spec"): {"name": "s", "aa_replays": 2},
+        ("resolve", "topics"): {v: f"afr-t-{v}" for v in variants},
+        ("resolve", "fork_baseline_3"): "replay-s-t-baseline-3",
+        ("fork_memory_baseline_3", "return_value"): {"count": 112},
+        ("replay_baseline_3", "return_value"): {"job_id": "3" * 32, "state": "FINISHED", "output_records": 20},
+        ("drop_forks", "return_value"): {v: {"dropped": 112, "kept": False} for v in variants},
+    }
+    for given in (variants, None):
+        op = RunRecordOperator(task_id="run_record", spec_name="s", variants=given)
+        op.execute({"ti": RecordTI(xcoms, {"run_record": None})})
+        record = json.loads((tmp_path / "run_record.json").read_text())
+        assert [v["variant"] for v in record["variants"]] == variants
+        extra = record["variants"][2]
+        assert (extra["job_id"], extra["output_records"]) == ("3" * 32, 20)
+        assert (extra["fork_namespace"], extra["action_state_topic"]) == ("replay-s-t-baseline-3", "afr-t-baseline_3")
+        assert record["memory_forks"][2] == {"count": 112} and len(record["memory_forks"]) == 4
+        assert list(record["cleanup"]["forks_dropped"]) == variants

@@ -1,7 +1,8 @@
 """StopWindowOperator's control flow against the stubbed Flink hook: the order of the steps inside the window,
 production resumed whatever step failed, a retry that finds the window closed, and the DAG's later tasks
-returning what the window did. The window on the real stack (a production agent writing memories up to the
-stop, a store that is down at the cut) is tests/integration/test_stop_window.py."""
+returning what the window did. The procedure on its own (the journal's trust, the fence) is
+tests/unit/lifecycle/test_stop_window.py; the window on the real stack (a production agent writing memories up
+to the stop, a store that is down at the cut) is tests/integration/test_stop_window.py."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.flink_models import QuiesceResult
-from airflow_flink_replay.core.memory import ForkResult, Mem0Namespace
-from airflow_flink_replay.operators import flink as flink_ops
+from airflow_flink_replay.core.memory_fork import ForkResult, Mem0Namespace
+from airflow_flink_replay.lifecycle import resume as resume_procedure
+from airflow_flink_replay.lifecycle.stop_window import ProductionStopWindow
 from airflow_flink_replay.operators.flink import ResumeJobOperator
 from airflow_flink_replay.operators.manifest import RecordStartOffsetsOperator
 from airflow_flink_replay.operators.mem0 import ForkMem0NamespaceOperator
@@ -44,6 +46,15 @@ class Window(StopWindowOperator):
         )
         self.steps, self.fail = steps, fail
 
+    def _stop_window(self, context: Any) -> ProductionStopWindow:
+        """The real window procedure, its offsets, memory cut and fence played by the methods below."""
+        window = super()._stop_window(context)
+        fence = window.fence
+        window.read_offsets = self._read_offsets  # type: ignore[method-assign]
+        window.cut_memory = lambda q, mark_read=None: self._cut_memory(window.flink, q, mark_read)  # type: ignore[method-assign]
+        window.fence = lambda name, q, read_at: self._fence(fence, name, q, read_at)  # type: ignore[method-assign]
+        return window
+
     def _read_offsets(self, quiesce: QuiesceResult) -> dict[str, Any]:
         self.steps.append("offsets")
         return OFFSETS
@@ -56,9 +67,9 @@ class Window(StopWindowOperator):
             mark_read()  # the cut read production's namespace; its writes into the fork follow
         return CUT
 
-    def _fence(self, hook: Any, name: str, quiesce: QuiesceResult, read_at: Any) -> None:
+    def _fence(self, fence: Any, name: str, quiesce: QuiesceResult, read_at: Any) -> None:
         self.steps.append("fence")
-        super()._fence(hook, name, quiesce, read_at)
+        fence(name, quiesce, read_at)  # the window's own
         if self.started is not None:
             self.started()
 
@@ -93,7 +104,7 @@ def _stack(
         return real_submit(program, **kwargs)
 
     submitter.submit = submit  # type: ignore[method-assign]
-    monkeypatch.setattr(flink_ops, "get_submitter", lambda kind, h: submitter)
+    monkeypatch.setattr(resume_procedure, "get_submitter", lambda kind, h: submitter)
     return hook, submitter
 
 
@@ -252,69 +263,6 @@ def test_the_downtime_ends_when_flink_says_every_task_ran_not_when_a_poll_saw_it
     assert result.window.resumed.running_at == hook.running_since[RESUMED]  # type: ignore[attr-defined]
     assert result.window.resumed.downtime_seconds == round(
         (hook.running_since[RESUMED] - result.requested_at).total_seconds(), 3)  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize(
-    ("started_s", "failures_s", "trusted"),
-    [(-60, [], True), (-60, [-120], True), (-60, [5], False), (10, [], False), (-0.5, [], False)],
-    ids=["ran-since", "failed-before", "failed-over-since", "started-after", "started-within-margin"],
-)
-def test_the_cut_trusts_the_memory_journal_only_when_production_ran_without_failing_over_since_the_precopy(
-    started_s: float, failures_s: list[float], trusted: bool
-) -> None:
-    """A write whose journal record was never sent died with its process: Flink records that failover, and a job
-    started after the pre-copy replaced one whose end nobody saw; either way the cut reads the whole namespace."""
-    from datetime import UTC, datetime
-
-    from airflow_flink_replay.core.flink_models import ExceptionHistory, JobExceptions
-    from airflow_flink_replay.core.memory import JournalPosition
-
-    noted = datetime.now(UTC)
-    at = int(noted.timestamp() * 1000)
-    pre = SimpleNamespace(count=10, journal=JournalPosition(topic="j", offsets={0: 3}, noted_at=noted.isoformat()))
-    history = ExceptionHistory.model_validate(
-        {"entries": [{"exceptionName": "x", "stacktrace": "", "timestamp": at + int(1000 * f)} for f in failures_s]}
-    )
-
-    class Flink:
-        def get_job(self, job_id: str) -> Any:
-            return SimpleNamespace(start_time=at + int(1000 * started_s))
-
-        def get_exceptions(self, job_id: str) -> JobExceptions:
-            return JobExceptions(exceptionHistory=history)
-
-    op = Window(steps=[], memory_journal_topic="j")
-    op._precopy = pre  # type: ignore[assignment]
-    quiesce = SimpleNamespace(job_id="prod")
-    journal = op._journal(Flink(), quiesce)  # type: ignore[arg-type]
-    assert (journal is not None) is trusted
-    if journal is not None:
-        assert journal.topic == "j"
-    op.memory_journal_topic = "another"  # a pre-copy noted another journal: not this one's
-    assert op._journal(Flink(), quiesce) is None  # type: ignore[arg-type]
-
-
-def test_the_fence_waits_out_the_rest_cache_and_judges_by_flinks_own_running_timestamps() -> None:
-    """A resumed job RUNNING since after the cut read production is fine; one RUNNING since before (or without a
-    timestamp) fails the window. The check looks only once Flink's REST cache is fresher than the reads."""
-    import time as clock
-    from datetime import UTC, datetime, timedelta
-
-    from airflow.sdk.exceptions import AirflowException
-
-    read_at = datetime.now(UTC)
-    hook = StubFlinkHook([job(PROD, "prod", "FINISHED"), job(RESUMED, "prod", "RUNNING")])
-    hook.rest_cache_seconds = lambda: 0.3  # type: ignore[method-assign]
-    quiesce = SimpleNamespace(job_id=PROD)
-    op = Window(steps=[])
-    hook.running_since = {RESUMED: read_at + timedelta(seconds=2)}  # type: ignore[attr-defined]
-    started = clock.monotonic()
-    op._fence(hook, "prod", quiesce, read_at)  # type: ignore[arg-type]
-    assert clock.monotonic() - started >= 0.25  # waited until the cache was younger than the reads
-    for since in (read_at - timedelta(seconds=1), read_at + timedelta(milliseconds=500), None):
-        hook.running_since = {RESUMED: since}  # type: ignore[attr-defined]
-        with pytest.raises(AirflowException, match="already running"):
-            op._fence(hook, "prod", quiesce, read_at)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("200", 0.2), ("3000", 3.0), ("3 s", 3.0), ("500 ms", 0.5), ("?", 3.0)])

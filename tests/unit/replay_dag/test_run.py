@@ -1,7 +1,7 @@
 """The resolved run's replay job specs carry production's topic and identifier (so the guards run where the
 job is built) and, with manifest signing configured, a reference to the key — never the key itself; the
 spec fields behind them (``manifest_sources``, ``manifest_signing_conn_id``, ``manifest_key_ref``). Each variant
-gets its own fork, topic and files."""
+gets its own fork, topic and files, the extra A/A baselines of ``aa_replays`` too."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import pytest
 from pydantic import ValidationError
 
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
-from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, VARIANTS, ReplaySpec
+from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, ReplaySpec, variant_names
 from airflow_flink_replay.core.results import AuditTopic
 from airflow_flink_replay.replay_dag.ids import job_spec_key
 from airflow_flink_replay.replay_dag.run import resolve_run
 from tests.unit.core.test_replay_spec import _spec
 
 KEY = "never-in-a-spec-4711"
+VARIANTS = variant_names()  # a default spec's: baseline, baseline_2, candidate
 
 
 def test_every_job_spec_names_productions_topic_and_identifier(tmp_path: Path) -> None:
@@ -87,6 +88,30 @@ def test_resolve_run_gives_each_variant_its_own_fork_topic_and_files(tmp_path: P
     # Without a candidate (nightly), the candidate slot replays production's agent: an A/A/A run.
     nightly = resolve_run(spec.model_copy(update={"candidate_agent_factory": None}), {}, "nightly", "t")
     assert nightly["job_spec_candidate"]["agent_factory"] == spec.production.agent_factory
+    assert not [k for k in run if "baseline_3" in k]  # aa_replays=1: no extra baseline
+
+
+def test_an_extra_a_a_baseline_replays_productions_agent_on_a_fork_and_topics_of_its_own(tmp_path: Path) -> None:
+    """aa_replays=2: baseline_3 is resolved like baseline_2 (production's agent), with its own fork namespace,
+    action-state and result topics and files, none shared with another variant; its topics are deleted with the
+    others."""
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}", aa_replays=2))
+    run = resolve_run(spec, {}, "gate", "t1")
+    variants = ["baseline", "baseline_2", "baseline_3", "candidate"]
+    jobs = {v: ReplayJobSpec.model_validate(run[job_spec_key(v)]) for v in variants}
+    extra = jobs["baseline_3"]
+    assert extra.variant == "baseline_3" and extra.agent_factory == spec.production.agent_factory
+    assert extra.job_identifier == run["fork_baseline_3"] == "replay-review-triage-t1-baseline-3"
+    assert extra.action_state_topic == run["topics"]["baseline_3"]
+    assert extra.results.model_dump() == run["result_topics"]["baseline_3"]  # type: ignore[union-attr]
+    assert extra.production_clashes() == []
+    for field in ("job_identifier", "action_state_topic", "output_dir", "audit_dir"):
+        assert len({getattr(j, field) for j in jobs.values()}) == 4, field
+    results = [t for j in jobs.values() for t in j.results.names()]  # type: ignore[union-attr]
+    assert len(set(results)) == 8 and set(run["topic_list"]) == {*results, *run["topics"].values()}
+    assert list(run["topics"]) == variants
+    assert run["output_baseline_3"].endswith("baseline_3/baseline_3.outputs.jsonl")
+    assert run["audit_baseline_3"].endswith("baseline_3/baseline_3.audit.jsonl")
 
 
 def test_every_job_side_kafka_client_gets_the_security_settings_and_only_references_travel(

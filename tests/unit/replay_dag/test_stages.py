@@ -1,6 +1,7 @@
 """The replay DAG's graph, built by the stage builders, is the one users and tests rely on: every task id,
 every task's direct upstream tasks, trigger rule and retries (task ids are spelled out here on purpose: renaming a
-constant in ``replay_dag.ids`` is a breaking change this test reports)."""
+constant in ``replay_dag.ids`` is a breaking change this test reports). A spec with more A/A replays
+(``aa_replays``) adds each extra baseline's fork and replay exactly where baseline_2's are, and nothing else."""
 
 from __future__ import annotations
 
@@ -105,8 +106,63 @@ def test_a_dag_wide_retry_default_never_reaches_a_task_that_could_duplicate(tmp_
 def test_constants_name_the_dags_tasks() -> None:
     named = {v for k, v in vars(ids).items() if k.startswith("TASK_")}
     per_variant = (ids.fork_task, ids.replay_task)
-    named |= {f(v) for f in per_variant for v in ids.VARIANTS}
+    named |= {f(v) for f in per_variant for v in ReplaySpec.model_validate(_spec()).variant_names()}
     assert named == set(GATE_GRAPH)
+
+
+def _with_baseline_3(graph: dict[str, tuple[list[str], str]]) -> dict[str, tuple[list[str], str]]:
+    """``graph`` with baseline_3's fork and replay wherever baseline_2's are (upstream of the same tasks, after
+    the same ones)."""
+    extra = {"fork_memory_baseline_2": "fork_memory_baseline_3", "replay_baseline_2": "replay_baseline_3"}
+    out = {t: ([*up, *(extra[u] for u in up if u in extra)], rule) for t, (up, rule) in graph.items()}
+    out.update({new: graph[old] for old, new in extra.items()})
+    return out
+
+
+@pytest.mark.parametrize("kind", ["gate", "nightly"])
+def test_an_extra_a_a_replay_adds_its_fork_and_replay_beside_baseline_2s(tmp_path: Path, kind: str) -> None:
+    """aa_replays=2: fork_memory_baseline_3 copies the baseline's fork as baseline_2's does, replay_baseline_3 waits
+    for its job, and every task that takes each variant (isolate, submit, compare, cancel, drop, the record) takes
+    baseline_3 too; the compare task gets its outputs and audit after baseline_2's."""
+    from airflow.sdk.definitions.xcom_arg import XComArg
+
+    from airflow_flink_replay.dag_factory import build_replay_dag
+
+    spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}", aa_replays=2))
+    dag = build_replay_dag(spec, dag_id=kind, kind=kind)
+    expected = {t: v for t, v in _with_baseline_3(GATE_GRAPH).items() if kind == "gate" or t != "approve"}
+    graph = {t.task_id: (sorted(t.upstream_task_ids), str(t.trigger_rule.value)) for t in dag.tasks}
+    assert graph == {t: (sorted(up), rule) for t, (up, rule) in expected.items()}
+    retries = {t.task_id: (t.retries, t.retry_delay.total_seconds(), t.retry_exponential_backoff) for t in dag.tasks}
+    assert retries["fork_memory_baseline_3"] == RETRIES["fork_memory_baseline_2"]
+    assert retries["replay_baseline_3"] == RETRIES["replay_baseline_2"]
+
+    def keys(value: object) -> list[str]:
+        args = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+        assert all(isinstance(a, XComArg) and a.operator.task_id == "resolve" for a in args), value
+        return [a.key for a in args]  # type: ignore[union-attr]
+
+    tasks = dag.task_dict
+    variants = ["baseline", "baseline_2", "baseline_3", "candidate"]
+    fork = tasks["fork_memory_baseline_3"]
+    assert (keys(fork.source), keys(fork.target)) == (["fork_baseline"], ["fork_baseline_3"])
+    assert keys(tasks["replay_baseline_3"].spec) == ["job_spec_baseline_3"]
+    assert keys(tasks["submit_replays"].specs) == [f"job_spec_{v}" for v in variants]
+    assert tasks["isolate_action_state"].variants == variants
+    compare = tasks["compare"]
+    assert (keys(compare.baseline_2), keys(compare.extra_baselines)) == (["output_baseline_2"], ["output_baseline_3"])
+    assert keys(compare.extra_baseline_audits) == ["audit_baseline_3"]
+    assert keys(tasks["drop_forks"].namespaces) == [f"fork_{v}" for v in variants]
+    assert tasks["cancel_leftover_replays"].variants == tasks["run_record"].variants == variants
+
+
+def test_one_a_a_replay_passes_the_compare_task_no_extra_baselines(tmp_path: Path) -> None:
+    from airflow_flink_replay.dag_factory import build_replay_dag
+
+    dag = build_replay_dag(ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}")), dag_id="g", kind="gate")
+    compare = dag.task_dict["compare"]
+    assert (compare.extra_baselines, compare.extra_baseline_audits) == ([], [])
+    assert dag.task_dict["run_record"].variants == ["baseline", "baseline_2", "candidate"]
 
 
 def test_every_task_that_reads_or_rewrites_the_manifest_gets_the_signing_connection(tmp_path: Path) -> None:

@@ -288,3 +288,17 @@ def test_a_unit_beyond_the_greedy_bound_pairs_in_content_order(tmp_path: Path, m
                                   for n in range(3)))
     stat = measure_fidelity(base, production, key="$.id", ignore=[])
     assert (stat.aligned, stat.equal, stat.fields) == (3, 2, {"$.score": 1})
+
+
+def test_the_agents_agreement_with_itself_pools_every_other_baseline(tmp_path: Path) -> None:
+    """With more baselines (aa_replays > 1), how often the baseline reproduces itself is measured against each of
+    them and pooled: a lucky baseline-2 (equal to the baseline) no longer sets the bar at 100%."""
+    base = outputs(tmp_path / "a.jsonl", flip_every=4)
+    lucky = relabelled(base, tmp_path / "a2.jsonl", every=10**6)  # only output 0 differs: 39 of 40 equal
+    other = relabelled(base, tmp_path / "a3.jsonl", every=4)  # 30 of 40 equal
+    production = outputs(tmp_path / "p.jsonl", replay=False)
+    one = measure_fidelity(base, production, key="$.id", ignore=[], baseline_2=lucky)
+    both = measure_fidelity(base, production, key="$.id", ignore=[], baseline_2=lucky, extra_baselines=[other])
+    assert one.self_rate == 39 / 40
+    assert both.self_rate == (39 + 30) / 80
+    assert (both.relative or 0) > (one.relative or 0)

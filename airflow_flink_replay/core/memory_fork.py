@@ -1,7 +1,8 @@
 """Pure model of a Mem0 namespace fork: namespaces, fingerprints, provenance, ids and results.
 
-No airflow, no pyflink, no mem0 import: the hook's backends (``hooks/mem0_oss.py``, ``hooks/mem0_hosted.py``)
-read and write the stores and call these functions; the operators push the result models to XCom.
+No airflow, no pyflink, no mem0 import: the memory fork's backends (:mod:`airflow_flink_replay.memory.oss`,
+:mod:`airflow_flink_replay.memory.hosted`) read and write the stores and call these functions; the hook and the
+operators check arguments with it and push the result models to XCom.
 
 Flink Agents keeps long-term memory in Mem0 with ``user_id`` = the job identifier, ``agent_id`` = the
 key text and ``run_id`` = the memory-set name, all in one collection. A *namespace* is any combination

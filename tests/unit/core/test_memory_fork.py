@@ -1,10 +1,11 @@
-"""Pure model of the Mem0 fork (core/memory.py): namespaces, fork pairs, ids, fingerprints, snapshots, provenance."""
+"""Pure model of the Mem0 fork (core/memory_fork.py): namespaces, fork pairs, ids, fingerprints, snapshots,
+provenance."""
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_ID_FIELD,
     FORK_SOURCE_ID_FIELD,
     Mem0Namespace,
@@ -98,7 +99,7 @@ def test_content_digest_changes_with_every_byte_a_fork_copies() -> None:
     """The pre-copy's delta trusts equal content digests: any change to what a copy carries must change it."""
     from types import SimpleNamespace
 
-    from airflow_flink_replay.core.memory import content_digest, precopy_marker_id
+    from airflow_flink_replay.core.memory_fork import content_digest, precopy_marker_id
 
     payload = {"data": "likes tea", "hash": "h1", "updated_at": "2026-12-01T10:00:00", "user_id": "p", "n": 1}
     vector = [0.5, -0.25, 0.125]

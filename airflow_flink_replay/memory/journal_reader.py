@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from airflow_flink_replay.core.memory import JournalPosition
+from airflow_flink_replay.core.memory_fork import JournalPosition
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 from airflow_flink_replay.memory.journal import journal_ids
 

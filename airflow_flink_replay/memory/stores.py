@@ -14,8 +14,8 @@ works one level down, on the client objects mem0 itself built (``memory.vector_s
   the result says so).
 
 Hosted Mem0 (``MemoryClient``, the platform) is a different backend, not a vector store: see
-:mod:`.mem0_hosted` (export with ``get_all`` + re-add with ``add(infer=False)``). The fork itself (markers,
-history, cleanup) is :class:`~.mem0_oss.OssMem0Backend` over these adapters; the errors below are raised by
+:mod:`.hosted` (export with ``get_all`` + re-add with ``add(infer=False)``). The fork itself (markers,
+history, cleanup) is :class:`~.oss.OssMem0Backend` over these adapters; the errors below are raised by
 both backends.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_flink_replay.hooks import run_storage
+from airflow_flink_replay.run_io import run_storage
 
 pytestmark = pytest.mark.unit
 

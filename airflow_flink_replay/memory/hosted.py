@@ -1,7 +1,7 @@
 """Hosted Mem0 (the platform, ``mem0.MemoryClient``) as a fork backend: export + re-add, no vector access.
 
-Selected by the ``mem0`` connection's extra ``{"backend": "hosted"}`` (see :class:`~.mem0.Mem0Hook`). The
-platform gives no vector-level access, so a fork there is:
+Selected by the ``mem0`` connection's extra ``{"backend": "hosted"}`` (see
+:class:`~airflow_flink_replay.hooks.mem0.Mem0Hook`). The platform gives no vector-level access, so a fork there is:
 
 1. **export** — paged ``get_all(filters={"AND": [{field: value}, …]}, page=n, page_size=…)`` of the
    source namespace: id, text (``memory``), ``metadata``, ``hash``, ``created_at``/``updated_at`` and the
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_ID_FIELD,
     FORK_SOURCE_ID_FIELD,
     FORK_SOURCE_NAMESPACE_FIELD,
@@ -55,8 +55,8 @@ from airflow_flink_replay.core.memory import (
     rewrite_payload,
 )
 from airflow_flink_replay.exceptions import ForkConflictError, NoForkError
-from airflow_flink_replay.hooks.mem0_backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
-from airflow_flink_replay.hooks.mem0_stores import StoredMemory
+from airflow_flink_replay.memory.backend import ForkBaseline, completed_fork, fork_id_to_drop, refuse_foreign
+from airflow_flink_replay.memory.stores import StoredMemory
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def hosted_fork_states(payloads: Mapping[str, Mapping[str, Any]]) -> dict[str, H
 
 # ------------------------------------------------------------------------------------------ backend
 class HostedMem0Backend:
-    """Namespace operations on hosted Mem0 (the :class:`~.mem0_backend.Mem0Backend` protocol; see the
+    """Namespace operations on hosted Mem0 (the :class:`~.backend.Mem0Backend` protocol; see the
     module docstring).
 
     :param api_key: platform API key (``None``: ``MemoryClient`` reads ``MEM0_API_KEY``).

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from airflow_flink_replay.hooks.kafka_offsets import Record
-from airflow_flink_replay.hooks.production_outputs import export_outputs
+from airflow_flink_replay.run_io.production_outputs import export_outputs
 
 
 class FakeOffsetsHook:

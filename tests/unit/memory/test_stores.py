@@ -1,10 +1,10 @@
-"""Store adapters (``hooks/mem0_stores.py``): Qdrant's canonical vector for fingerprints."""
+"""Store adapters (``memory/stores.py``): Qdrant's canonical vector for fingerprints."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from airflow_flink_replay.hooks.mem0_stores import QdrantAdapter
+from airflow_flink_replay.memory.stores import QdrantAdapter
 
 
 def _renormalise(vec: np.ndarray) -> np.ndarray:

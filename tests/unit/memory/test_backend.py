@@ -1,4 +1,4 @@
-"""The Mem0 backend seam (``hooks/mem0_backend.py``): the rules both backends share — verify-untouched
+"""The Mem0 backend seam (``memory/backend.py``): the rules both backends share — verify-untouched
 classification, a fork into a taken target, which namespace a drop may delete — and that both backends
 implement the protocol."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_ID_FIELD,
     ForkManifest,
     Mem0Namespace,
     combine_digests,
     memory_digest,
 )
-from airflow_flink_replay.hooks.mem0_backend import (
+from airflow_flink_replay.memory.backend import (
     ForkBaseline,
     Mem0Backend,
     completed_fork,
@@ -21,9 +21,9 @@ from airflow_flink_replay.hooks.mem0_backend import (
     refuse_foreign,
     untouched_report,
 )
-from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
-from airflow_flink_replay.hooks.mem0_oss import OssMem0Backend
-from airflow_flink_replay.hooks.mem0_stores import ForkConflictError, NotAForkError
+from airflow_flink_replay.memory.hosted import HostedMem0Backend
+from airflow_flink_replay.memory.oss import OssMem0Backend
+from airflow_flink_replay.memory.stores import ForkConflictError, NotAForkError
 
 PROD = Mem0Namespace(user_id="prod-job")
 REPLAY = Mem0Namespace(user_id="replay-1")

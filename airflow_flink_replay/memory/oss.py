@@ -1,11 +1,11 @@
 """Open-source Mem0 as a fork backend: a local ``mem0.Memory`` over a vector store, forked at vector level.
 
-The default backend of :class:`~.mem0.Mem0Hook` (connection extra without ``"backend": "hosted"``). A fork
-copies payloads and stored vectors through the store adapters of :mod:`.mem0_stores` (no embedding, no
-LLM), copies mem0's history rows (sqlite) remapped to the new ids, and writes a completion marker last:
-a record in the same collection without scope fields (mem0's ``get_all``/``search`` never return it)
-holding the :class:`~airflow_flink_replay.core.memory.ForkManifest` and, in snapshot parts, the
-fork-time digest of every source memory (what verify-untouched compares with). Without the marker a
+The default backend of :class:`~airflow_flink_replay.hooks.mem0.Mem0Hook` (connection extra without
+``"backend": "hosted"``). A fork copies payloads and stored vectors through the store adapters of
+:mod:`.stores` (no embedding, no LLM), copies mem0's history rows (sqlite) remapped to the new ids, and writes
+a completion marker last: a record in the same collection without scope fields (mem0's ``get_all``/``search``
+never return it) holding the :class:`~airflow_flink_replay.core.memory_fork.ForkManifest` and, in snapshot
+parts, the fork-time digest of every source memory (what verify-untouched compares with). Without the marker a
 namespace holding provenance-tagged memories is a partial fork and is cleaned up. See
 ``docs/memory-fork.md``.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     CONTENT_DIGEST_BYTES,
     FORK_SOURCE_ID_FIELD,
     MARKER_FIELD,
@@ -60,21 +60,21 @@ from airflow_flink_replay.core.memory import (
 )
 from airflow_flink_replay.core.secrets import call_scrubbed
 from airflow_flink_replay.exceptions import ForkConflictError, NoForkError
-from airflow_flink_replay.hooks.mem0_backend import (
+from airflow_flink_replay.memory.backend import (
     ForkBaseline,
     MemoryJournalReader,
     completed_fork,
     fork_id_to_drop,
     refuse_foreign,
 )
-from airflow_flink_replay.hooks.mem0_stores import (
+from airflow_flink_replay.memory.offline import EmbedderChoice
+from airflow_flink_replay.memory.stores import (
     DEFAULT_BATCH,
     StoreAdapter,
     StoredMemory,
     adapter_for,
     chroma_server_view,
 )
-from airflow_flink_replay.memory.offline import EmbedderChoice
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,12 @@ class _DeltaFound:
 
 
 class OssMem0Backend:
-    """Namespace operations on a local ``mem0.Memory`` (the :class:`~.mem0_backend.Mem0Backend` protocol).
+    """Namespace operations on a local ``mem0.Memory`` (the :class:`~.backend.Mem0Backend` protocol).
 
     :param config: the mem0 config (``vector_store``, ``history_db_path``, optionally ``embedder``).
     :param embedder: ``hashing``, ``minilm`` or ``config`` (see :mod:`airflow_flink_replay.memory.offline`).
     :param batch_size: records per read/write batch.
-    :param store_adapter: ``auto``, ``generic`` or a provider name (see :func:`.mem0_stores.adapter_for`).
+    :param store_adapter: ``auto``, ``generic`` or a provider name (see :func:`.stores.adapter_for`).
     :param reembed: allow the generic adapter to re-embed texts of stores that hide their vectors.
     :param memory: an already built ``mem0.Memory`` (else built from ``config`` on first use).
     """
@@ -332,7 +332,7 @@ class OssMem0Backend:
         only what changed since (added, updated, deleted memories) — a live migration's last round.
 
         Writes the copies and a pre-copy marker (no manifest: the target is not a fork yet) recording one
-        :func:`~airflow_flink_replay.core.memory.content_digest` per source memory as read. Called again
+        :func:`~airflow_flink_replay.core.memory_fork.content_digest` per source memory as read. Called again
         on the same pre-copy it runs one more delta round and records the new state (rounds shrink the
         last one). A complete fork in ``target`` makes it a no-op. With ``journal`` the journal's position is
         noted before the source is read (what a journal cut reads from).
@@ -554,7 +554,7 @@ class OssMem0Backend:
 
         **Change detection: a per-record content digest diff.** The pre-copy recorded, per source memory,
         SHA-256 (first 128 bits) over everything a copy carries — id, whole payload, document, every
-        stored vector (:func:`~airflow_flink_replay.core.memory.content_digest`). Here the source is read
+        stored vector (:func:`~airflow_flink_replay.core.memory_fork.content_digest`). Here the source is read
         once more (production stopped: one consistent state) and each record's digest compared: a new id
         is *added*, a different digest *updated*, a recorded id now absent *removed*. Exact — any change to
         any copied byte changes the digest — where ``updated_at`` and mem0's history db are not

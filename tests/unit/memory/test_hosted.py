@@ -1,4 +1,4 @@
-"""Hosted Mem0 backend (``hooks/mem0_hosted.py``): record → payload mapping, the ``add`` request of a fork
+"""Hosted Mem0 backend (``memory/hosted.py``): record → payload mapping, the ``add`` request of a fork
 copy, and the fork state read back from the copies' metadata.
 
 The Mem0 platform itself cannot be reached here (``MemoryClient`` pings the API when it is built), so no
@@ -12,14 +12,14 @@ import hashlib
 
 import pytest
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_ID_FIELD,
     FORK_SOURCE_ID_FIELD,
     FORK_SOURCE_NAMESPACE_FIELD,
     FORKED_AT_FIELD,
     Mem0Namespace,
 )
-from airflow_flink_replay.hooks.mem0_hosted import (
+from airflow_flink_replay.memory.hosted import (
     FORK_COUNT_FIELD,
     SOURCE_DIGEST_FIELD,
     SOURCE_FINGERPRINT_FIELD,
@@ -141,8 +141,8 @@ def test_hosted_fork_state_from_the_copies_metadata() -> None:
 def test_precopy_on_the_platform_is_a_noop_and_contacts_nothing() -> None:
     """The platform re-embeds and assigns its own ids and hashes: no content digest a delta could trust, so
     the pre-copy does nothing (the fork at the cut copies in full) — and needs no client for it."""
-    from airflow_flink_replay.core.memory import Mem0Namespace
-    from airflow_flink_replay.hooks.mem0_hosted import HostedMem0Backend
+    from airflow_flink_replay.core.memory_fork import Mem0Namespace
+    from airflow_flink_replay.memory.hosted import HostedMem0Backend
 
     backend = HostedMem0Backend(host="https://mem0.example")
     result = backend.precopy(Mem0Namespace(user_id="prod"), Mem0Namespace(user_id="replay-1"), fork_id="run-1")

@@ -1,7 +1,8 @@
-"""The seam between :class:`~.mem0.Mem0Hook` and where the memories live: the :class:`Mem0Backend` protocol.
+"""The seam between :class:`~airflow_flink_replay.hooks.mem0.Mem0Hook` and where the memories live: the
+:class:`Mem0Backend` protocol.
 
-Two backends implement it: :class:`~.mem0_oss.OssMem0Backend` (a local ``mem0.Memory`` over a vector
-store, forked at vector level through :mod:`.mem0_stores`) and :class:`~.mem0_hosted.HostedMem0Backend`
+Two backends implement it: :class:`~.oss.OssMem0Backend` (a local ``mem0.Memory`` over a vector
+store, forked at vector level through :mod:`.stores`) and :class:`~.hosted.HostedMem0Backend`
 (the Mem0 platform: export + re-add). The hook picks one from its connection, once, and delegates; what
 both share lives here, once: the outcome of forking into a target that already holds something, which
 namespace a drop may delete, and the verify-untouched classification (:func:`untouched_report`, fed by
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from airflow_flink_replay.core.memory import (
+from airflow_flink_replay.core.memory_fork import (
     FORK_ID_FIELD,
     DropResult,
     ForkManifest,
@@ -29,7 +30,7 @@ from airflow_flink_replay.core.memory import (
     has_provenance,
 )
 from airflow_flink_replay.exceptions import ForkConflictError, NotAForkError
-from airflow_flink_replay.hooks.mem0_stores import StoredMemory
+from airflow_flink_replay.memory.stores import StoredMemory
 
 __all__ = [
     "ForkBaseline",
@@ -59,7 +60,7 @@ class ForkBaseline:
 
 
 class MemoryJournalReader(Protocol):
-    """Production's memory journal as the cut reads it (:class:`~.mem0_journal.MemoryJournalHook`)."""
+    """Production's memory journal as the cut reads it (:class:`~.journal_reader.MemoryJournalHook`)."""
 
     def position(self) -> JournalPosition:
         """The journal's end offsets now."""
@@ -72,7 +73,8 @@ class MemoryJournalReader(Protocol):
 
 @runtime_checkable
 class Mem0Backend(Protocol):
-    """Namespace operations of one Mem0 deployment (what :class:`~.mem0.Mem0Hook` delegates to)."""
+    """Namespace operations of one Mem0 deployment (what
+    :class:`~airflow_flink_replay.hooks.mem0.Mem0Hook` delegates to)."""
 
     def check(self) -> str:
         """Reach the deployment; return a one-line description (``test_connection``)."""
@@ -104,14 +106,15 @@ class Mem0Backend(Protocol):
         on_source_read: Callable[[], None] | None = None,
     ) -> ForkResult:
         """Copy ``source`` into ``target``: no-op when this fork is complete, refuse a target in use,
-        remove what it wrote on error (see :meth:`~.mem0.Mem0Hook.fork`)."""
+        remove what it wrote on error (see :meth:`~airflow_flink_replay.hooks.mem0.Mem0Hook.fork`)."""
         ...
 
     def precopy(
         self, source: Mem0Namespace, target: Mem0Namespace, *, fork_id: str, journal: MemoryJournalReader | None = None
     ) -> ForkResult:
         """Copy ``source`` into ``target`` ahead of the cut, so that :meth:`fork` then copies only the changes
-        (see :meth:`~.mem0.Mem0Hook.precopy`); a backend without deltas returns a no-op result."""
+        (see :meth:`~airflow_flink_replay.hooks.mem0.Mem0Hook.precopy`); a backend without deltas returns a
+        no-op result."""
         ...
 
     def drop(self, namespace: Mem0Namespace, *, keep: bool = False) -> DropResult:
