@@ -59,15 +59,24 @@ class FlushedProducer:
 
     def send(self, **record: Any) -> None:
         """Produce ``record`` (``key``, ``value``, and optionally ``headers``, ``timestamp``) and wait for the
-        broker; RuntimeError naming the topic when it did not take the record within the timeout."""
+        broker; RuntimeError naming the topic when it did not take the record within the timeout, or answered
+        with an error (not authorised, too large, expired before a broker took it)."""
+        refused: list[Any] = []
+
+        def delivered(err: Any, _msg: Any) -> None:  # the broker's answer: flush() returns 0 for a refusal too
+            if err is not None:
+                refused.append(err)
+
         with self._lock:
             self.open()
-            self._producer.produce(self.topic, **record)
+            self._producer.produce(self.topic, on_delivery=delivered, **record)
             remaining = self._producer.flush(self.timeout)
         if remaining:
             raise RuntimeError(
                 f"{self.what}: {remaining} record(s) not delivered to {self.topic} within {self.timeout:.0f} s"
             )
+        if refused:
+            raise RuntimeError(f"{self.what}: the record was not delivered to {self.topic}: {refused[0]}")
 
     def close(self) -> None:
         """Flush what is left."""

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import re
 
-_SIMPLE_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
+# a name starts with a letter of any script or ``_`` (``.priorité``, ``.été``, ``.日本``: the canonical form the
+# report shows); in a quoted name a backslash escapes a backslash or the quote (``$['back\\slash']``: back\slash)
+_SIMPLE_STEP = re.compile(
+    r"\.([^\W\d][\w-]*)|\[(\d+)\]|\[\s*'((?:[^'\\]|\\.)*)'\s*\]|\[\s*\"((?:[^\"\\]|\\.)*)\"\s*\]"
+)
+_ESCAPE = re.compile(r"\\(.)")
 
 
 def simple_steps(path: str) -> tuple[list[str | int], int]:
@@ -20,6 +25,11 @@ def simple_steps(path: str) -> tuple[list[str | int], int]:
         if not m:
             break
         name, index, quoted, dquoted = m.groups()
-        steps.append(int(index) if index is not None else (name or quoted or dquoted or ""))
+        if index is not None:
+            steps.append(int(index))
+        elif name is not None:
+            steps.append(name)
+        else:
+            steps.append(_ESCAPE.sub(r"\1", quoted if quoted is not None else dquoted))
         pos = m.end()
     return steps, pos

@@ -64,6 +64,12 @@ __all__ = [
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _WATERMARK = re.compile(r"none|monotonous|bounded:\d+")
+#: Flink Agents config keys (lower-cased) that name the action-state store and the job identifier (Mem0's
+#: user_id): a replay sets them from its own isolated topic and namespace; ``agent_config`` may not.
+RESERVED_AGENT_CONFIG = frozenset(
+    {"actionstatestorebackend", "kafkabootstrapservers", "kafkaactionstatetopic",
+     "kafkaactionstatetopicnumpartitions", "job-identifier"}
+)  # fmt: skip
 
 
 class ReplayWindow(BaseModel):
@@ -400,6 +406,21 @@ class ReplayJobSpec(BaseModel):
         raise ValueError(
             f'watermark {value!r} must be "none", "monotonous" or "bounded:<ms>" (or left out: the manifest\'s)'
         )
+
+    @field_validator("agent_config")
+    @classmethod
+    def _no_store_or_identity(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """The replay's action-state store and Mem0 namespace come from ``action_state_topic`` and
+        ``job_identifier`` (checked against production's): an agent option may not name others."""
+        taken = sorted(k for k in value if k.lower() in RESERVED_AGENT_CONFIG)
+        if taken:
+            raise ValueError(
+                f"agent_config sets {taken}: the replay's action-state store and identity are its own (a fresh "
+                "topic and the memory fork's namespace), set from action_state_topic and job_identifier; an agent "
+                "option naming them could point the replay at production's recorded results and memories. Fix: "
+                "leave these keys out of agent_config"
+            )
+        return value
 
     @model_validator(mode="after")
     def _secrets_by_reference(self) -> ReplayJobSpec:

@@ -67,8 +67,12 @@ class AgentRuntimeConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def entries(self) -> dict[str, Any]:
-        """Config key → value as Flink Agents 0.2.0 reads them."""
-        out: dict[str, Any] = {
+        """Config key → value as Flink Agents 0.2.0 reads them. ``extra`` never overrides the store and the
+        identity this config sets (the replay spec refuses them in ``agent_config`` too: ``RESERVED_AGENT_CONFIG``
+        of :mod:`airflow_flink_replay.core.replay_job_spec`): a replay's isolation is not a default an option
+        can undo."""
+        out: dict[str, Any] = dict(self.extra)
+        out |= {
             "actionStateStoreBackend": "kafka",
             "kafkaBootstrapServers": self.bootstrap,
             "kafkaActionStateTopic": self.action_state_topic,
@@ -77,7 +81,6 @@ class AgentRuntimeConfig:
             out["kafkaActionStateTopicNumPartitions"] = int(self.action_state_partitions)
         if self.job_identifier:
             out["job-identifier"] = self.job_identifier
-        out.update(self.extra)
         return out
 
 

@@ -77,3 +77,18 @@ def test_a_record_the_producer_cannot_queue_is_an_error_at_once(nowhere: str) ->
     with pytest.raises(KafkaException, match="MSG_SIZE_TOO_LARGE"):
         producer.send(key=b"k", value=b"x" * 2_000_000)
     assert time.monotonic() - started < 0.9
+
+
+class _Expiring(FlushedProducer):
+    """The real producer with a message timeout shorter than the flush's: the record expires in librdkafka's queue
+    and flush() returns 0 (nothing is left), the error arriving only in the delivery report."""
+
+    def config(self) -> dict[str, object]:
+        return {**super().config(), "message.timeout.ms": 300}
+
+
+def test_a_record_the_delivery_report_refuses_is_an_error_though_flush_left_nothing(nowhere: str) -> None:
+    producer = _Expiring(nowhere, None, "capture-1", what="capture tee", timeout=10.0)
+    with pytest.raises(RuntimeError, match=r"capture tee: the record was not delivered to capture-1: .*timed out"):
+        producer.send(key=b"k", value=b"v")
+    assert producer._producer.flush(0) == 0  # nothing was left to flush: only the report said it failed

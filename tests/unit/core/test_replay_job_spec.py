@@ -461,3 +461,17 @@ def test_an_empty_name_the_guard_needs_is_refused_not_a_guard_turned_off(field: 
 def test_a_trailing_newline_does_not_pass_a_shape_check(field: str, value: str) -> None:
     with pytest.raises(ValidationError, match=field):
         ReplayJobSpec(**{**BASE, "manifest": "m.json", field: value})
+
+
+@pytest.mark.parametrize("key", ["kafkaActionStateTopic", "job-identifier", "JOB-IDENTIFIER", "kafkaBootstrapServers",
+                                 "actionStateStoreBackend", "kafkaActionStateTopicNumPartitions"])  # fmt: skip
+def test_agent_options_may_not_name_the_store_or_the_identity(key: str) -> None:
+    """The replay's action-state topic and Mem0 namespace come from its own fields, checked against production's:
+    an agent option naming them (production's, say) is refused, the field and the fix named."""
+    with pytest.raises(ValidationError, match=r"agent_config sets .*Fix: leave these keys out of agent_config"):
+        ReplayJobSpec(**BASE, **WINDOW, agent_config={"num-async-threads": 4, key: "prod-as"})
+    kept = ReplayJobSpec(**BASE, **WINDOW, agent_config={"num-async-threads": 4})
+    assert kept.agent_config == {"num-async-threads": 4}
+
+
+WINDOW = {"capture_topic": "in", "start_offsets": {0: 0}, "end_offsets": {0: 1}}

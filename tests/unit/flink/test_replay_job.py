@@ -228,10 +228,13 @@ SCRIPT = textwrap.dedent(
     out["files"] = build(spec("baseline", agent_uid="afr-agent", max_parallelism=64, parallelism=2,
                               checkpoint_interval_ms=1500, policy={"unmediated": "block"}))
     out["files_out_dir"] = __import__("os").path.isdir(f"{tmp}/baseline/out")
-    out["topics"] = build(spec("candidate", watermark="none", agent_uid_hash="ABCDEF0123456789ABCDEF0123456789",
-                               mediate_resources=False, results={"outputs": "cand-outputs", "audit": "cand-audit"},
-                               agent_config={"num-async-threads": 4,  # and production's store and namespace:
-                                             "kafkaActionStateTopic": "prod-as", "job-identifier": "prod-ns"}))
+    candidate = spec("candidate", watermark="none", agent_uid_hash="ABCDEF0123456789ABCDEF0123456789",
+                     mediate_resources=False, results={"outputs": "cand-outputs", "audit": "cand-audit"},
+                     agent_config={"num-async-threads": 4})
+    # production's store and namespace in its agent options, past the spec's validation (which refuses them):
+    # the job side's own entries still win
+    out["topics"] = build(candidate.model_copy(update={"agent_config": {
+        "num-async-threads": 4, "kafkaActionStateTopic": "prod-as", "job-identifier": "prod-ns"}}))
     out["topics_out_dir"] = __import__("os").path.isdir(f"{tmp}/candidate/out")
     untouched = job_environment()
     try:
@@ -397,12 +400,6 @@ def test_an_unmediated_replay_runs_the_agent_as_production_did(built: dict[str, 
     assert GUARD_CONFIG_KEY not in built["topics"]["agent_config"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent_config is merged after the runtime's entries (AgentRuntimeConfig.extra wins): a spec's "
-    "agent_config naming kafkaActionStateTopic / job-identifier points the replay at production's action-state "
-    "topic and Mem0 namespace, past the production_clashes guard",
-)
 def test_agent_config_cannot_point_the_replay_at_production_s_state(built: dict[str, Any]) -> None:
     config = built["topics"]["agent_config"]  # its spec's agent_config names production's topic and identifier
     assert (config["kafkaActionStateTopic"], config["job-identifier"]) == ("as-candidate", "replay-candidate")

@@ -71,23 +71,9 @@ def test_a_key_that_is_not_a_jsonpath_names_the_key_and_the_fix() -> None:
         "a.b",
         "a]b",
         "",
-        pytest.param(
-            "été",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: `$.été` (the path a report shows for "
-                "a name starting with a non-ASCII letter) is refused as a key: PathError 'Unexpected character'",
-            ),
-        ),
-        pytest.param("日本", marks=pytest.mark.xfail(strict=True, reason="bug: as `$.été`, `$.日本` is refused")),
-        pytest.param(
-            "back\\slash",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: `$['back\\\\slash']` is "
-                "looked up as a name with two backslashes: the key is MISSING on every output",
-            ),
-        ),
+        "été",  # a name starting with a letter of another script (was refused: 'Unexpected character')
+        "日本",
+        "back\\slash",  # the report escapes the backslash (was looked up with two: MISSING on every output)
     ],
 )
 def test_a_key_written_as_the_report_writes_the_path_finds_the_value(name: str) -> None:
