@@ -25,14 +25,13 @@ from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.core.replay_spec import extra_baseline_names
 from airflow_flink_replay.exceptions import CompareInputError
+from airflow_flink_replay.ids import XCOM_CASSETTE_COVERAGE_KEY, XCOM_COMPARISON_KEY
 from airflow_flink_replay.links.report import ReplayReportLink
 from airflow_flink_replay.run_io import run_storage
 
 if TYPE_CHECKING:  # the engine and its reports are imported when the task compares, not by every DAG parse
     from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
-#: XCom key of the comparison summary, pushed before a gate FAIL fails the task (the run record reads it).
-XCOM_COMPARISON_KEY = "comparison"
 
 
 class CompareReplayOutputsOperator(BaseOperator):
@@ -304,7 +303,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         if not self.submit_task_id:
             return result
         from airflow_flink_replay.core.window_coverage import WindowCoverage, with_coverage
-        from airflow_flink_replay.operators.replay import XCOM_CASSETTE_COVERAGE_KEY, audit_counts
+        from airflow_flink_replay.operators.replay import audit_counts
 
         found = context["ti"].xcom_pull(task_ids=self.submit_task_id, key=XCOM_CASSETTE_COVERAGE_KEY)
         if not found:

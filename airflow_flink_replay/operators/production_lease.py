@@ -31,9 +31,8 @@ from airflow_flink_replay.core.production_lease import (
 )
 from airflow_flink_replay.exceptions import ProductionLeaseHeldError, ProductionLeaseNotHeldError
 from airflow_flink_replay.hooks.production_lease import Heartbeat, ProductionLeaseHook
+from airflow_flink_replay.ids import XCOM_LEASE_KEY
 
-#: XCom key: production's lease as the pushing task left it (:func:`~...core.production_lease.lease_summary`).
-XCOM_LEASE_KEY = "lease"
 #: The Airflow Variable that names the lease's holder (prefix; the production's key follows).
 LEASE_VARIABLE_PREFIX = "flink_replay_lease__"
 

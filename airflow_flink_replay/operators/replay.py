@@ -30,6 +30,7 @@ from airflow_flink_replay.core.window_coverage import WindowCoverage
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
+from airflow_flink_replay.ids import XCOM_CASSETTE_COVERAGE_KEY, XCOM_FLINK_JOB_ID_KEY
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.run_io import run_storage
 from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
@@ -42,9 +43,6 @@ REPLAY_JOB_MODULE = "airflow_flink_replay.flink.replay_job"
 REPLAY_PLANS_MODULE = "airflow_flink_replay.flink.replay_plans"
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
 
-#: XCom key of the submission's :class:`~airflow_flink_replay.core.window_coverage.WindowCoverage`: how far
-#: production had processed the window when the replays were given its cassette (the comparison reads it).
-XCOM_CASSETTE_COVERAGE_KEY = "cassette_coverage"
 #: Seconds a submission waits, at most, for production to process the window before the replays read its
 #: cassette.
 DEFAULT_WINDOW_WAIT_S = 300.0
@@ -135,7 +133,7 @@ class _ReplayJobOperator(BaseOperator):
 
     def _attach(self, context: Any, job_id: str) -> None:
         """Name ``job_id`` as this task's job: XCom (the run record reads it if the task fails) and link."""
-        context["ti"].xcom_push(key="flink_job_id", value=job_id)
+        context["ti"].xcom_push(key=XCOM_FLINK_JOB_ID_KEY, value=job_id)
         FlinkJobLink.persist(context, self.hook.job_ui_url(job_id))
 
     def _wait(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:

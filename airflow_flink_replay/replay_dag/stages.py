@@ -16,6 +16,7 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.production_lease import lease_folder
 from airflow_flink_replay.core.replay_spec import MAX_AA_REPLAYS, ReplaySpec, variant_names
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
@@ -39,7 +40,6 @@ from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, Submit
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
 from airflow_flink_replay.operators.stop_window import StopWindowOperator
-from airflow_flink_replay.replay_dag import ids
 from airflow_flink_replay.replay_dag.run import approved_asset
 from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
 

@@ -1,6 +1,6 @@
 """The replay DAG's graph, built by the stage builders, is the one users and tests rely on: every task id,
 every task's direct upstream tasks, trigger rule and retries (task ids are spelled out here on purpose: renaming a
-constant in ``replay_dag.ids`` is a breaking change this test reports). A spec with more A/A replays
+constant in ``airflow_flink_replay.ids`` is a breaking change this test reports). A spec with more A/A replays
 (``aa_replays``) adds each extra baseline's fork and replay exactly where baseline_2's are, and nothing else."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.replay_spec import ReplaySpec
-from airflow_flink_replay.replay_dag import ids
 from tests.unit.core.test_replay_spec import _spec
 
 REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
