@@ -37,8 +37,9 @@ from typing import Any, Literal
 
 from airflow.sdk import DAG
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.replay_spec import ReplaySpec
-from airflow_flink_replay.replay_dag import ids, stages
+from airflow_flink_replay.replay_dag import stages
 from airflow_flink_replay.replay_dag.run import approved_asset, resolve_run, resolve_task, run_params
 
 __all__ = ["Kind", "approved_asset", "build_replay_dag", "load_spec", "resolve_run", "run_params"]

@@ -84,7 +84,7 @@ def main() -> int:
 
     from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
     from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
-    from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+    from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, QuiesceRef, ResumeJobOperator
     from tests.jobs import harness
 
     base = stack.flink_rest_url
@@ -134,7 +134,7 @@ def main() -> int:
                 )  # fmt: skip
                 result = quiesce.execute(_context())
                 resume = ResumeJobOperator(
-                    task_id="resume", program=program, quiesce_result=result, poll_interval=args.poll,
+                    task_id="resume", program=program, quiesce=QuiesceRef(result=result), poll_interval=args.poll,
                     deferrable=False,
                 )  # fmt: skip
                 resumed = resume.execute(_context())

@@ -269,11 +269,11 @@ def solo_replay(
 
     from airflow.sdk import DAG
 
+    from airflow_flink_replay import ids
     from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
     from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
     from airflow_flink_replay.operators.mem0 import DropMem0ForkOperator
     from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, SubmitReplayJobsOperator
-    from airflow_flink_replay.replay_dag import ids
     from tests.dag_testing import register_dag, xcoms_of
 
     xcom = xcoms_of(dagrun)

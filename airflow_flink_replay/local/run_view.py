@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.replay_spec import MAX_AA_REPLAYS, variant_names
-from airflow_flink_replay.replay_dag import ids
 
 #: Reasons shown on the console (the rest are in the report), and their length.
 MAX_REASONS = 4

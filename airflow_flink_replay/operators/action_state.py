@@ -141,19 +141,24 @@ class IsolateActionStateOperator(BaseOperator):
         if result.result_topics:
             self.log.info("result topics per variant (1 partition): %s", result.result_topics)
         if self.manifest_uri:
-            from airflow_flink_replay.core.manifest import ManifestError
-            from airflow_flink_replay.core.manifest_io import record_isolation
-            from airflow_flink_replay.operators.manifest import signing_key
-
-            try:
-                sealed = record_isolation(
-                    self.manifest_uri, signing_key=signing_key(self.signing_conn_id),
-                    production_action_state_topic=self.production_topic, action_state_topics=names,
-                )
-            except ManifestError as err:
-                raise AirflowException(f"cannot record the topics in the manifest {self.manifest_uri}: {err}") from err
-            self.log.info("recorded in manifest %s (digest %s)", self.manifest_uri, sealed.digest)
+            self._record_in_manifest(str(self.manifest_uri), names)
         return result.model_dump(mode="json")
+
+    def _record_in_manifest(self, manifest_uri: str, names: dict[str, str]) -> None:
+        """Record production's action-state topic and the replays' in the run's manifest ``manifest_uri`` (sealed
+        again, signed with ``signing_conn_id``)."""
+        from airflow_flink_replay.core.manifest import ManifestError
+        from airflow_flink_replay.core.manifest_io import record_isolation
+        from airflow_flink_replay.operators.manifest import signing_key
+
+        try:
+            sealed = record_isolation(
+                manifest_uri, signing_key=signing_key(self.signing_conn_id),
+                production_action_state_topic=self.production_topic, action_state_topics=names,
+            )  # fmt: skip
+        except ManifestError as err:
+            raise AirflowException(f"cannot record the topics in the manifest {manifest_uri}: {err}") from err
+        self.log.info("recorded in manifest %s (digest %s)", manifest_uri, sealed.digest)
 
 
 class DeleteReplayTopicsOperator(BaseOperator):

@@ -32,13 +32,8 @@ from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.exceptions import FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
+from airflow_flink_replay.ids import XCOM_AGENT_CHECK_KEY, XCOM_CHANGED_RESOURCES_KEY
 
-#: XCom key of the check's result when the task fails (a failed task pushes no return value).
-XCOM_AGENT_CHECK_KEY = "agent_check"
-#: XCom key of the candidate's changed resources, ``{name: "changed" | "added"}`` (also the result's
-#: ``changed``): the submit task keeps them off production's cassette in the candidate's replay, the comparison
-#: lists them.
-XCOM_CHANGED_RESOURCES_KEY = "changed_resources"
 #: The job-side program (a module of this package: the cluster's Python must have it installed).
 CHECK_PROGRAM = "airflow_flink_replay.flink.agent_check"
 

@@ -3,7 +3,7 @@ candidate's outputs, report, and gate.
 
 :class:`CompareReplayOutputsOperator` runs :func:`airflow_flink_replay.core.compare.compare_runs` on
 the replay outputs (and audits), writes summary.json / report.html / junit.xml next to the manifest (or
-to ``report_uri``), pushes the summary to XCom, links the HTML report, and fails the task on FAIL when it
+to ``report.uri``), pushes the summary to XCom, links the HTML report, and fails the task on FAIL when it
 is a gate.
 """
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -25,14 +25,79 @@ from airflow_flink_replay.core.compare.config import CompareConfig
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.core.replay_spec import extra_baseline_names
 from airflow_flink_replay.exceptions import CompareInputError
+from airflow_flink_replay.ids import XCOM_CASSETTE_COVERAGE_KEY, XCOM_COMPARISON_KEY
 from airflow_flink_replay.links.report import ReplayReportLink
 from airflow_flink_replay.run_io import run_storage
 
 if TYPE_CHECKING:  # the engine and its reports are imported when the task compares, not by every DAG parse
     from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
 
-#: XCom key of the comparison summary, pushed before a gate FAIL fails the task (the run record reads it).
-XCOM_COMPARISON_KEY = "comparison"
+
+
+class ComparedRuns(NamedTuple):
+    """The replay runs a comparison reads, every member templated (the replay DAG passes its ``resolve`` task's
+    XComs). Outputs are JSONL (a URI or a local path); audits are the side-effect audits (a file, or a folder of
+    ``*.jsonl``), optional, and compared when the baseline's or the candidate's is given.
+
+    A NamedTuple because its members are templated: Airflow renders a tuple's members into a new tuple of the same
+    class and finds the XComArgs inside it (their tasks become upstream), where it would set an object's attributes
+    in place.
+
+    :param baseline: the baseline's outputs.
+    :param candidate: the candidate's outputs.
+    :param baseline_2: the baseline run again, to measure noise; without it exact rules apply.
+    :param extra_baselines: more A/A replays of the baseline, in order: baseline-3, baseline-4 … (the spec's
+        ``aa_replays`` above 1). The noise is measured on more pairs of baselines, which narrows it for a noisy agent;
+        they need ``baseline_2``.
+    :param baseline_audit: the baseline's audit; with ``candidate_audit``.
+    :param baseline_2_audit: baseline-2's audit.
+    :param extra_baseline_audits: the extra baselines' audits, in the order of ``extra_baselines``; their calls the
+        cassette did not match count as baseline-2's do.
+    :param candidate_audit: the candidate's audit.
+    """
+
+    baseline: str
+    candidate: str
+    baseline_2: str | None = None
+    extra_baselines: Sequence[str] = ()
+    baseline_audit: str | None = None
+    baseline_2_audit: str | None = None
+    extra_baseline_audits: Sequence[str] = ()
+    candidate_audit: str | None = None
+
+
+class ReportSettings(NamedTuple):
+    """Where the comparison's reports go, how they are linked, and which verdicts fail the task (the gate).
+    ``uri`` and ``url`` are templated (a NamedTuple, for the reason :class:`ComparedRuns` gives).
+
+    :param uri: the folder for the reports; None: ``<the manifest's folder>/compare-<run id>/``.
+    :param url: the URL under which readers open the report (``{report}`` is replaced by the report.html URI);
+        None: the report's URI.
+    :param gate: fail the task when the verdict is FAIL (True), or only report (False).
+    :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
+    """
+
+    uri: str | None = None
+    url: str | None = None
+    gate: bool = True
+    fail_on_inconclusive: bool = False
+
+
+class FidelitySettings(NamedTuple):
+    """Production's own outputs for the window, compared with the baseline's: the fidelity figure.
+    ``output_topic`` is templated (a NamedTuple, for the reason :class:`ComparedRuns` gives).
+
+    :param output_topic: production's output topic: its outputs from the offsets the manifest recorded at the
+        savepoint are read; None: no fidelity figure.
+    :param kafka_conn_id: the Kafka connection to read it with.
+    :param wait: seconds to wait, at most, for production to output the window's records: it processes them after it
+        resumes, behind whatever backlog it has; outputs it has not written yet would count as unfaithful. Polls while
+        the outputs production wrote for the baseline's keys grow.
+    """
+
+    output_topic: str | None = None
+    kafka_conn_id: str = "kafka_default"
+    wait: float = 60.0
 
 
 class CompareReplayOutputsOperator(BaseOperator):
@@ -41,40 +106,22 @@ class CompareReplayOutputsOperator(BaseOperator):
     XCom ``return_value`` (and key ``comparison``, pushed before a gate failure): ``{"verdict", "mode",
     "reasons", "worst_fields", "counts", "report_uri", "summary_uri", "junit_uri"}``.
 
-    :param baseline: URI or local path of the baseline outputs (JSONL; templated).
-    :param candidate: URI or local path of the candidate outputs (templated).
-    :param baseline_2: the baseline run again, to measure noise (templated); without it exact rules apply.
-    :param extra_baselines: more A/A replays of the baseline (templated), in order: baseline-3, baseline-4 … (the
-        spec's ``aa_replays`` above 1). The noise is measured on more pairs of baselines, which narrows it for a
-        noisy agent; they need ``baseline_2``.
-    :param key: JSONPath of the correlation key, e.g. ``$.id``.
+    :param runs: the outputs and audits of the runs to compare (:class:`ComparedRuns`, templated).
+    :param key: JSONPath of the correlation key, e.g. ``$.id`` (templated).
     :param ignore: JSONPaths to ignore (``$._replay`` always is).
     :param config: a :class:`CompareConfig` or its dict form (templated).
-    :param baseline_audit: side-effect audit of the baseline (optional, templated); with ``candidate_audit``.
-    :param baseline_2_audit: side-effect audit of baseline-2 (optional, templated).
-    :param extra_baseline_audits: side-effect audits of the extra baselines (templated), in the order of
-        ``extra_baselines``; their calls the cassette did not match count as baseline-2's do.
-    :param candidate_audit: side-effect audit of the candidate (optional, templated).
     :param changed_resources: the resources the candidate changed, ``{name: "changed" | "added"}`` (the agent
         check's XCom ``changed_resources``; templated): listed in the report (``CHANGED_RESOURCES``) with how the
         candidate's replay treated their calls.
     :param manifest_uri: the replay manifest; reports go to ``<its folder>/compare-<run id>/`` unless
-        ``report_uri`` is given (templated). When given it is read before anything is compared and must verify
+        ``report.uri`` is given (templated). When given it is read before anything is compared and must verify
         (digest; signature with ``signing_conn_id``): one that does not, or is not there, fails the task.
     :param signing_conn_id: Airflow connection whose password is the manifest signing key (the spec's
         ``manifest_signing_conn_id``): the manifest's signature is checked as the other steps check it.
-    :param report_uri: folder for the reports (templated).
-    :param report_url: URL under which readers open the report (templated, ``{report}`` is replaced by the
-        report.html URI); default: the report's URI.
-    :param production_output_topic: production's output topic: its outputs for the window are read (from the
-        offsets the manifest recorded at the savepoint) and compared with the baseline's, the fidelity figure
-        (templated).
-    :param kafka_conn_id: the Kafka connection to read it with.
-    :param production_output_wait: seconds to wait, at most, for production to output the window's records:
-        it processes them after it resumes, behind whatever backlog it has; outputs it has not written yet
-        would count as unfaithful. Polls while the outputs production wrote for the baseline's keys grow.
-    :param gate: fail the task when the verdict is FAIL (True), or only report (False).
-    :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
+    :param report: where the reports go and which verdicts fail the task (:class:`ReportSettings`; default: next
+        to the manifest, a gate on FAIL).
+    :param fidelity: production's output topic and how to read it (:class:`FidelitySettings`): the baseline's
+        outputs are compared with production's for the window (the fidelity figure). None: no fidelity figure.
     :param submit_task_id: the task that submitted the replays: its XCom ``cassette_coverage`` tells how far
         production had processed the window when the replays read its cassette; a window not covered with
         baseline calls the cassette did not match makes the verdict INCONCLUSIVE
@@ -82,80 +129,43 @@ class CompareReplayOutputsOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "baseline",
-        "candidate",
-        "baseline_2",
-        "extra_baselines",
-        "key",
-        "config",
-        "baseline_audit",
-        "baseline_2_audit",
-        "extra_baseline_audits",
-        "candidate_audit",
-        "changed_resources",
-        "manifest_uri",
-        "report_uri",
-        "report_url",
-        "production_output_topic",
-    )
+        "runs", "key", "config", "changed_resources", "manifest_uri", "report", "fidelity",
+    )  # fmt: skip
     operator_extra_links = (ReplayReportLink(),)
     ui_color = "#e8f0fe"
 
     def __init__(
         self,
         *,
-        baseline: str,
-        candidate: str,
-        baseline_2: str | None = None,
-        extra_baselines: Sequence[str] = (),
+        runs: ComparedRuns,
         key: str = "$.id",
         ignore: Sequence[str] = (),
         config: CompareConfig | Mapping[str, Any] | None = None,
-        baseline_audit: str | None = None,
-        baseline_2_audit: str | None = None,
-        extra_baseline_audits: Sequence[str] = (),
-        candidate_audit: str | None = None,
         changed_resources: Mapping[str, str] | None = None,
         manifest_uri: str | None = None,
-        report_uri: str | None = None,
-        report_url: str | None = None,
-        production_output_topic: str | None = None,
-        kafka_conn_id: str = "kafka_default",
-        production_output_wait: float = 60.0,
-        gate: bool = True,
-        fail_on_inconclusive: bool = False,
-        submit_task_id: str | None = None,
         signing_conn_id: str | None = None,
+        report: ReportSettings | None = None,
+        fidelity: FidelitySettings | None = None,
+        submit_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.signing_conn_id = signing_conn_id
-        self.submit_task_id = submit_task_id
-        self.baseline = baseline
-        self.candidate = candidate
-        self.baseline_2 = baseline_2
-        self.extra_baselines = extra_baselines
+        self.runs = runs
         self.key = key
         self.ignore = ignore
         # kept as given (it may be an XComArg resolved at run time); validated in execute()
         self.config = config.model_dump(mode="json") if isinstance(config, CompareConfig) else config
-        self.baseline_audit = baseline_audit
-        self.baseline_2_audit = baseline_2_audit
-        self.extra_baseline_audits = extra_baseline_audits
-        self.candidate_audit = candidate_audit
         self.changed_resources = changed_resources
         self.manifest_uri = manifest_uri
-        self.report_uri = report_uri
-        self.report_url = report_url
-        self.production_output_topic = production_output_topic
-        self.kafka_conn_id = kafka_conn_id
-        self.production_output_wait = production_output_wait
-        self.gate = gate
-        self.fail_on_inconclusive = fail_on_inconclusive
+        self.signing_conn_id = signing_conn_id
+        self.report = report or ReportSettings()
+        self.fidelity = fidelity
+        self.submit_task_id = submit_task_id
 
     def _report_dir(self, context: Any) -> Any:
-        if self.report_uri:
-            target = str(self.report_uri)
+        """Where the reports go: ``report.uri``, else a folder of this run next to the manifest."""
+        if self.report.uri:
+            target = str(self.report.uri)
         elif self.manifest_uri:
             run_id = str(context.get("run_id") or "run")
             safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
@@ -163,30 +173,41 @@ class CompareReplayOutputsOperator(BaseOperator):
             target = f"{manifest.rsplit('/', 1)[0]}/compare-{safe}"
         else:
             raise AirflowException(
-                "CompareReplayOutputsOperator: give report_uri (a folder) or manifest_uri (reports go next to it)"
+                "CompareReplayOutputsOperator: give report=ReportSettings(uri=...) (a folder) or manifest_uri (reports "
+                "go next to it)"
             )
         return run_storage.location(target)
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Compare, write the reports, push the summary and the link; fail on FAIL when gating."""
-        try:
-            config = (
-                self.config
-                if isinstance(self.config, CompareConfig)
-                else CompareConfig.model_validate(dict(self.config or {}))
-            )
-        except Exception as err:
-            raise AirflowFailException(f"CompareReplayOutputsOperator: bad config: {err}") from None
+        config = self._config()
         _ = self._manifest  # fails closed before anything is compared: provenance and fidelity read it
         out_dir = self._report_dir(context)
-        result = self._compared(config)
-        result = self._with_coverage(context, result)
+        result = self._with_coverage(context, self._compared(config))
         result.reasons.extend(self._provenance())
+        summary, url = self._reported(context, result, out_dir)
+        context["ti"].xcom_push(key=XCOM_COMPARISON_KEY, value=summary)
+        self._log_result(result, summary["report_uri"])
+        self._gate(result, url)
+        return summary
+
+    def _config(self) -> CompareConfig:
+        """The comparison's config, validated (a bad one fails the task: a retry reads the same)."""
+        try:
+            if isinstance(self.config, CompareConfig):
+                return self.config
+            return CompareConfig.model_validate(dict(self.config or {}))
+        except Exception as err:
+            raise AirflowFailException(f"CompareReplayOutputsOperator: bad config: {err}") from None
+
+    def _reported(self, context: Any, result: ComparisonResult, out_dir: Any) -> tuple[dict[str, Any], str]:
+        """Write the reports into ``out_dir`` and link the HTML one; return the summary (with the reports' URIs) and
+        the link's URL."""
         from airflow_flink_replay.core.compare.reports import write_reports
 
         written = write_reports(result, out_dir)
         report = _uri(written["html"])
-        url = self.report_url.replace("{report}", report) if self.report_url else report
+        url = self.report.url.replace("{report}", report) if self.report.url else report
         ReplayReportLink.persist(context, url)
         summary = {
             **result.summary(),
@@ -194,48 +215,51 @@ class CompareReplayOutputsOperator(BaseOperator):
             "summary_uri": _uri(written["summary"]),
             "junit_uri": _uri(written["junit"]),
         }
-        context["ti"].xcom_push(key=XCOM_COMPARISON_KEY, value=summary)
-        self._log_result(result, report)
-        if self.gate and result.verdict == "FAIL":
+        return summary, url
+
+    def _gate(self, result: ComparisonResult, url: str) -> None:
+        """Fail the task on FAIL (``report.gate``), and on INCONCLUSIVE with ``report.fail_on_inconclusive``."""
+        if self.report.gate and result.verdict == "FAIL":
             raise AirflowFailException(f"replay gate: FAIL — {_decisive(result)} (report: {url})")
-        if self.fail_on_inconclusive and result.verdict == "INCONCLUSIVE":
+        if self.report.fail_on_inconclusive and result.verdict == "INCONCLUSIVE":
             raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
-        return summary
 
     def _compared(self, config: CompareConfig) -> ComparisonResult:
         """Open every run's outputs and audits (closed again when compared), compare them and, with production's
         output topic, add the fidelity figure. Unreadable input fails the task (no retry: it reads the same)."""
-        extra = _listed(self.extra_baselines, "extra_baselines")
-        extra_audits = _listed(self.extra_baseline_audits, "extra_baseline_audits")
+        runs = self.runs
+        extra = _listed(runs.extra_baselines, "extra_baselines")
+        extra_audits = _listed(runs.extra_baseline_audits, "extra_baseline_audits")
         with contextlib.ExitStack() as stack:
             source = _opener(stack)
             try:
                 audits = None
-                if self.baseline_audit or self.candidate_audit or self.baseline_2_audit or extra_audits:
+                if runs.baseline_audit or runs.candidate_audit or runs.baseline_2_audit or extra_audits:
                     audits = {
-                        "baseline": source(self.baseline_audit),
-                        "candidate": source(self.candidate_audit),
-                        "baseline_2": source(self.baseline_2_audit),
+                        "baseline": source(runs.baseline_audit),
+                        "candidate": source(runs.candidate_audit),
+                        "baseline_2": source(runs.baseline_2_audit),
                         "extra_baselines": [source(a) for a in extra_audits],
                         "changed": dict(self.changed_resources or {}),
                     }
                 from airflow_flink_replay.core.compare.engine import compare_runs
 
                 result = compare_runs(
-                    source(self.baseline),
-                    source(self.candidate),
-                    baseline_2=source(self.baseline_2),
+                    source(runs.baseline),
+                    source(runs.candidate),
+                    baseline_2=source(runs.baseline_2),
                     extra_baselines=[source(u) for u in extra],
                     key=self.key,
                     config=config,
                     audits=audits,
                     ignore=list(self.ignore or []),
                 )
-                if self.production_output_topic:
+                if self.fidelity is not None and self.fidelity.output_topic:
                     result = self._with_fidelity(
                         result,
-                        partial(source, self.baseline),
-                        partial(source, self.baseline_2),
+                        self.fidelity,
+                        partial(source, runs.baseline),
+                        partial(source, runs.baseline_2),
                         config,
                         extra_baselines=[partial(source, u) for u in extra],
                     )
@@ -246,21 +270,22 @@ class CompareReplayOutputsOperator(BaseOperator):
     def _with_fidelity(
         self,
         result: ComparisonResult,
+        fidelity: FidelitySettings,
         baseline: Callable[[], Any],
         baseline_2: Callable[[], Any],
         config: CompareConfig,
         *,
         extra_baselines: Sequence[Callable[[], Any]] = (),
     ) -> ComparisonResult:
-        """``result`` with the baseline compared against production's own outputs for the window: those after
-        the output topic's offsets at the savepoint, which the manifest records; ``baseline_2`` and
-        ``extra_baselines`` tell how often the baseline reproduces itself (each opens its outputs when called:
-        read only if there are offsets to read production's outputs from)."""
+        """``result`` with the baseline compared against production's own outputs for the window (``fidelity``: where
+        and how to read them): those after the output topic's offsets at the savepoint, which the manifest records;
+        ``baseline_2`` and ``extra_baselines`` tell how often the baseline reproduces itself (each opens its outputs
+        when called: read only if there are offsets to read production's outputs from)."""
         from airflow_flink_replay.core.compare.fidelity import FidelityReference, with_fidelity
         from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook
         from airflow_flink_replay.run_io.production_outputs import export_outputs
 
-        topic = str(self.production_output_topic)
+        topic = str(fidelity.output_topic)
         starts, mode = self._output_offsets(topic)
         if starts is None:
             return result
@@ -268,7 +293,7 @@ class CompareReplayOutputsOperator(BaseOperator):
             target = Path(tmp) / "production.outputs.jsonl"
 
             def measure() -> tuple[FidelityStat, int]:  # only production's outputs are read again
-                hook = KafkaOffsetsHook(self.kafka_conn_id)
+                hook = KafkaOffsetsHook(fidelity.kafka_conn_id)
                 try:
                     read = export_outputs(hook, topic, target, start_offsets=starts)
                 finally:
@@ -284,7 +309,7 @@ class CompareReplayOutputsOperator(BaseOperator):
                     baseline_2=baseline_2(),
                     extra_baselines=[opened() for opened in extra_baselines],
                 )
-                stat, read = wait_for_production(measure, self.production_output_wait, log=self.log)
+                stat, read = wait_for_production(measure, float(fidelity.wait), log=self.log)
             except Exception as err:  # the comparison stands; the figure is missing, and says why
                 self.log.warning("cannot read production's outputs from %s for the fidelity figure: %s", topic, err)
                 return result
@@ -304,15 +329,15 @@ class CompareReplayOutputsOperator(BaseOperator):
         if not self.submit_task_id:
             return result
         from airflow_flink_replay.core.window_coverage import WindowCoverage, with_coverage
-        from airflow_flink_replay.operators.replay import XCOM_CASSETTE_COVERAGE_KEY, audit_counts
+        from airflow_flink_replay.operators.replay import audit_counts
 
         found = context["ti"].xcom_pull(task_ids=self.submit_task_id, key=XCOM_CASSETTE_COVERAGE_KEY)
         if not found:
             return result
-        extra = _listed(self.extra_baseline_audits, "extra_baseline_audits")
+        extra = _listed(self.runs.extra_baseline_audits, "extra_baseline_audits")
         audits = {
-            "baseline": self.baseline_audit,
-            "baseline_2": self.baseline_2_audit,
+            "baseline": self.runs.baseline_audit,
+            "baseline_2": self.runs.baseline_2_audit,
             **dict(zip(extra_baseline_names(len(extra)), extra, strict=True)),
         }
         unmatched = {v: audit_counts(str(a))[1].get("unmatched", 0) for v, a in audits.items() if a}

@@ -13,16 +13,15 @@ the typed result; a procedure's error becomes Airflow's with the same message (:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_flink_replay.core.flink_models import AGENT_OPERATOR_NAME, FlinkPythonProgram, QuiesceResult, ResumeResult
-from airflow_flink_replay.core.production_lease import DEFAULT_TTL_S, DEFAULT_WAIT_S
 from airflow_flink_replay.exceptions import LifecycleError, LifecycleRefusedError, NothingToResume
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import SubmitterKind
@@ -40,7 +39,7 @@ from airflow_flink_replay.lifecycle.quiesce import (
 )
 from airflow_flink_replay.lifecycle.resume import Resume, ResumeCarry, check_something_to_resume
 from airflow_flink_replay.links.flink import FlinkJobLink
-from airflow_flink_replay.operators.production_lease import RunLease, run_lease
+from airflow_flink_replay.operators.production_lease import LeaseSettings, RunLease, run_lease
 from airflow_flink_replay.triggers.flink import FlinkAsyncOperationTrigger, FlinkJobStateTrigger
 
 #: With the operators, the lifecycle's names that other modules import from here (``production_check``, tests).
@@ -48,6 +47,8 @@ __all__ = [
     "MODES",
     "QuiesceAndSavepointOperator",
     "QuiesceCarry",
+    "QuiesceRef",
+    "Resubmission",
     "ResumeCarry",
     "ResumeJobOperator",
     "as_task_failure",
@@ -102,16 +103,14 @@ class QuiesceAndSavepointOperator(BaseOperator):
         returns at savepoint completion (shorter downtime when resume follows directly; ``job_stopped_at``
         is then only set if the job had already finished).
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param lease_dir: the folder of production leases (templated; the replay DAG: ``<runs_uri>/_leases``). Given,
-        the task takes production's lease (:mod:`~airflow_flink_replay.core.production_lease`) before it touches
-        production, waiting up to ``lease_wait`` seconds while another run holds it, then failing with nothing
+    :param lease: production's lease (:class:`~.production_lease.LeaseSettings`; its folder templated). Given, the
+        task takes production's lease (:mod:`~airflow_flink_replay.core.production_lease`) before it touches
+        production, waiting up to ``lease.wait`` seconds while another run holds it, then failing with nothing
         touched. ``savepoint`` mode releases it once the savepoint is taken; ``drain``/``stop`` keep it for the
         resume (the stop window, ``resume_production``) or ``assert_production`` to release. None: no lease.
-    :param lease_wait: seconds to wait for another run's lease.
-    :param lease_ttl: seconds the lease stays valid without renewal (renewed every quarter of it while held).
     """
 
-    template_fields: Sequence[str] = ("job_id", "mode", "target_directory", "lease_dir")
+    template_fields: Sequence[str] = ("job_id", "mode", "target_directory", "lease")
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e8f0fe"
 
@@ -128,15 +127,11 @@ class QuiesceAndSavepointOperator(BaseOperator):
         agent_operator_name: str = AGENT_OPERATOR_NAME,
         wait_for_finished: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        lease_dir: str | None = None,
-        lease_wait: float = DEFAULT_WAIT_S,
-        lease_ttl: float = DEFAULT_TTL_S,
+        lease: LeaseSettings | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.lease_dir = lease_dir
-        self.lease_wait = float(lease_wait)
-        self.lease_ttl = float(lease_ttl)
+        self.lease = lease
         self._lease: RunLease | None = None
         self._procedure: Quiesce | None = None
         self.job_id = job_id
@@ -174,7 +169,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
         return self._procedure
 
     def execute(self, context: Any) -> Any:
-        """Take production's lease (with ``lease_dir``), then quiesce; a failure before production was touched
+        """Take production's lease (with ``lease``), then quiesce; a failure before production was touched
         releases the lease."""
         if self.mode not in MODES:
             raise AirflowException(f"QuiesceAndSavepointOperator.mode must be one of {MODES}, got {self.mode!r}")
@@ -184,7 +179,8 @@ class QuiesceAndSavepointOperator(BaseOperator):
         with as_task_failure():
             if lease is None:
                 return self._start(context, quiesce, job)
-            lease.acquire(wait_s=self.lease_wait, job_id=self.job_id)  # fails here, touching nothing, if still held
+            wait_s = float(self.lease.wait) if self.lease is not None else 0.0
+            lease.acquire(wait_s=wait_s, job_id=self.job_id)  # fails here, touching nothing, if still held
             try:
                 with lease.heartbeat():
                     job = quiesce.job_after_lease_wait(job, lease)
@@ -196,11 +192,10 @@ class QuiesceAndSavepointOperator(BaseOperator):
                 raise
 
     def _production_lease(self, context: Any, job_name: str | None) -> RunLease | None:
-        """This task's hold on production's lease (created once), None without ``lease_dir``."""
+        """This task's hold on production's lease (created once), None without ``lease``."""
         if self._lease is None:
             name = getattr(self, "job_name", None) or job_name  # the stop window's production.job_name
-            self._lease = run_lease(self.log, context, lease_dir=self.lease_dir, flink_url=self.hook.base_url,
-                                    job_name=name, ttl_s=self.lease_ttl)  # fmt: skip
+            self._lease = run_lease(self.log, context, self.lease, flink_url=self.hook.base_url, job_name=name)
         return self._lease
 
     def _start(self, context: Any, quiesce: Quiesce, job: Any) -> Any:
@@ -250,7 +245,7 @@ class QuiesceAndSavepointOperator(BaseOperator):
         return result.model_dump(mode="json")
 
     def _release_lease(self, context: Any, job_name: str | None, *, savepoint: str | None, why: str) -> None:
-        """Release production's lease (with ``lease_dir``), pushing it as this task left it (XCom ``lease``)."""
+        """Release production's lease (with ``lease``), pushing it as this task left it (XCom ``lease``)."""
         lease = self._production_lease(context, job_name)
         if lease is not None and (done := lease.release(savepoint=savepoint, why=why)) is not None:
             lease.push(done.summary())
@@ -265,6 +260,53 @@ class QuiesceAndSavepointOperator(BaseOperator):
         )
 
 
+class QuiesceRef(NamedTuple):
+    """The quiesce a later task answers for (the resume, the production check), as the DAG run knows it. The replay
+    DAG builds one and passes it to both.
+
+    A NamedTuple because its members are templated (XComArgs in the DAG): Airflow renders a tuple's members into a
+    new tuple of the same class and finds the XComArgs inside it (they make the quiesce and the preflight upstream).
+
+    :param result: the quiesce task's result (``quiesce.output``; a :class:`QuiesceResult` or its JSON): the
+        savepoint, the job name and the stop time. None when the quiesce left none (it failed, timed out or was
+        killed, maybe while Flink was still stopping the job).
+    :param mode: the run's quiesce mode. ``existing`` (an earlier savepoint is replayed, production was never
+        stopped): nothing to resume, nothing to assert. With ``task_id`` it gives the trigger ids of this run's stop.
+    :param production_job_id: production's Flink job id as it was before the quiesce (preflight's): how this run's
+        stop is found when ``result`` is missing.
+    :param task_id: the quiesce's task id (its trigger ids find this run's stop).
+    """
+
+    result: Mapping[str, Any] | QuiesceResult | None = None
+    mode: str | None = None
+    production_job_id: str | None = None
+    task_id: str = "quiesce"
+
+    def as_json(self) -> QuiesceRef:
+        """This reference with ``result`` as JSON (a model given at DAG time is kept as its JSON, as XCom holds it)."""
+        if isinstance(self.result, QuiesceResult):
+            return self._replace(result=self.result.model_dump(mode="json"))
+        return self
+
+    def quiesce_result(self) -> QuiesceResult | None:
+        """``result`` read (None without one)."""
+        return QuiesceResult.model_validate(self.result) if self.result else None
+
+
+class Resubmission(NamedTuple):
+    """How the resume submits production again (``savepoint_path`` templated).
+
+    :param savepoint_path: the savepoint to restore (overrides the quiesce result's).
+    :param submitter: ``rest`` (default) or ``cli``.
+    :param allow_non_restored_state: skip state that maps to no operator (``-n``). Off by default: a production
+        restore should restore everything.
+    """
+
+    savepoint_path: str | None = None
+    submitter: SubmitterKind = "rest"
+    allow_non_restored_state: bool = False
+
+
 class ResumeJobOperator(BaseOperator):
     """Resubmits production from a savepoint, waits until it RUNS again and reports the downtime.
 
@@ -277,45 +319,30 @@ class ResumeJobOperator(BaseOperator):
     to; if the quiesce never stopped production (``savepoint`` mode), nothing is submitted.
 
     :param program: how to submit production (:class:`FlinkPythonProgram` or its dict; templated).
-    :param quiesce_result: the quiesce task's result (e.g. ``quiesce.output``; templated). Gives the
-        savepoint, the job name and the stop time for the downtime.
-    :param savepoint_path: the savepoint to restore (templated; overrides the quiesce result's).
-    :param job_name: production's job name (default: the quiesce result's, else the program's).
-    :param allow_non_restored_state: skip state that maps to no operator (``-n``). Off by default: a
-        production restore should restore everything.
-    :param submitter: ``rest`` (default) or ``cli``.
+    :param quiesce: the quiesce this resume answers for (:class:`QuiesceRef`, templated; None: none known): its
+        result gives the
+        savepoint, the job name and the stop time for the downtime. Without a result (the quiesce task failed,
+        timed out or was killed, maybe while Flink was still stopping the job), resume waits until the stop this
+        run triggered (found by its deterministic trigger ids: ``production_job_id``, ``mode``, ``task_id``) is no
+        longer in flight, then reattaches to that job if it still RUNS (the stop failed), or resubmits from the
+        savepoint the stop produced (found by the operation, or in THIS run's quiesce directory); never from an
+        older savepoint or a checkpoint. A RUNNING job with a stop in flight is not "running". Mode ``existing``
+        skips this task, so production is never resubmitted by a run that did not stop it.
+    :param job_name: production's job name (templated; default: the quiesce result's, else the program's).
+    :param resubmission: how production is submitted again (:class:`Resubmission`: the savepoint, templated, the
+        submitter, ``allow_non_restored_state``).
     :param timeout: seconds to wait until RUNNING.
     :param all_tasks_running: RUNNING means every vertex runs (records flow again), not only the job.
     :param cancel_on_kill: cancel the submitted job when the task is killed (off: production must stay up).
-    :param production_job_id: production's Flink job id as it was before the quiesce (templated). Used when
-        the quiesce result is missing (the quiesce task failed, timed out or was killed, maybe while Flink was
-        still stopping the job): resume waits until the stop this run triggered (found by its deterministic
-        trigger ids) is no longer in flight, then reattaches to that job if it still RUNS (the stop failed),
-        or resubmits from the savepoint the stop produced (found by the operation, or in THIS run's quiesce
-        directory); never from an older savepoint or a checkpoint. A RUNNING job with a stop in flight is
-        not "running".
-    :param quiesce_mode: the run's quiesce mode (templated). ``existing`` (an earlier savepoint is replayed,
-        production was never stopped) skips this task, so production is never resubmitted by a run that did
-        not stop it. With the quiesce task's id it gives the trigger ids of this run's stop.
-    :param quiesce_task_id: the task id of the quiesce whose stop this resume answers for.
     :param stop_timeout: seconds to wait for this run's stop to end when it is still in flight.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param lease_dir: the folder of production leases (templated; see ``QuiesceAndSavepointOperator``). Given, a
-        resume that may touch production holds production's lease: a run that never held it never stopped
-        production (skipped); a lease another run holds now is that run's production to resume (fails, touching
-        nothing); production verified RUNNING releases it.
-    :param lease_ttl: seconds the lease stays valid without renewal.
+    :param lease: production's lease (:class:`~.production_lease.LeaseSettings`). Given, a resume that may touch
+        production holds production's lease: a run that never held it never stopped production (skipped); a lease
+        another run holds now is that run's production to resume (fails, touching nothing); production verified
+        RUNNING releases it.
     """
 
-    template_fields: Sequence[str] = (
-        "program",
-        "quiesce_result",
-        "savepoint_path",
-        "job_name",
-        "production_job_id",
-        "quiesce_mode",
-        "lease_dir",
-    )
+    template_fields: Sequence[str] = ("program", "quiesce", "job_name", "resubmission", "lease")
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"
 
@@ -323,46 +350,32 @@ class ResumeJobOperator(BaseOperator):
         self,
         *,
         program: FlinkPythonProgram | dict[str, Any],
-        quiesce_result: dict[str, Any] | QuiesceResult | None = None,
-        savepoint_path: str | None = None,
+        quiesce: QuiesceRef | None = None,
         job_name: str | None = None,
-        allow_non_restored_state: bool = False,
-        submitter: SubmitterKind = "rest",
+        resubmission: Resubmission | None = None,
         flink_conn_id: str = FlinkRestHook.default_conn_name,
         timeout: float = 300.0,
         poll_interval: float = 0.25,
         all_tasks_running: bool = True,
         cancel_on_kill: bool = False,
-        production_job_id: str | None = None,
-        quiesce_mode: str | None = None,
-        quiesce_task_id: str = "quiesce",
         stop_timeout: float = 900.0,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        lease_dir: str | None = None,
-        lease_ttl: float = DEFAULT_TTL_S,
+        lease: LeaseSettings | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
-        self.lease_dir = lease_dir
-        self.lease_ttl = float(lease_ttl)
+        self.lease = lease
         self._lease: RunLease | None = None
         self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
-        self.quiesce_result = (
-            quiesce_result.model_dump(mode="json") if isinstance(quiesce_result, QuiesceResult) else quiesce_result
-        )
-        self.savepoint_path = savepoint_path
+        self.quiesce = (quiesce or QuiesceRef()).as_json()
         self.job_name = job_name
-        self.allow_non_restored_state = allow_non_restored_state
-        self.submitter = submitter
+        self.resubmission = resubmission or Resubmission()
         self.flink_conn_id = flink_conn_id
         self.timeout = float(timeout)
         self.poll_interval = float(poll_interval)
         self.all_tasks_running = all_tasks_running
         self.cancel_on_kill = cancel_on_kill
-        self.production_job_id = production_job_id
-        self.quiesce_mode = quiesce_mode
-        self.quiesce_task_id = quiesce_task_id
         self.stop_timeout = float(stop_timeout)
         self.deferrable = deferrable
         self._procedure: Resume | None = None
@@ -375,13 +388,13 @@ class ResumeJobOperator(BaseOperator):
     def _resume(self, context: Any) -> Resume:
         """This task instance's resume procedure (built once)."""
         if self._procedure is None:
-            quiesce = QuiesceResult.model_validate(self.quiesce_result) if self.quiesce_result else None
+            quiesce, again = self.quiesce, self.resubmission
             self._procedure = Resume(
-                self.hook, FlinkPythonProgram.model_validate(self.program), TaskRun.of(context), quiesce=quiesce,
-                savepoint_path=self.savepoint_path, job_name=self.job_name, production_job_id=self.production_job_id,
-                quiesce_mode=self.quiesce_mode, quiesce_task_id=self.quiesce_task_id, submitter=self.submitter,
-                allow_non_restored_state=self.allow_non_restored_state, timeout=self.timeout,
-                poll_interval=self.poll_interval, all_tasks_running=self.all_tasks_running,
+                self.hook, FlinkPythonProgram.model_validate(self.program), TaskRun.of(context),
+                quiesce=quiesce.quiesce_result(), savepoint_path=again.savepoint_path, job_name=self.job_name,
+                production_job_id=quiesce.production_job_id, quiesce_mode=quiesce.mode, quiesce_task_id=quiesce.task_id,
+                submitter=again.submitter, allow_non_restored_state=again.allow_non_restored_state,
+                timeout=self.timeout, poll_interval=self.poll_interval, all_tasks_running=self.all_tasks_running,
                 stop_timeout=self.stop_timeout, log=self.log,
             )  # fmt: skip
         return self._procedure
@@ -389,8 +402,8 @@ class ResumeJobOperator(BaseOperator):
     def execute(self, context: Any) -> Any:
         """Reattach, or wait out this run's stop and submit from its savepoint; then wait until RUNNING."""
         with as_task_failure():
-            check_something_to_resume(self.quiesce_mode, self.quiesce_result, self.production_job_id,
-                                      self.savepoint_path)  # fmt: skip
+            check_something_to_resume(self.quiesce.mode, self.quiesce.result, self.quiesce.production_job_id,
+                                      self.resubmission.savepoint_path)  # fmt: skip
             resume = self._resume(context)
             lease = self._production_lease(context, resume.name)
             if (in_window := resume.resumed_in_window()) is not None:
@@ -405,14 +418,13 @@ class ResumeJobOperator(BaseOperator):
                 return self._wait(context, resume.bring_back())
 
     def _production_lease(self, context: Any, name: str | None) -> RunLease | None:
-        """This task's hold on production's lease (created once), None without ``lease_dir``."""
+        """This task's hold on production's lease (created once), None without ``lease``."""
         if self._lease is None:
-            self._lease = run_lease(self.log, context, lease_dir=self.lease_dir, flink_url=self.hook.base_url,
-                                    job_name=name, ttl_s=self.lease_ttl)  # fmt: skip
+            self._lease = run_lease(self.log, context, self.lease, flink_url=self.hook.base_url, job_name=name)
         return self._lease
 
     def _release_lease(self, context: Any, name: str | None, *, savepoint: str | None, why: str) -> None:
-        """Release production's lease (with ``lease_dir``) once production RUNS, pushing it (XCom ``lease``)."""
+        """Release production's lease (with ``lease``) once production RUNS, pushing it (XCom ``lease``)."""
         lease = self._production_lease(context, name)
         if lease is not None and (done := lease.release(savepoint=savepoint, why=why)) is not None:
             lease.push(done.summary())

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.bases.hook import BaseHook
@@ -180,41 +180,74 @@ def _linked_topic(start_offsets: Any, name: str, cls: type[_Linked]) -> _Linked 
     return cls(topic=str(start_offsets[f"{name}_topic"]), start_offsets=offsets)
 
 
+class CaptureFormat(NamedTuple):
+    """How the capture topic's records read, recorded in the manifest's capture section (the replay jobs read them
+    from there). The replay DAG passes the spec's ``production.event_time`` and ``production.watermark``.
+
+    :param key_serializer: ``string``/``json``/``bytes``/``avro`` or a SerializerSpec dict.
+    :param value_serializer: as ``key_serializer``.
+    :param event_time: ``{"source": "kafka_timestamp"}`` (None: that) or ``{"source": "field", "field": "$.ts"}``.
+    :param watermark: ``{"max_out_of_orderness_ms": …, "idleness_ms": …}``.
+    """
+
+    key_serializer: str | Mapping[str, Any] = "string"
+    value_serializer: str | Mapping[str, Any] = "json"
+    event_time: Mapping[str, Any] | None = None
+    watermark: Mapping[str, Any] | None = None
+
+
+class ProductionFacts(NamedTuple):
+    """What the manifest records of production that the quiesce result does not say; ``flink_version`` and
+    ``checkpoint_id`` templated (a NamedTuple: Airflow renders a tuple's members into a new tuple of the same class,
+    where it would set an object's attributes in place).
+
+    :param flink_version: production's Flink version.
+    :param agent_uid: the uid production's agent carries, if pinned.
+    :param checkpoint_id: the savepoint's checkpoint id, if known.
+    """
+
+    flink_version: str | None = None
+    agent_uid: str | None = None
+    checkpoint_id: int | str | None = None
+
+
+class WindowScan(NamedTuple):
+    """How the window is read and checked; ``expected_records`` templated (a NamedTuple, as :class:`ProductionFacts`).
+
+    :param expected_records: fail unless the window holds exactly this many records.
+    :param timeout: seconds to read the window.
+    :param check_records: check while reading that every record decodes with the declared serializers and
+        carries the event-time field (first problems are reported with partition@offset).
+    """
+
+    expected_records: int | str | None = None
+    timeout: float = 120.0
+    check_records: bool = True
+
+
 class CreateReplayManifestOperator(BaseOperator):
     """Write the replay manifest for a complete capture window, linked to production's savepoint.
 
     :param manifest_uri: where to write (templated): ``file://…``, ``s3://…`` (fsspec) or a path.
     :param window: the capture window (templated; ``CaptureWindowSensor``'s XCom).
-    :param production: the quiesce step's XCom (``QuiesceResult`` JSON) or a ``ProductionSide`` dict.
-    :param kafka_config_id: the Kafka connection (its id goes into the manifest; never its secrets).
-    :param key_serializer: ``string``/``json``/``bytes``/``avro`` or a SerializerSpec dict.
-    :param value_serializer: as ``key_serializer``.
-    :param event_time: ``{"source": "kafka_timestamp"}`` or ``{"source": "field", "field": "$.ts"}``.
-    :param watermark: ``{"max_out_of_orderness_ms": …, "idleness_ms": …}``.
-    :param flink_version: production's Flink version (templated).
-    :param agent_uid: the uid production's agent carries, if pinned.
-    :param checkpoint_id: the savepoint's checkpoint id, if known (templated).
-    :param run_id: the replay run id (default: the Airflow run id).
-    :param expected_records: fail unless the window holds exactly this many records.
-    :param scan_timeout: seconds to read the window.
+    :param production: the quiesce step's XCom (``QuiesceResult`` JSON) or a ``ProductionSide`` dict (templated).
     :param start_offsets: the start-offsets step's XCom (templated); its ``racing_records`` (savepoint mode)
         goes into the manifest's savepoint section.
-    :param check_records: check while reading that every record decodes with the declared serializers and
-        carries the event-time field (first problems are reported with partition@offset).
+    :param kafka_config_id: the Kafka connection (its id goes into the manifest; never its secrets).
+    :param capture_format: how the capture topic's records read (:class:`CaptureFormat`: serializers, event time,
+        watermark).
+    :param production_facts: what the manifest records of production besides the quiesce result
+        (:class:`ProductionFacts`, templated: Flink version, agent uid, checkpoint id).
+    :param scan: how the window is read and checked (:class:`WindowScan`, templated: the expected record count,
+        the timeout, the record check).
+    :param run_id: the replay run id (templated; default: the Airflow run id).
     :param signing_conn_id: Airflow connection whose password is the HMAC key: the manifest is also signed
         (None: sealed by its digest only).
     """
 
     template_fields: Sequence[str] = (
-        "manifest_uri",
-        "window",
-        "production",
-        "flink_version",
-        "checkpoint_id",
-        "run_id",
-        "expected_records",
-        "start_offsets",
-    )
+        "manifest_uri", "window", "production", "start_offsets", "production_facts", "scan", "run_id",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -222,40 +255,26 @@ class CreateReplayManifestOperator(BaseOperator):
         manifest_uri: str,
         window: Mapping[str, Any] | str,
         production: Mapping[str, Any] | str,
-        kafka_config_id: str = "kafka_default",
-        key_serializer: str | Mapping[str, Any] = "string",
-        value_serializer: str | Mapping[str, Any] = "json",
-        event_time: Mapping[str, Any] | None = None,
-        watermark: Mapping[str, Any] | None = None,
-        flink_version: str | None = None,
-        agent_uid: str | None = None,
-        checkpoint_id: int | str | None = None,
-        run_id: str | None = None,
-        expected_records: int | str | None = None,
-        scan_timeout: float = 120.0,
-        check_records: bool = True,
         start_offsets: Mapping[str, Any] | None = None,
+        kafka_config_id: str = "kafka_default",
+        capture_format: CaptureFormat | None = None,
+        production_facts: ProductionFacts | None = None,
+        scan: WindowScan | None = None,
+        run_id: str | None = None,
         signing_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.signing_conn_id = signing_conn_id
-        self.start_offsets = start_offsets
-        self.check_records = check_records
         self.manifest_uri = manifest_uri
         self.window = window
         self.production = production
+        self.start_offsets = start_offsets
         self.kafka_config_id = kafka_config_id
-        self.key_serializer = key_serializer
-        self.value_serializer = value_serializer
-        self.event_time = event_time
-        self.watermark = watermark
-        self.flink_version = flink_version
-        self.agent_uid = agent_uid
-        self.checkpoint_id = checkpoint_id
+        self.capture_format = capture_format or CaptureFormat()
+        self.production_facts = production_facts or ProductionFacts()
+        self.scan = scan or WindowScan()
         self.run_id = run_id
-        self.expected_records = expected_records
-        self.scan_timeout = scan_timeout
+        self.signing_conn_id = signing_conn_id
 
     def build_manifest(self, hook: KafkaOffsetsHook, run_id: str) -> ReplayManifest:
         """Read the window and assemble the (unsealed) manifest."""
@@ -263,12 +282,13 @@ class CreateReplayManifestOperator(BaseOperator):
         topic = window["topic"]
         start = {int(p): int(o) for p, o in window["start_offsets"].items()}
         end = {int(p): int(o) for p, o in window["end_offsets"].items()}
-        key_ser = SerializerSpec.model_validate(self.key_serializer)
-        value_ser = SerializerSpec.model_validate(self.value_serializer)
-        event_time = EventTime.model_validate(self.event_time or {})
-        check = record_checker(key_ser, value_ser, event_time) if self.check_records else None
+        fmt, facts = self.capture_format, self.production_facts
+        key_ser = SerializerSpec.model_validate(fmt.key_serializer)
+        value_ser = SerializerSpec.model_validate(fmt.value_serializer)
+        event_time = EventTime.model_validate(fmt.event_time or {})
+        check = record_checker(key_ser, value_ser, event_time) if self.scan.check_records else None
         try:
-            scans = hook.scan(topic, start, end, timeout=self.scan_timeout, check=check)
+            scans = hook.scan(topic, start, end, timeout=float(self.scan.timeout), check=check)
         except ValueError as err:
             raise ManifestError(
                 [
@@ -278,9 +298,9 @@ class CreateReplayManifestOperator(BaseOperator):
             ) from err
         production = production_from_quiesce_result(
             dict(self.production),  # type: ignore[arg-type]
-            flink_version=self.flink_version or None,
-            agent_uid=self.agent_uid,
-            checkpoint_id=int(self.checkpoint_id) if self.checkpoint_id not in (None, "", "None") else None,
+            flink_version=facts.flink_version or None,
+            agent_uid=facts.agent_uid,
+            checkpoint_id=int(facts.checkpoint_id) if facts.checkpoint_id not in (None, "", "None") else None,
         )
         capture = CaptureInput(
             kafka_conn_id=self.kafka_config_id,
@@ -300,7 +320,7 @@ class CreateReplayManifestOperator(BaseOperator):
             key_serializer=key_ser,
             value_serializer=value_ser,
             event_time=event_time,
-            watermark=WatermarkSpec.model_validate(self.watermark or {}),
+            watermark=WatermarkSpec.model_validate(fmt.watermark or {}),
         )
         outputs = _linked_topic(self.start_offsets, "output", ProductionOutputs)
         if outputs is not None:
@@ -330,9 +350,10 @@ class CreateReplayManifestOperator(BaseOperator):
         finally:
             hook.close()
         count = manifest.capture.record_count
-        if self.expected_records not in (None, "", "None") and count != int(self.expected_records):  # type: ignore[arg-type]
+        expected = self.scan.expected_records
+        if expected not in (None, "", "None") and count != int(expected):  # type: ignore[arg-type]
             raise AirflowException(
-                f"the capture window holds {count} records, expected {self.expected_records}: "
+                f"the capture window holds {count} records, expected {expected}: "
                 f"{ {w.partition: w.record_count for w in manifest.capture.partitions} }"
             )
         sealed = save_manifest(manifest, self.manifest_uri, signing_key=signing_key(self.signing_conn_id))

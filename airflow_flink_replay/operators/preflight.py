@@ -13,11 +13,7 @@ from airflow_flink_replay.core.preflight import PreflightFindings, check_names, 
 from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.exceptions import KafkaConnectionError, PreflightError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
-
-#: XCom key of production's Flink job id (``None`` when preflight did not run: ``multiple_outputs``).
-XCOM_JOB_ID_KEY = "job_id"
-#: XCom key of production's job details JSON (``GET /jobs/{id}``), the replays' identity preflight input.
-XCOM_PRODUCTION_DETAILS_KEY = "production_details"
+from airflow_flink_replay.ids import XCOM_JOB_ID_KEY, XCOM_PRODUCTION_DETAILS_KEY
 
 
 def run_tag(context: Any) -> str:

@@ -7,7 +7,7 @@ and the ``flink run`` command that does it. It is the net under resume: whatever
 between (a quiesce killed mid-stop, a resume whose retries ran out), a run never looks healthy while
 production is down.
 
-With production's lease (``lease_dir``) it never prescribes a restore while another replay run holds the lease:
+With production's lease (``lease``) it never prescribes a restore while another replay run holds the lease:
 production is that run's to stop and resume, and the check says so. Otherwise it holds the lease while it
 checks (no other run stops production meanwhile), reads in the lease's history whether this run ever stopped
 production and whether another run stopped and resumed it after this one, and releases the lease at the end,
@@ -27,14 +27,14 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.flink_models import LIVE_STATES, FlinkPythonProgram, QuiesceResult
 from airflow_flink_replay.core.manifest_io import normalized_location
-from airflow_flink_replay.core.production_lease import DEFAULT_TTL_S, LeaseRecord
+from airflow_flink_replay.core.production_lease import LeaseRecord
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_savepoints import StopOutcome
 from airflow_flink_replay.hooks.flink_submit import CliPythonSubmitter
 from airflow_flink_replay.links.flink import FlinkJobLink
-from airflow_flink_replay.operators.flink import MODES, operation_trigger_ids, run_path_segment
-from airflow_flink_replay.operators.production_lease import RunLease, run_lease
+from airflow_flink_replay.operators.flink import MODES, QuiesceRef, operation_trigger_ids, run_path_segment
+from airflow_flink_replay.operators.production_lease import LeaseSettings, RunLease, run_lease
 
 
 class AssertProductionOperator(BaseOperator):
@@ -48,21 +48,18 @@ class AssertProductionOperator(BaseOperator):
     its retries cover a Flink that is briefly unreachable.
 
     :param job_name: production's job name (templated).
-    :param production_job_id: production's job id before the quiesce (templated; preflight's).
-    :param quiesce_result: the quiesce task's result, if it produced one (templated).
-    :param quiesce_mode: the run's quiesce mode (templated); ``existing`` never touches production.
+    :param quiesce: what this run's quiesce did (:class:`~.flink.QuiesceRef`, templated): its result if it produced
+        one, the run's quiesce mode (``existing`` never touches production), production's job id before the quiesce
+        (preflight's) and the quiesce's task id (its trigger ids find this run's stop). None: nothing known, nothing
+        was touched.
     :param program: production's program (templated): renders the restore command.
-    :param quiesce_task_id: the quiesce task whose stop this run triggered (its trigger ids).
     :param flink_conn_id: production's Flink REST connection.
     :param timeout: seconds to wait for a stop of this run still in flight, and for production to run.
-    :param lease_dir: the folder of production leases (templated; see ``QuiesceAndSavepointOperator``); None: no
+    :param lease: production's lease (:class:`~.production_lease.LeaseSettings`, its folder templated); None: no
         lease (the check trusts that no other run touched production).
-    :param lease_ttl: seconds the lease stays valid without renewal while the check holds it.
     """
 
-    template_fields: Sequence[str] = (
-        "job_name", "production_job_id", "quiesce_result", "quiesce_mode", "program", "lease_dir",
-    )  # fmt: skip
+    template_fields: Sequence[str] = ("job_name", "quiesce", "program", "lease")
     operator_extra_links = (FlinkJobLink(),)
     ui_color = "#e6f4ea"
 
@@ -70,27 +67,19 @@ class AssertProductionOperator(BaseOperator):
         self,
         *,
         job_name: str | None = None,
-        production_job_id: str | None = None,
-        quiesce_result: dict[str, Any] | None = None,
-        quiesce_mode: str | None = None,
+        quiesce: QuiesceRef | None = None,
         program: FlinkPythonProgram | dict[str, Any] | None = None,
-        quiesce_task_id: str = "quiesce",
         flink_conn_id: str = FlinkRestHook.default_conn_name,
         timeout: float = 300.0,
-        lease_dir: str | None = None,
-        lease_ttl: float = DEFAULT_TTL_S,
+        lease: LeaseSettings | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
-        self.lease_dir = lease_dir
-        self.lease_ttl = float(lease_ttl)
+        self.lease = lease
         self.job_name = job_name
-        self.production_job_id = production_job_id
-        self.quiesce_result = quiesce_result
-        self.quiesce_mode = quiesce_mode
+        self.quiesce = (quiesce or QuiesceRef()).as_json()
         self.program = program.model_dump() if isinstance(program, FlinkPythonProgram) else program
-        self.quiesce_task_id = quiesce_task_id
         self.flink_conn_id = flink_conn_id
         self.timeout = float(timeout)
 
@@ -101,15 +90,14 @@ class AssertProductionOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         """Find what this run did to production, then check that production runs as it should."""
-        quiesce = QuiesceResult.model_validate(self.quiesce_result) if self.quiesce_result else None
-        job_id = quiesce.job_id if quiesce else self.production_job_id
-        if self.quiesce_mode == "existing" or not job_id:
-            self.log.info("This run never stopped production (quiesce mode %s): nothing to assert", self.quiesce_mode)
+        quiesce = self.quiesce.quiesce_result()
+        job_id = quiesce.job_id if quiesce else self.quiesce.production_job_id
+        if self.quiesce.mode == "existing" or not job_id:
+            self.log.info("This run never stopped production (quiesce mode %s): nothing to assert", self.quiesce.mode)
             return {"production": "untouched", "job_id": job_id, "savepoint": None, "restored_from": None}
         hook = self.hook
         name = self.job_name or (quiesce.job_name if quiesce else None) or self._program_name() or ""
-        lease = run_lease(self.log, context, lease_dir=self.lease_dir, flink_url=hook.base_url, job_name=name,
-                          ttl_s=self.lease_ttl)  # fmt: skip
+        lease = run_lease(self.log, context, self.lease, flink_url=hook.base_url, job_name=name)
         if lease is None:
             return self._assert(context, hook, name, quiesce, job_id)
         holder = lease.held_by_other()
@@ -232,8 +220,8 @@ class AssertProductionOperator(BaseOperator):
     def _outcome(self, context: Any, hook: FlinkRestHook, job_id: str) -> StopOutcome:
         """This run's stop, once it is no longer in flight (the quiesce task left no result)."""
         ti = context["ti"]
-        mode = self.quiesce_mode if self.quiesce_mode in MODES else None
-        ids = operation_trigger_ids(ti.dag_id, ti.run_id, self.quiesce_task_id, -1, job_id, mode) if mode else []
+        mode = self.quiesce.mode if self.quiesce.mode in MODES else None
+        ids = operation_trigger_ids(ti.dag_id, ti.run_id, self.quiesce.task_id, -1, job_id, mode) if mode else []
         return hook.stop_outcome(
             job_id, ids, run_path_segment(ti.dag_id, ti.run_id), stopping=mode != "savepoint", timeout=self.timeout
         )
@@ -265,8 +253,8 @@ class AssertProductionOperator(BaseOperator):
         if savepoint is None:
             try:
                 latest = (
-                    hook.get_checkpoints(str(self.production_job_id)).latest_savepoint
-                    if self.production_job_id
+                    hook.get_checkpoints(str(self.quiesce.production_job_id)).latest_savepoint
+                    if self.quiesce.production_job_id
                     else None
                 )
             except FlinkRestError:

@@ -15,12 +15,13 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.production_lease import (
     DEFAULT_TTL_S,
+    DEFAULT_WAIT_S,
     LeaseHolder,
     LeaseRecord,
     Production,
@@ -31,11 +32,28 @@ from airflow_flink_replay.core.production_lease import (
 )
 from airflow_flink_replay.exceptions import ProductionLeaseHeldError, ProductionLeaseNotHeldError
 from airflow_flink_replay.hooks.production_lease import Heartbeat, ProductionLeaseHook
+from airflow_flink_replay.ids import XCOM_LEASE_KEY
 
-#: XCom key: production's lease as the pushing task left it (:func:`~...core.production_lease.lease_summary`).
-XCOM_LEASE_KEY = "lease"
 #: The Airflow Variable that names the lease's holder (prefix; the production's key follows).
 LEASE_VARIABLE_PREFIX = "flink_replay_lease__"
+
+
+class LeaseSettings(NamedTuple):
+    """Production's lease as the operators that touch production take it (``lease=``: the quiesce and stop window,
+    the resume, the production check; None: no lease). The replay DAG passes the same settings to all three.
+
+    A NamedTuple because ``folder`` is templated: Airflow renders a tuple's members into a new tuple of the same
+    class (an object's attributes it would set in place, on an object the DAG's tasks share).
+
+    :param folder: the folder of production leases (templated; the replay DAG: ``<runs_uri>/_leases``).
+    :param wait: seconds the quiesce waits while another run holds the lease, then fails touching nothing
+        (the resume and the check never wait: a lease another run holds is that run's production).
+    :param ttl: seconds the lease stays valid without renewal (renewed every quarter of it while held).
+    """
+
+    folder: str
+    wait: float = DEFAULT_WAIT_S
+    ttl: float = DEFAULT_TTL_S
 
 
 class RunLease:
@@ -171,19 +189,15 @@ class RunLease:
 
 
 def run_lease(
-    log: Any,
-    context: Any,
-    *,
-    lease_dir: str | None,
-    flink_url: str,
-    job_name: str | None,
-    ttl_s: float = DEFAULT_TTL_S,
+    log: Any, context: Any, lease: LeaseSettings | None, *, flink_url: str, job_name: str | None
 ) -> RunLease | None:
-    """The task's :class:`RunLease`, None without ``lease_dir`` (an operator used outside the replay DAG)."""
-    if not lease_dir:
+    """The task's :class:`RunLease`, None without ``lease`` (or its folder: an operator used outside the replay
+    DAG)."""
+    if lease is None or not lease.folder:
         return None
     if not job_name:
         raise AirflowFailException(
             "production's lease needs production's job name, and none was given or found. Fix: pass job_name"
         )
-    return RunLease(log, context, lease_dir=lease_dir, flink_url=flink_url, job_name=job_name, ttl_s=ttl_s)
+    return RunLease(log, context, lease_dir=str(lease.folder), flink_url=flink_url, job_name=job_name,
+                    ttl_s=float(lease.ttl))  # fmt: skip

@@ -30,6 +30,7 @@ from airflow_flink_replay.core.window_coverage import WindowCoverage
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
+from airflow_flink_replay.ids import XCOM_CASSETTE_COVERAGE_KEY, XCOM_FLINK_JOB_ID_KEY
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.run_io import run_storage
 from airflow_flink_replay.triggers.flink import FlinkJobStateTrigger
@@ -42,9 +43,6 @@ REPLAY_JOB_MODULE = "airflow_flink_replay.flink.replay_job"
 REPLAY_PLANS_MODULE = "airflow_flink_replay.flink.replay_plans"
 _ACTIVE = ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING", "RECONCILING")
 
-#: XCom key of the submission's :class:`~airflow_flink_replay.core.window_coverage.WindowCoverage`: how far
-#: production had processed the window when the replays were given its cassette (the comparison reads it).
-XCOM_CASSETTE_COVERAGE_KEY = "cassette_coverage"
 #: Seconds a submission waits, at most, for production to process the window before the replays read its
 #: cassette.
 DEFAULT_WINDOW_WAIT_S = 300.0
@@ -135,7 +133,7 @@ class _ReplayJobOperator(BaseOperator):
 
     def _attach(self, context: Any, job_id: str) -> None:
         """Name ``job_id`` as this task's job: XCom (the run record reads it if the task fails) and link."""
-        context["ti"].xcom_push(key="flink_job_id", value=job_id)
+        context["ti"].xcom_push(key=XCOM_FLINK_JOB_ID_KEY, value=job_id)
         FlinkJobLink.persist(context, self.hook.job_ui_url(job_id))
 
     def _wait(self, context: Any, spec: ReplayJobSpec, carry: dict[str, Any]) -> dict[str, Any]:
@@ -371,6 +369,27 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         report.raise_if_refused()
         return report.render()
 
+    def _preflight_and_submit(
+        self, context: Any, hook: FlinkRestHook, spec: ReplayJobSpec
+    ) -> tuple[ReplayJobSpec, str, str]:
+        """Serve ``spec`` production's cassette, run the identity preflight and submit its job; returns the spec as
+        served, the job id and the preflight's report."""
+        served, coverage = with_cassette([spec], self.kafka_config_id, self.log, window_wait=self.window_wait,
+                                         compare_key=self.compare_key)  # fmt: skip
+        spec = served[0]
+        _push_coverage(context, coverage)
+        program = self._program(spec)
+        preflight = self._preflight(hook, spec, program)
+        _make_output_folders([spec])
+        submitted = get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
+            program,
+            savepoint_path=self.savepoint_path,
+            allow_non_restored_state=bool(self.savepoint_path),
+            timeout=300,
+        )
+        self.log.info("submitted %s replay as Flink job %s", spec.variant, submitted.job_id)
+        return spec, submitted.job_id, preflight
+
     # ---------------------------------------------------------------------------------------- execute
     def execute(self, context: Any) -> Any:
         """Reattach or preflight + submit, then (``wait_for_completion``) wait until the replay FINISHES."""
@@ -378,28 +397,12 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         hook = self.hook
         started = time.time()
         existing = _existing(hook.list_jobs().jobs, spec.job_name or "")
-        preflight = "reattached"
         if existing:
             job_id, state = existing
+            preflight = "reattached"
             self.log.info("reattaching to %s job %s of this run (%s)", state, job_id, spec.variant)
         else:
-            served, coverage = with_cassette([spec], self.kafka_config_id, self.log, window_wait=self.window_wait,
-                                             compare_key=self.compare_key)
-            spec = served[0]
-            _push_coverage(context, coverage)
-            program = self._program(spec)
-            preflight = self._preflight(hook, spec, program)
-            if spec.results is None:  # the job writes files there (a folder Flink and Airflow share)
-                for folder in (spec.output_dir, spec.audit_dir):
-                    Path(folder).mkdir(parents=True, exist_ok=True)
-            submitted = get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
-                program,
-                savepoint_path=self.savepoint_path,
-                allow_non_restored_state=bool(self.savepoint_path),
-                timeout=300,
-            )
-            job_id = submitted.job_id
-            self.log.info("submitted %s replay as Flink job %s", spec.variant, job_id)
+            spec, job_id, preflight = self._preflight_and_submit(context, hook, spec)
         self._attach(context, job_id)
         carry = {"job_id": job_id, "started": started, "preflight": preflight}
         if not self.wait_for_completion:  # the job outlives this task: the awaiting task cancels it if killed
@@ -629,10 +632,7 @@ class SubmitReplayJobsOperator(BaseOperator):
 
     def _submit(self, hook: FlinkRestHook, specs: list[ReplayJobSpec], production: IdentityPlan | None) -> None:
         """Run the submission program; a refusal of the identity preflight fails the task at once."""
-        for spec in specs:
-            if spec.results is None:  # the jobs write files there (a folder Flink and Airflow share)
-                for folder in (spec.output_dir, spec.audit_dir):
-                    Path(folder).mkdir(parents=True, exist_ok=True)
+        _make_output_folders(specs)
         try:
             get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
                 self._program(specs, production),
@@ -671,37 +671,9 @@ class SubmitReplayJobsOperator(BaseOperator):
         reports = {spec.variant: self._report(spec.variant, production) for spec in specs}
         hook = self.hook
         started = time.time()
-        submitted: dict[str, dict[str, Any]] = {}
-        missing: list[ReplayJobSpec] = []
-        jobs_now = hook.list_jobs().jobs
-        for spec in specs:
-            if found := _existing(jobs_now, spec.job_name or ""):
-                self.log.info("reattaching to %s job %s of this run (%s)", found[1], found[0], spec.variant)
-                submitted[spec.variant] = {"job_id": found[0], "preflight": "reattached"}
-            else:
-                missing.append(spec)
+        submitted, missing = self._reattached(hook, specs)
         if missing:
-            missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait,
-                                              compare_key=self.compare_key)
-            _push_coverage(context, coverage)
-            self._submit(hook, missing, production)
-            appeared = self._appeared(hook, missing)
-            refused: list[str] = []
-            for spec in missing:
-                job_id, report = appeared[spec.variant], reports[spec.variant]
-                if report is None and production is not None:
-                    report, maps = self._running_report(hook, spec, job_id, production)
-                    if not maps:
-                        refused.append(f"replay {spec.variant}: {report}")
-                self.log.info("submitted %s replay as Flink job %s\n%s", spec.variant, job_id, report)
-                submitted[spec.variant] = {"job_id": job_id, "preflight": report}
-            if refused:
-                for job_id in appeared.values():
-                    hook.cancel_job(job_id)
-                raise AirflowFailException(
-                    "the running replay jobs do not map onto production's savepoint (the replay program did not "
-                    "check them); every job of this submission was cancelled:\n\n" + "\n\n".join(refused)
-                )
+            submitted.update(self._submitted(context, hook, missing, reports, production))
         jobs = {
             spec.variant: {"variant": spec.variant, "job_name": spec.job_name, "started": started,
                            **submitted[spec.variant]}
@@ -711,6 +683,56 @@ class SubmitReplayJobsOperator(BaseOperator):
         if first:
             FlinkJobLink.persist(context, hook.job_ui_url(first))
         return jobs
+
+    def _reattached(
+        self, hook: FlinkRestHook, specs: list[ReplayJobSpec]
+    ) -> tuple[dict[str, dict[str, Any]], list[ReplayJobSpec]]:
+        """The variants that already have a job of this run (a retry), by variant; and the specs that have none."""
+        reattached: dict[str, dict[str, Any]] = {}
+        missing: list[ReplayJobSpec] = []
+        jobs_now = hook.list_jobs().jobs
+        for spec in specs:
+            if found := _existing(jobs_now, spec.job_name or ""):
+                self.log.info("reattaching to %s job %s of this run (%s)", found[1], found[0], spec.variant)
+                reattached[spec.variant] = {"job_id": found[0], "preflight": "reattached"}
+            else:
+                missing.append(spec)
+        return reattached, missing
+
+    def _submitted(
+        self,
+        context: Any,
+        hook: FlinkRestHook,
+        missing: list[ReplayJobSpec],
+        reports: dict[str, str | None],
+        production: IdentityPlan | None,
+    ) -> dict[str, dict[str, Any]]:
+        """Serve ``missing`` production's cassette, submit them in one program and check each job that runs against
+        production's plan when neither a plan task nor the program did (``reports``: what the plan task found); a
+        job that does not map cancels every job of this submission and fails the task."""
+        missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait,
+                                          compare_key=self.compare_key)  # fmt: skip
+        _push_coverage(context, coverage)
+        self._submit(hook, missing, production)
+        appeared = self._appeared(hook, missing)
+        submitted: dict[str, dict[str, Any]] = {}
+        refused: list[str] = []
+        for spec in missing:
+            job_id, report = appeared[spec.variant], reports[spec.variant]
+            if report is None and production is not None:
+                report, maps = self._running_report(hook, spec, job_id, production)
+                if not maps:
+                    refused.append(f"replay {spec.variant}: {report}")
+            self.log.info("submitted %s replay as Flink job %s\n%s", spec.variant, job_id, report)
+            submitted[spec.variant] = {"job_id": job_id, "preflight": report}
+        if refused:
+            for job_id in appeared.values():
+                hook.cancel_job(job_id)
+            raise AirflowFailException(
+                "the running replay jobs do not map onto production's savepoint (the replay program did not "
+                "check them); every job of this submission was cancelled:\n\n" + "\n\n".join(refused)
+            )
+        return submitted
 
     def _appeared(self, hook: FlinkRestHook, specs: list[ReplayJobSpec]) -> dict[str, str]:
         """By variant, the id of the job the program submitted for each of ``specs`` (looked up by job name)."""
@@ -730,6 +752,15 @@ class SubmitReplayJobsOperator(BaseOperator):
                     f"appeared on {hook.base_url}; see the JobManager log"
                 )
             time.sleep(0.5)
+
+
+def _make_output_folders(specs: Sequence[ReplayJobSpec]) -> None:
+    """Create the folders the jobs of ``specs`` write their files to (a folder Flink and Airflow share), unless they
+    write to result topics."""
+    for spec in specs:
+        if spec.results is None:
+            for folder in (spec.output_dir, spec.audit_dir):
+                Path(folder).mkdir(parents=True, exist_ok=True)
 
 
 def _existing(jobs_now: Sequence[Any], job_name: str) -> tuple[str, str] | None:

@@ -2,7 +2,7 @@
 if any step failed (cleanup tasks that succeed would otherwise let it pass).
 
 Here, beside the other operators, because it is one: it reads the replay DAG's task ids
-(:mod:`airflow_flink_replay.replay_dag.ids`) and runs as that DAG's last task (``all_done``).
+(:mod:`airflow_flink_replay.ids`) and runs as that DAG's last task (``all_done``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.replay_spec import variant_names
 from airflow_flink_replay.core.run_record import RunRecord, VariantRecord
-from airflow_flink_replay.replay_dag import ids
 from airflow_flink_replay.run_io import run_storage
 
 

@@ -35,7 +35,7 @@ class StopWindowOperator(QuiesceAndSavepointOperator):
     :class:`QuiesceAndSavepointOperator`.
 
     Takes the quiesce operator's arguments (it never defers: a deferral's return would put the scheduler in
-    the window; with ``lease_dir`` it holds production's lease from before the stop until the resumed job RUNS,
+    the window; with ``lease`` it holds production's lease from before the stop until the resumed job RUNS,
     and a window that did not bring production back leaves it to ``resume_production``) plus:
 
     :param capture_topic: the capture topic whose end offsets become the replay's start offsets (templated).

@@ -1,5 +1,4 @@
-"""The replay DAG in stages (DESIGN.md §3): task ids and XCom keys (``ids``), the run's resolved values
-(``run``), and one builder per stage (``stages``). ``airflow_flink_replay.dag_factory`` assembles them.
-
-Kept import-free so that operators may read :mod:`.ids` without importing the stage builders.
+"""The replay DAG in stages (DESIGN.md §3): the run's resolved values (``run``) and one builder per stage
+(``stages``). ``airflow_flink_replay.dag_factory`` assembles them. The task ids and XCom keys are in
+:mod:`airflow_flink_replay.ids`, which the operators import too: nothing here is imported by an operator.
 """

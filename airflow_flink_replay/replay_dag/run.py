@@ -9,11 +9,11 @@ from typing import Any
 
 from airflow.sdk import Asset, Param, get_current_context, task
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.operators.preflight import run_tag
 from airflow_flink_replay.operators.replay import collected_files
-from airflow_flink_replay.replay_dag import ids
 from airflow_flink_replay.run_io import run_storage
 
 

@@ -16,14 +16,22 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.production_lease import lease_folder
 from airflow_flink_replay.core.replay_spec import MAX_AA_REPLAYS, ReplaySpec, variant_names
 from airflow_flink_replay.operators.action_state import DeleteReplayTopicsOperator, IsolateActionStateOperator
 from airflow_flink_replay.operators.agent_check import AgentCheckOperator
-from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
-from airflow_flink_replay.operators.flink import ResumeJobOperator
+from airflow_flink_replay.operators.compare import (
+    ComparedRuns,
+    CompareReplayOutputsOperator,
+    FidelitySettings,
+    ReportSettings,
+)
+from airflow_flink_replay.operators.flink import QuiesceRef, ResumeJobOperator
 from airflow_flink_replay.operators.manifest import (
+    CaptureFormat,
     CreateReplayManifestOperator,
+    ProductionFacts,
     RecordStartOffsetsOperator,
     ReuseManifestOperator,
 )
@@ -35,11 +43,11 @@ from airflow_flink_replay.operators.mem0 import (
 )
 from airflow_flink_replay.operators.preflight import ReplayPreflightOperator
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
+from airflow_flink_replay.operators.production_lease import LeaseSettings
 from airflow_flink_replay.operators.replay import AwaitReplayJobOperator, SubmitReplayJobsOperator
 from airflow_flink_replay.operators.replay_cleanup import CancelLeftoverReplaysOperator
 from airflow_flink_replay.operators.run_record import RunRecordOperator
 from airflow_flink_replay.operators.stop_window import StopWindowOperator
-from airflow_flink_replay.replay_dag import ids
 from airflow_flink_replay.replay_dag.run import approved_asset
 from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
 
@@ -154,6 +162,24 @@ class Capture:
     manifest: Task
 
 
+def production_lease(spec: ReplaySpec) -> LeaseSettings:
+    """Production's lease (one run of this production at a time), as the quiesce, the resume and the production
+    check take it: taken before the stop, released once production RUNS again; a second run waits
+    ``lease_wait_minutes``, then fails touching nothing."""
+    return LeaseSettings(folder=lease_folder(spec.runs_uri), wait=spec.lease_wait_minutes * 60)
+
+
+def quiesce_of(run: Any, preflight: Any, quiesce: Any) -> QuiesceRef:
+    """This run's quiesce as the resume and the production check answer for it: its result, the run's mode,
+    production's job id before it (preflight's; None in a task that runs although preflight did not) and its task."""
+    return QuiesceRef(
+        result=quiesce.output,
+        mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        production_job_id=preflight.output[ids.XCOM_JOB_ID_KEY],
+        task_id=ids.TASK_QUIESCE,
+    )
+
+
 def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) -> Any:
     """Production's whole stop window in one task (``quiesce``): stop, offsets, memory cut, resubmit, RUNNING."""
     prod = spec.production
@@ -174,10 +200,7 @@ def stop_window(spec: ReplaySpec, run: Any, job_id: Any, offsets_before: Any) ->
         mem0_conn_id=spec.mem0_conn_id,
         program=prod.program,
         job_name=prod.job_name,
-        # production's lease (one run of this production at a time): taken before the stop, released once
-        # production RUNS again; a second run waits lease_wait_minutes, then fails touching nothing
-        lease_dir=lease_folder(spec.runs_uri),
-        lease_wait=spec.lease_wait_minutes * 60,
+        lease=production_lease(spec),
     )
 
 
@@ -224,13 +247,10 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
     resume = ResumeJobOperator(
         task_id=ids.TASK_RESUME_PRODUCTION,
         program=prod.program,
-        quiesce_result=quiesce.output,
-        production_job_id=job_id,
+        quiesce=quiesce_of(run, preflight, quiesce),
         job_name=prod.job_name,
         flink_conn_id=spec.flink_conn_id,
-        quiesce_mode=run[ids.XCOM_QUIESCE_MODE_KEY],
-        quiesce_task_id=ids.TASK_QUIESCE,
-        lease_dir=lease_folder(spec.runs_uri),
+        lease=production_lease(spec),
         trigger_rule="all_done",
     )
     window: Any = CaptureWindowSensor(
@@ -249,10 +269,11 @@ def capture(spec: ReplaySpec, run: Any) -> Capture:
         production=quiesce.output,
         start_offsets=start_offsets.output,
         kafka_config_id=spec.kafka_conn_id,
-        agent_uid=prod.agent_uid,
         # production's event time and watermark strategy: the replay jobs take theirs from the manifest
-        event_time=prod.event_time.model_dump(mode="json"),
-        watermark=prod.watermark.model_dump(mode="json"),
+        capture_format=CaptureFormat(
+            event_time=prod.event_time.model_dump(mode="json"), watermark=prod.watermark.model_dump(mode="json")
+        ),
+        production_facts=ProductionFacts(agent_uid=prod.agent_uid),
         signing_conn_id=spec.manifest_signing_conn_id,
     )
     run >> preflight >> agent_check >> start >> [offsets_before, reuse]
@@ -364,6 +385,22 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
     return Replay(isolate, origin, submit, replays)
 
 
+def compared_runs(spec: ReplaySpec, run: Any) -> ComparedRuns:
+    """Every variant's outputs and audit as the ``resolve`` task placed them; the extra A/A baselines
+    (``aa_replays`` above 1) after baseline-2, in order."""
+    extra = spec.extra_baselines()
+    return ComparedRuns(
+        baseline=run[ids.output_key("baseline")],
+        candidate=run[ids.output_key("candidate")],
+        baseline_2=run[ids.output_key("baseline_2")],
+        extra_baselines=[run[ids.output_key(v)] for v in extra],
+        baseline_audit=run[ids.audit_key("baseline")],
+        baseline_2_audit=run[ids.audit_key("baseline_2")],
+        extra_baseline_audits=[run[ids.audit_key(v)] for v in extra],
+        candidate_audit=run[ids.audit_key("candidate")],
+    )
+
+
 @dataclass(frozen=True)
 class Compare:
     """The comparison (the gate's verdict) and, in the gate, the approval that emits the Asset."""
@@ -376,26 +413,16 @@ def compare(spec: ReplaySpec, run: Any, *, gate: bool, changed: Any = None) -> C
     """Stage compare. A gate fails on FAIL and INCONCLUSIVE; PASS runs ``approve`` (outlet: the Asset).
     ``changed``: the agent check's changed resources (an XComArg), listed in the report. The extra A/A baselines
     (``aa_replays`` above 1) come after baseline-2, in order: the noise is measured on more pairs of baselines."""
-    extra = spec.extra_baselines()
     comparison = CompareReplayOutputsOperator(
         task_id=ids.TASK_COMPARE,
-        baseline=run[ids.output_key("baseline")],
-        baseline_2=run[ids.output_key("baseline_2")],
-        extra_baselines=[run[ids.output_key(v)] for v in extra],
-        candidate=run[ids.output_key("candidate")],
-        baseline_audit=run[ids.audit_key("baseline")],
-        baseline_2_audit=run[ids.audit_key("baseline_2")],
-        extra_baseline_audits=[run[ids.audit_key(v)] for v in extra],
-        candidate_audit=run[ids.audit_key("candidate")],
+        runs=compared_runs(spec, run),
         changed_resources=changed,
         key=spec.compare_key,
         config=run[ids.XCOM_COMPARE_CONFIG_KEY],
         manifest_uri=run[ids.XCOM_MANIFEST_URI_KEY],
         signing_conn_id=spec.manifest_signing_conn_id,
-        production_output_topic=spec.production.output_topic,
-        kafka_conn_id=spec.kafka_conn_id,
-        gate=gate,
-        fail_on_inconclusive=gate,
+        report=ReportSettings(gate=gate, fail_on_inconclusive=gate),
+        fidelity=FidelitySettings(output_topic=spec.production.output_topic, kafka_conn_id=spec.kafka_conn_id),
         submit_task_id=ids.TASK_SUBMIT_REPLAYS,
     )
     if not gate:
@@ -454,13 +481,10 @@ def cleanup(spec: ReplaySpec, run: Any, *, isolate: Any, cap: Capture) -> Cleanu
     assert_production = AssertProductionOperator(
         task_id=ids.TASK_ASSERT_PRODUCTION,
         job_name=spec.production.job_name,
-        production_job_id=cap.preflight.output[ids.XCOM_JOB_ID_KEY],
-        quiesce_result=cap.quiesce.output,
-        quiesce_mode=run[ids.XCOM_QUIESCE_MODE_KEY],
+        quiesce=quiesce_of(run, cap.preflight, cap.quiesce),
         program=spec.production.program,
-        quiesce_task_id=ids.TASK_QUIESCE,
         flink_conn_id=spec.flink_conn_id,
-        lease_dir=lease_folder(spec.runs_uri),  # never prescribes a restore while another run holds it
+        lease=production_lease(spec),  # never prescribes a restore while another run holds it
         trigger_rule="all_done",
     )
     record = RunRecordOperator(

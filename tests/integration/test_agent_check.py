@@ -139,8 +139,9 @@ def _run_checks_here(topic: str, work: Path) -> None:
     """The checks' DAG, run in this process (``python -m tests.integration.test_agent_check TOPIC WORK``)."""
     from airflow.sdk import DAG
 
+    from airflow_flink_replay.ids import XCOM_AGENT_CHECK_KEY
     from airflow_flink_replay.local.stack import LocalStack, StackConfig
-    from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, AgentCheckOperator
+    from airflow_flink_replay.operators.agent_check import AgentCheckOperator
 
     stack = LocalStack(StackConfig()).info()
     assert stack is not None, "no local stack"

@@ -87,7 +87,13 @@ def capture_topic(stack: Any) -> Iterator[str]:
 def test_window_sensor_and_manifest(stack: Any, airflow_db: Any, capture_topic: str, tmp_path: Path) -> None:
     from airflow.sdk import DAG, task
 
-    from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator, RecordStartOffsetsOperator
+    from airflow_flink_replay.operators.manifest import (
+        CaptureFormat,
+        CreateReplayManifestOperator,
+        ProductionFacts,
+        RecordStartOffsetsOperator,
+        WindowScan,
+    )
     from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
 
     n = 7
@@ -147,11 +153,13 @@ def test_window_sensor_and_manifest(stack: Any, airflow_db: Any, capture_topic: 
             manifest_uri=manifest_uri,
             window=window.output,
             production=QUIESCE,
-            value_serializer="json",
-            event_time={"source": "field", "field": "$.ts"},
-            watermark={"max_out_of_orderness_ms": 1000, "idleness_ms": 5000},
-            flink_version="2.2.1",
-            expected_records=n,
+            capture_format=CaptureFormat(
+                value_serializer="json",
+                event_time={"source": "field", "field": "$.ts"},
+                watermark={"max_out_of_orderness_ms": 1000, "idleness_ms": 5000},
+            ),
+            production_facts=ProductionFacts(flink_version="2.2.1"),
+            scan=WindowScan(expected_records=n),
         )
 
         @task
@@ -279,7 +287,7 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
         assert result is not None and result.reason == "duration" and result.end_offsets == {0: 3, 1: 3}
         # the manifest step checks that records read as declared: a missing event-time field is named
         from airflow_flink_replay.core.manifest import ManifestError
-        from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator
+        from airflow_flink_replay.operators.manifest import CaptureFormat, CreateReplayManifestOperator
 
         op = CreateReplayManifestOperator(
             task_id="m",
@@ -287,11 +295,11 @@ def test_window_modes_without_dag(stack: Any, airflow_db: Any, capture_topic: st
             window={"topic": capture_topic, "start_offsets": start, "end_offsets": {0: 3, 1: 3}},
             production={},
             kafka_config_id="kafka_it",
-            event_time={"source": "field", "field": "$.event.ts"},
+            capture_format=CaptureFormat(event_time={"source": "field", "field": "$.event.ts"}),
         )
         with pytest.raises(ManifestError, match=r"p0@0: event time field \$\.event\.ts not found in the value"):
             op.build_manifest(hook, "r")
-        op.event_time = None  # now the records read as declared: the empty production side is what fails
+        op.capture_format = CaptureFormat()  # now the records read as declared: the empty production side is what fails
         with pytest.raises(ManifestError, match=r"production\.savepoint: missing\. Fix"):
             op.build_manifest(hook, "r")
         # scan: counts and first/last timestamps by consuming

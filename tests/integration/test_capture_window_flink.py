@@ -61,8 +61,19 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
 
     from airflow_flink_replay.core.flink_models import FlinkPythonProgram
     from airflow_flink_replay.hooks.flink_submit import CliPythonSubmitter
-    from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
-    from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator, RecordStartOffsetsOperator
+    from airflow_flink_replay.operators.flink import (
+        QuiesceAndSavepointOperator,
+        QuiesceRef,
+        Resubmission,
+        ResumeJobOperator,
+    )
+    from airflow_flink_replay.operators.manifest import (
+        CaptureFormat,
+        CreateReplayManifestOperator,
+        ProductionFacts,
+        RecordStartOffsetsOperator,
+        WindowScan,
+    )
     from airflow_flink_replay.sensors.capture_window import CaptureWindowSensor
 
     run = uuid.uuid4().hex[:8]
@@ -106,9 +117,9 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
             resume = ResumeJobOperator(
                 task_id="resume",
                 program=FlinkPythonProgram(entry_point=str(fh.PRODUCTION_JOB), program_args=args),
-                quiesce_result=quiesce.output,
+                quiesce=QuiesceRef(result=quiesce.output),
+                resubmission=Resubmission(submitter="cli"),
                 timeout=240,
-                submitter="cli",
             )
 
             @task
@@ -128,11 +139,10 @@ def test_start_offsets_link_to_the_savepoint_and_manifest_window(stack: Any, air
                 manifest_uri=manifest_uri,
                 window=window.output,
                 production=quiesce.output,
-                agent_uid="afr-agent",
-                flink_version="2.2.1",
-                expected_records=n,
-                event_time={"source": "kafka_timestamp"},
-                watermark={"max_out_of_orderness_ms": 0},
+                production_facts=ProductionFacts(agent_uid="afr-agent", flink_version="2.2.1"),
+                scan=WindowScan(expected_records=n),
+                capture_format=CaptureFormat(event_time={"source": "kafka_timestamp"},
+                                             watermark={"max_out_of_orderness_ms": 0}),
             )
 
             @task

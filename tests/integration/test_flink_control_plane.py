@@ -89,14 +89,18 @@ def run_dag(stack: Any, dag_id: str, build: Any) -> dict[str, Any]:
 def quiesce_resume_dag(dag_id: str, job_id: str, mode: str, program: Any, format_type: str = "CANONICAL") -> Any:
     from airflow.sdk import task
 
-    from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+    from airflow_flink_replay.operators.flink import (
+        QuiesceAndSavepointOperator,
+        QuiesceRef,
+        ResumeJobOperator,
+    )
 
     def build(dag: Any) -> None:
         quiesce = QuiesceAndSavepointOperator(
             task_id="quiesce", job_id=job_id, mode=mode, format_type=format_type, timeout=120, deferrable=True
         )
         resume = ResumeJobOperator(
-            task_id="resume", program=program, quiesce_result=quiesce.output, timeout=180, deferrable=True
+            task_id="resume", program=program, quiesce=QuiesceRef(result=quiesce.output), timeout=180, deferrable=True
         )
 
         @task
@@ -114,7 +118,11 @@ def test_each_mode_stops_savepoints_and_resumes_where_the_counter_stopped(
 ) -> None:
     from airflow.sdk import task
 
-    from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+    from airflow_flink_replay.operators.flink import (
+        QuiesceAndSavepointOperator,
+        Resubmission,
+        ResumeJobOperator,
+    )
 
     bootstrap = stack.kafka_bootstrap
     name = harness.unique("cp-counter")
@@ -202,7 +210,10 @@ def test_each_mode_stops_savepoints_and_resumes_where_the_counter_stopped(
 
         def build_restore(dag: Any) -> None:
             resume = ResumeJobOperator(
-                task_id="resume", program=program.model_dump(), savepoint_path=q3["savepoint_path"], deferrable=True
+                task_id="resume",
+                program=program.model_dump(),
+                resubmission=Resubmission(savepoint_path=q3["savepoint_path"]),
+                deferrable=True,
             )
 
             @task

@@ -21,7 +21,12 @@ import pytest
 
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
-from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+from airflow_flink_replay.operators.flink import (
+    QuiesceAndSavepointOperator,
+    QuiesceRef,
+    Resubmission,
+    ResumeJobOperator,
+)
 from tests.dag_testing import stack_flink_default
 from tests.jobs import harness
 
@@ -302,7 +307,7 @@ def test_resume_with_unmappable_state_shows_cannot_map(
         lambda: ResumeJobOperator(
             task_id="resume",
             program=renamed.model_dump(),
-            savepoint_path=savepoint,
+            resubmission=Resubmission(savepoint_path=savepoint),
             timeout=120,
             deferrable=True,
             on_failure_callback=_record_failure,
@@ -344,8 +349,7 @@ def test_resume_brings_production_back_when_quiesce_failed_after_the_stop(
             resume = ResumeJobOperator(
                 task_id="resume",
                 program=program.model_dump(),
-                quiesce_result=quiesce.output,
-                production_job_id=job_id,
+                quiesce=QuiesceRef(result=quiesce.output, production_job_id=job_id),
                 deferrable=True,
             )
 

@@ -34,7 +34,12 @@ import pytest
 
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook, FlinkRestSettings
 from airflow_flink_replay.hooks.flink_submit import RestPythonSubmitter
-from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator, operation_trigger_id
+from airflow_flink_replay.operators.flink import (
+    QuiesceAndSavepointOperator,
+    QuiesceRef,
+    ResumeJobOperator,
+    operation_trigger_id,
+)
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
 from tests.jobs import harness
 from tests.rest_front import RestFront
@@ -114,10 +119,11 @@ class RecordingResume(ResumeJobOperator):
 
     def execute(self, context: Any) -> Any:
         hook, ti = FlinkRestHook(settings=FlinkRestSettings(base_url=self.direct_url)), context["ti"]
-        first = operation_trigger_id(ti.dag_id, ti.run_id, "quiesce", -1, str(self.production_job_id), "stop", 0)
-        status = hook.operation_status(str(self.production_job_id), first)
+        job_id = str(self.quiesce.production_job_id)
+        first = operation_trigger_id(ti.dag_id, ti.run_id, "quiesce", -1, job_id, "stop", 0)
+        status = hook.operation_status(job_id, first)
         RESULTS.setdefault(ti.dag_id, {}).setdefault("resume_started", []).append(
-            {"job_state": hook.get_job(str(self.production_job_id)).state, "stop": status.status if status else None}
+            {"job_state": hook.get_job(job_id).state, "stop": status.status if status else None}
         )
         if self.gate is not None:
             self.gate.unlink(missing_ok=True)
@@ -178,14 +184,15 @@ def _run(stack: Any, prod: dict[str, Any], quiesce: Any, resume_conn: str = "fli
     dag_id = harness.unique("pcb-run")
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         q = quiesce(task_id="quiesce", job_id=prod["job_id"], mode="stop")
+        stopped = QuiesceRef(result=q.output, mode="stop", production_job_id=prod["job_id"])
         resume = RecordingResume(
-            task_id="resume_production", program=prod["program"].model_dump(), quiesce_result=q.output,
-            production_job_id=prod["job_id"], job_name=prod["name"], quiesce_mode="stop", flink_conn_id=resume_conn,
+            task_id="resume_production", program=prod["program"].model_dump(), quiesce=stopped,
+            job_name=prod["name"], flink_conn_id=resume_conn,
             timeout=180, stop_timeout=300, retries=4, retry_delay=timedelta(seconds=1), retry_exponential_backoff=2.0,
         )  # fmt: skip
         check = RecordingCheck(
-            task_id="assert_production", job_name=prod["name"], production_job_id=prod["job_id"],
-            quiesce_result=q.output, quiesce_mode="stop", program=prod["program"].model_dump(), timeout=180,
+            task_id="assert_production", job_name=prod["name"], quiesce=stopped,
+            program=prod["program"].model_dump(), timeout=180,
         )  # fmt: skip
         resume.gate, resume.direct_url = prod["gate"], stack.flink_rest_url
         q >> resume >> check

@@ -69,7 +69,7 @@ def _window_dag(dag_id: str, spec: ReplaySpec, job_id: str, fork: str, mem0_conn
     wires them (``journal``: production's memory journal topic, given to the pre-copy and the window)."""
     from airflow.sdk import DAG, task
 
-    from airflow_flink_replay.operators.flink import ResumeJobOperator
+    from airflow_flink_replay.operators.flink import QuiesceRef, ResumeJobOperator
     from airflow_flink_replay.operators.manifest import RecordStartOffsetsOperator
     from airflow_flink_replay.operators.mem0 import PrecopyMem0NamespaceOperator
     from airflow_flink_replay.operators.stop_window import StopWindowOperator
@@ -107,9 +107,10 @@ def _window_dag(dag_id: str, spec: ReplaySpec, job_id: str, fork: str, mem0_conn
             memory_journal_topic=journal, program=prod.program, job_name=prod.job_name, retries=1,
             retry_delay=timedelta(seconds=1),
         )
-        resume = ResumeJobOperator(task_id="resume_production", program=prod.program, quiesce_result=window.output,
-                                   production_job_id=job_id, job_name=prod.job_name, quiesce_mode="drain",
-                                   quiesce_task_id="quiesce", timeout=180)
+        resume = ResumeJobOperator(task_id="resume_production", program=prod.program,
+                                   quiesce=QuiesceRef(result=window.output, mode="drain", production_job_id=job_id,
+                                                      task_id="quiesce"),
+                                   job_name=prod.job_name, timeout=180)
 
         @task(trigger_rule="all_done")
         def record(window_result: Any, resumed: Any) -> None:

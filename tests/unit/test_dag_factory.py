@@ -61,8 +61,8 @@ def test_dag_offers_every_quiesce_mode_and_branches_for_existing(tmp_path: Path)
     manifest_task = build_replay_dag(ReplaySpec.model_validate(timed_spec), dag_id="timed", kind="manual").task_dict[
         "manifest"
     ]
-    assert manifest_task.event_time == {"source": "field", "field": "$.ts", "unit": "ms"}
-    assert manifest_task.watermark == {"max_out_of_orderness_ms": 5000, "idleness_ms": 30000}
+    assert manifest_task.capture_format.event_time == {"source": "field", "field": "$.ts", "unit": "ms"}
+    assert manifest_task.capture_format.watermark == {"max_out_of_orderness_ms": 5000, "idleness_ms": 30000}
     sensor = tasks["capture_window"]
     assert "duration_seconds" in sensor.template_fields and "min_records" in sensor.template_fields
 

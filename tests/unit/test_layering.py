@@ -11,6 +11,10 @@
 - Imported in a fresh interpreter, the ``memory/`` modules (the Mem0 fork; the Flink side builds its memory and
   journal with them) load neither airflow nor pyflink, except ``memory/journal_reader.py`` (the Airflow side's
   reader of the journal, a Kafka-provider hook).
+- No import cycles (AST again): ``operators``, ``replay_dag``, ``lifecycle``, ``sensors``, ``links`` and
+  ``triggers`` take part in no cycle between subpackages (the task ids and XCom keys both sides use are the leaf
+  ``ids.py``); no module imports itself at import time; the cycles through imports inside functions that exist
+  today are listed, and a new one fails.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,16 +82,38 @@ def _provider_modules() -> list[str]:
     return names
 
 
-def _imported_modules(path: Path) -> set[str]:
+def _imported_modules(path: Path, *, import_time: bool = False) -> set[str]:
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
-    return _imports_in(path.read_text(), package)
+    return _imports_in(path.read_text(), package, import_time=import_time)
 
 
-def _imports_in(source: str, package: str) -> set[str]:
+def _is_type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): a block that never runs."""
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_time_nodes(node: ast.AST) -> list[ast.AST]:
+    """The nodes under ``node`` that run when the module is imported: not function bodies, not
+    ``if TYPE_CHECKING:`` blocks (class bodies, ``try`` and other ``if`` blocks do run)."""
+    found: list[ast.AST] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or _is_type_checking(child):
+            continue
+        found.append(child)
+        found.extend(_import_time_nodes(child))
+    return found
+
+
+def _imports_in(source: str, package: str, *, import_time: bool = False) -> set[str]:
     """Every module an import statement in ``source`` names, relative imports resolved against ``package``
-    (``from . import x`` gives both the package and ``package.x``, since ``x`` may be a submodule)."""
+    (``from . import x`` gives both the package and ``package.x``, since ``x`` may be a submodule). With
+    ``import_time``, only the statements that run when the module is imported (:func:`_import_time_nodes`)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in _import_time_nodes(tree) if import_time else ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -187,3 +214,165 @@ def test_the_import_reader_sees_relative_and_nested_imports() -> None:
     found = _imports_in(source, f"{ROOT_NAME}.hooks")
     assert {LOCAL, f"{LOCAL}.stack", "airflow.sdk", f"{ROOT_NAME}.hooks.flink_rest"} <= found
     assert _offenders([PACKAGE / "commands" / "stack.py"], (LOCAL,)), "commands/stack.py uses local: seen"
+
+
+# --- import cycles. A cycle between subpackages means neither can be read (or moved) without the other; a cycle
+# between modules at import time means one of them is used half-initialised, and which one depends on who imports
+# first. Names shared by both sides (task ids, XCom keys: ``ids.py``) live in a leaf module both import.
+
+#: Subpackages of the Airflow side that must take part in no cycle: the operators are built from the lifecycle
+#: procedures, sensors and links, and ``replay_dag`` is built from the operators, never the other way.
+ACYCLIC_SUBPACKAGES = ("operators", "replay_dag", "lifecycle", "sensors", "links", "triggers")
+#: Cycles between subpackages that exist today (every import counted, lazy ones too): a new one, or one that grows,
+#: fails the test. ``exceptions`` builds two messages from ``core`` (lazily); ``hooks`` reads the run folder
+#: (``run_io``) and builds the memory backends (``memory``), which read Kafka through ``hooks.kafka_offsets``.
+KNOWN_SUBPACKAGE_CYCLES = {
+    frozenset({"core", "exceptions"}),
+    frozenset({"hooks", "memory", "run_io"}),
+}
+#: Cycles between modules through imports inside functions (none at import time, which
+#: :func:`test_no_module_imports_itself_at_import_time` checks): a new one, or one that grows, fails the test.
+KNOWN_LAZY_MODULE_CYCLES = {
+    frozenset({f"{ROOT_NAME}.{m}" for m in names})
+    for names in (
+        ("core.identity", "core.manifest", "exceptions"),
+        ("core.compare", "core.compare.audit", "core.compare.engine"),
+        ("core.compare.config", "core.compare.content_rules"),
+        ("hooks.flink_rest", "hooks.flink_savepoints"),
+        ("flink.audit_context", "flink.unmediated"),
+        ("flink.agent_check", "flink.sample_run", "flink.worker_import"),
+        ("flink.replay_job", "flink.replay_plans"),
+    )
+}
+
+
+def _module_graph(*, import_time: bool = False) -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}`` over every module of the package. At import time, importing
+    ``a.b.c`` also runs the packages ``a.b`` and ``a`` (those not already the importer's own)."""
+    modules = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 2)}
+        found = {m for m in _imported_modules(path, import_time=import_time) if m in modules}
+        if import_time:
+            found |= {a for m in found for a in _ancestors(m) if a in modules and a not in own}
+        graph[name] = found - {name}
+    return graph
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _subpackage(module: str) -> str:
+    """The top-level subpackage a module is in, or the package-root module's own name (``ids``, ``exceptions``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one node (Tarjan, iterative): each a set of nodes that all
+    reach one another."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.add(frozenset(component))
+    return found
+
+
+def _subpackage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if _subpackage(module):
+            out.setdefault(_subpackage(module), set()).update(
+                _subpackage(m) for m in imported if _subpackage(m) and _subpackage(m) != _subpackage(module)
+            )
+    return out
+
+
+def _edges_within(graph: dict[str, set[str]], cycle: frozenset[str], group: Any = lambda m: m) -> list[str]:
+    """The imports that make ``cycle`` (for the failure message)."""
+    return sorted(f"{m} -> {d}" for m, ds in graph.items() for d in ds
+                  if group(m) in cycle and group(d) in cycle and group(m) != group(d))  # fmt: skip
+
+
+def test_ids_is_a_leaf() -> None:
+    """The task ids and XCom keys import nothing of the package: the operators and ``replay_dag`` both import them."""
+    assert _module_graph()[f"{ROOT_NAME}.ids"] == set()
+
+
+def test_operators_and_replay_dag_are_in_no_subpackage_cycle() -> None:
+    """No chain of imports, lazy ones included, leads from ``operators`` (or ``lifecycle``, ``sensors``, ``links``,
+    ``triggers``) back to itself; ``replay_dag`` imports the operators and no operator imports ``replay_dag``."""
+    graph = _module_graph()
+    subpackages = _subpackage_graph(graph)
+    assert "replay_dag" not in subpackages["operators"]
+    assert "operators" in subpackages["replay_dag"], "the stage builders use the operators: the test reads imports"
+    bad = [c for c in _cycles(subpackages) if c & set(ACYCLIC_SUBPACKAGES)]
+    assert bad == [], "\n".join(f"{sorted(c)}: {_edges_within(graph, c, _subpackage)}" for c in bad)
+
+
+def test_no_new_cycle_between_subpackages() -> None:
+    graph = _module_graph()
+    new = _cycles(_subpackage_graph(graph)) - KNOWN_SUBPACKAGE_CYCLES
+    assert new == set(), "\n".join(f"{sorted(c)}: {_edges_within(graph, c, _subpackage)}" for c in new)
+
+
+def test_no_module_imports_itself_at_import_time() -> None:
+    """No cycle among the imports that run when a module is imported (module level, ``if TYPE_CHECKING:`` aside)."""
+    graph = _module_graph(import_time=True)
+    cycles = _cycles(graph)
+    assert cycles == set(), "\n".join(f"{sorted(c)}: {_edges_within(graph, c)}" for c in cycles)
+
+
+def test_no_new_module_cycle_through_lazy_imports() -> None:
+    """Imports inside functions may close a cycle without breaking an import; the ones there are today are listed
+    (:data:`KNOWN_LAZY_MODULE_CYCLES`), any other fails."""
+    graph = _module_graph()
+    new = _cycles(graph) - KNOWN_LAZY_MODULE_CYCLES
+    assert new == set(), "\n".join(f"{sorted(c)}: {_edges_within(graph, c)}" for c in new)
+
+
+def test_the_cycle_finder_sees_cycles_and_import_time_imports() -> None:
+    """Guards the cycle tests against passing vacuously: a cycle through three nodes and a self-contained
+    chain; an import inside a function or under ``TYPE_CHECKING`` does not run at import time."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert _cycles(graph) == {frozenset({"a", "b", "c"})}
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\nimport z\n"
+    assert _imports_in(source, ROOT_NAME, import_time=True) == {"typing", "typing.TYPE_CHECKING", "z"}
+    assert {"x", "y", "z"} <= _imports_in(source, ROOT_NAME)
+    assert _cycles(_module_graph()), "the package has lazy cycles today (KNOWN_LAZY_MODULE_CYCLES): they are seen"

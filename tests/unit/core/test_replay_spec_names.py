@@ -105,8 +105,8 @@ def test_kafka_legal_topics_pass() -> None:
 def test_every_variant_of_the_most_a_a_replays_gets_names_of_its_own_legal_everywhere() -> None:
     """``aa_replays`` at its most (4): six variants, each with its own fork namespace (a Mem0 user_id: ``-`` for
     ``_``), action-state and result topics (Kafka-legal), Flink job name and task ids, none shared."""
+    from airflow_flink_replay import ids
     from airflow_flink_replay.core.replay_job_spec import replay_job_name
-    from airflow_flink_replay.replay_dag import ids
 
     spec = ReplaySpec.model_validate(_spec(aa_replays=4))
     variants = spec.variant_names()

@@ -63,7 +63,6 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
 def _run_on_the_flink_side(script: str, audit_dir: Path) -> dict[str, Any]:
     """Run ``script`` in the Flink-side Python with ``audit_dir`` as its argument; what it printed last (JSON)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -73,6 +72,7 @@ def _run_on_the_flink_side(script: str, audit_dir: Path) -> dict[str, Any]:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
 def test_a_changed_tool_is_never_served_production_s_recording(tmp_path: Path) -> None:
     out = _run_on_the_flink_side(SCRIPT, tmp_path / "audit")
     # the changed pure tool ran its own code although production's answer matched the call

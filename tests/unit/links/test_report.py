@@ -26,7 +26,7 @@ def test_report_link_get_link_returns_the_report_url(airflow_db: Path, runs: Pat
 
     dag_id = f"issue7_compare_link_{uuid.uuid4().hex[:6]}"
     dag = build_dag(
-        dag_id, runs / "candidate_ok.jsonl", runs, gate=True, report_url="https://reports.example/r?f={report}"
+        dag_id, runs / "candidate_ok.jsonl", runs, gate=True, report={"url": "https://reports.example/r?f={report}"}
     )
     seen: dict[str, Any] = {}
 

@@ -13,10 +13,9 @@ from airflow_flink_replay.core.agent_check import ActionFact, CheckFacts, Defini
 from airflow_flink_replay.core.policy import ReplayPolicy
 from airflow_flink_replay.core.replay_spec import ReplaySpec
 from airflow_flink_replay.exceptions import FlinkSubmissionError
+from airflow_flink_replay.ids import XCOM_AGENT_CHECK_KEY, XCOM_CHANGED_RESOURCES_KEY
 from airflow_flink_replay.operators import agent_check
 from airflow_flink_replay.operators.agent_check import (
-    XCOM_AGENT_CHECK_KEY,
-    XCOM_CHANGED_RESOURCES_KEY,
     AgentCheckOperator,
     check_program,
     job_definitions,

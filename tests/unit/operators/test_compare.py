@@ -1,5 +1,6 @@
 """CompareReplayOutputsOperator in a real DAG under dag.test(): PASS succeeds and pushes the summary;
-FAIL with gate=True fails the task (and still writes the reports and links them); gate=False only reports.
+FAIL with a gate fails the task (and still writes the reports and links them); without one it only reports; the
+settings objects' templated members are rendered (and their XComArgs make upstream tasks).
 ``build_dag``, ``register_and_test``, ``states`` and the ``runs`` fixture serve the report link's test too."""
 
 from __future__ import annotations
@@ -27,21 +28,35 @@ def register_and_test(dag: Any) -> Any:
     return dag.test()
 
 
-def build_dag(dag_id: str, candidate: Path, runs: Path, gate: bool, **kwargs: Any) -> Any:
+def build_dag(
+    dag_id: str,
+    candidate: Any,
+    runs: Path,
+    gate: bool,
+    *,
+    audits: dict[str, Any] | None = None,
+    report: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A DAG of the comparison (``audits``: ``ComparedRuns``' audit members; ``report``: ``ReportSettings``' members
+    besides ``gate``) and a task that records what it pushed."""
     from airflow.sdk import DAG, TriggerRule, task
 
-    from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
+    from airflow_flink_replay.operators.compare import ComparedRuns, CompareReplayOutputsOperator, ReportSettings
 
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         compare = CompareReplayOutputsOperator(
             task_id="compare",
-            baseline=str(runs / "baseline.jsonl"),
-            baseline_2=f"file://{runs}/baseline_2.jsonl",  # a URI goes through ObjectStoragePath
-            candidate=str(candidate),
+            runs=ComparedRuns(
+                baseline=str(runs / "baseline.jsonl"),
+                baseline_2=f"file://{runs}/baseline_2.jsonl",  # a URI goes through ObjectStoragePath
+                candidate=candidate if not isinstance(candidate, Path) else str(candidate),
+                **(audits or {}),
+            ),
             key="$.id",
             manifest_uri=f"file://{runs}/manifest.json",
             config={"fields": [{"path": "$.score", "comparator": "numeric", "abs_tol": 0.001}]},
-            gate=gate,
+            report=ReportSettings(gate=gate, **(report or {})),
             **kwargs,
         )
 
@@ -101,8 +116,7 @@ def test_fail_with_gate_fails_the_task(airflow_db: Path, runs: Path, tmp_path: P
         runs / "candidate_bad.jsonl",
         runs,
         gate=True,
-        report_uri=str(report_dir),
-        report_url="http://reports.example/{report}",
+        report={"uri": str(report_dir), "url": "http://reports.example/{report}"},
     )
     dr = register_and_test(dag)
     assert states(dr)["compare"] == "failed"  # (the run itself follows its all_done leaf, 'record')
@@ -130,8 +144,7 @@ def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs:
         runs / "candidate_ok.jsonl",
         runs,
         gate=False,
-        baseline_audit=str(runs / "audit_baseline.jsonl"),
-        candidate_audit=f"file://{folder}",
+        audits={"baseline_audit": str(runs / "audit_baseline.jsonl"), "candidate_audit": f"file://{folder}"},
     )
     with dag:
 
@@ -150,6 +163,61 @@ def test_fail_without_gate_only_reports_and_audits_count(airflow_db: Path, runs:
     full = json.loads(Path(summary["summary_uri"].removeprefix("file://")).read_text())
     assert full["config"]["min_aligned"] == 50  # the config came through XCom
     assert "audit-candidate-1.jsonl" in full["inputs"]["candidate_audit"]
+
+
+def test_the_settings_templated_members_are_rendered_and_their_xcomargs_are_upstream(
+    airflow_db: Path, runs: Path, tmp_path: Path
+) -> None:
+    """``ComparedRuns``, ``ReportSettings`` and ``FidelitySettings`` are NamedTuples: under dag.test() Airflow renders
+    their members (an XComArg, Jinja) into new tuples of the same class, and an XComArg member makes its task
+    upstream without ``>>``. The DAG's own settings keep their templates (nothing is rendered in place)."""
+    from airflow.sdk import DAG, task
+
+    from airflow_flink_replay.operators.compare import (
+        ComparedRuns,
+        CompareReplayOutputsOperator,
+        FidelitySettings,
+        ReportSettings,
+    )
+
+    class Seen(CompareReplayOutputsOperator):
+        def execute(self, context: Any) -> dict[str, Any]:
+            RESULTS[self.dag_id] = {"runs": self.runs, "report": self.report, "fidelity": self.fidelity}
+            return super().execute(context)
+
+    dag_id = f"issue45_compare_rendered_{uuid.uuid4().hex[:6]}"
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+
+        @task
+        def candidate() -> str:
+            return str(runs / "candidate_ok.jsonl")
+
+        Seen(
+            task_id="compare",
+            runs=ComparedRuns(
+                baseline=str(runs / "baseline.jsonl"),
+                candidate=candidate(),
+                baseline_2="{{ params.runs }}/baseline_2.jsonl",
+            ),
+            manifest_uri=f"file://{runs}/manifest.json",
+            params={"runs": str(runs)},
+            report=ReportSettings(
+                uri=f"{tmp_path}/reports/{{{{ dag.dag_id }}}}", url="https://r.example/{{ run_id }}", gate=True
+            ),
+            fidelity=FidelitySettings(output_topic="{{ dag.dag_id }}-outputs"),
+        )
+    assert dag.get_task("compare").upstream_task_ids == {"candidate"}
+    dr = register_and_test(dag)
+    assert states(dr) == {"candidate": "success", "compare": "success"}
+    seen = RESULTS[dag_id]
+    assert type(seen["runs"]) is ComparedRuns and type(seen["report"]) is ReportSettings
+    assert (seen["runs"].candidate, seen["runs"].baseline_2) == (str(runs / "candidate_ok.jsonl"),
+                                                                 f"{runs}/baseline_2.jsonl")  # fmt: skip
+    assert seen["report"] == ReportSettings(uri=f"{tmp_path}/reports/{dag_id}", url=f"https://r.example/{dr.run_id}")
+    assert seen["fidelity"] == FidelitySettings(output_topic=f"{dag_id}-outputs")
+    assert (tmp_path / "reports" / dag_id / "report.html").is_file()
+    kept = dag.get_task("compare")
+    assert "{{" in kept.report.uri and "{{" in kept.runs.baseline_2 and "{{" in kept.fidelity.output_topic
 
 
 # ------------------------------------------------------------------ waiting for production's window outputs
@@ -227,15 +295,16 @@ def _claim_savepoint_mode(path: Path, *, redigest: bool) -> None:
 
 
 def _compare_op(run: Path, manifest: Path | None, **kwargs: Any) -> Any:
-    from airflow_flink_replay.operators.compare import CompareReplayOutputsOperator
+    """The comparison of ``run``'s baseline and candidate, reporting into ``run/reports`` without a gate; ``kwargs``
+    named as a ``ComparedRuns`` member go there, the others to the operator."""
+    from airflow_flink_replay.operators.compare import ComparedRuns, CompareReplayOutputsOperator, ReportSettings
 
+    files = {name: kwargs.pop(name) for name in list(kwargs) if name in ComparedRuns._fields}
     return CompareReplayOutputsOperator(
         task_id="compare",
-        baseline=str(run / "baseline.jsonl"),
-        candidate=str(run / "candidate.jsonl"),
+        runs=ComparedRuns(baseline=str(run / "baseline.jsonl"), candidate=str(run / "candidate.jsonl"), **files),
         manifest_uri=f"file://{manifest}" if manifest else None,
-        report_uri=str(run / "reports"),
-        gate=False,
+        report=ReportSettings(uri=str(run / "reports"), gate=False),
         **kwargs,
     )
 
@@ -362,14 +431,21 @@ def test_the_fidelity_opens_every_baseline_only_when_productions_outputs_can_be_
     def opener(name: str) -> Any:
         return lambda: opened.append(name) or name
 
-    op = _compare_op(small_run, None, production_output_topic="outputs")
+    from airflow_flink_replay.operators.compare import FidelitySettings
+
+    op = _compare_op(small_run, None, fidelity=FidelitySettings(output_topic="outputs"))
     result: Any = SimpleNamespace(key="$.id", ignore=[])
     extras = [opener("baseline_3"), opener("baseline_4")]
+
+    def with_fidelity() -> Any:
+        return op._with_fidelity(result, op.fidelity, opener("baseline"), opener("baseline_2"), None,
+                                 extra_baselines=extras)  # fmt: skip
+
     monkeypatch.setattr(op, "_output_offsets", lambda topic: (None, None))  # no offsets: nothing is read
-    assert op._with_fidelity(result, opener("baseline"), opener("baseline_2"), None, extra_baselines=extras) is result
+    assert with_fidelity() is result
     assert opened == [] and not seen
     monkeypatch.setattr(op, "_output_offsets", lambda topic: ({0: 7}, "drain"))
-    assert op._with_fidelity(result, opener("baseline"), opener("baseline_2"), None, extra_baselines=extras) is result
+    assert with_fidelity() is result
     assert opened == ["baseline", "baseline_2", "baseline_3", "baseline_4"]
     assert (seen["baseline_2"], seen["extra_baselines"]) == ("baseline_2", ["baseline_3", "baseline_4"])
 

@@ -24,6 +24,7 @@ from airflow_flink_replay.lifecycle import resume as resume_procedure
 from airflow_flink_replay.operators.flink import (
     QuiesceAndSavepointOperator,
     QuiesceCarry,
+    QuiesceRef,
     ResumeCarry,
     ResumeJobOperator,
     operation_trigger_id,
@@ -92,7 +93,7 @@ def _quiesced(job_name: str = "prod") -> dict[str, Any]:
 
 def _resume(hook: StubFlinkHook, **kwargs: Any) -> ResumeJobOperator:
     op = ResumeJobOperator(task_id="resume_production", program={"entry_point": "/prod.py", "job_name": "prod"},
-                           quiesce_result=_quiesced(), deferrable=True, **kwargs)
+                           quiesce=QuiesceRef(result=_quiesced()), deferrable=True, **kwargs)
     op.__dict__["hook"] = hook
     return op
 
@@ -181,7 +182,7 @@ def test_quiesce_and_resume_under_dag_test_send_their_requests_and_link_the_righ
             flink_conn_id="flink_links", poll_interval=0.05, deferrable=True,
         )  # fmt: skip
         resume = ResumeJobOperator(
-            task_id="resume", program=program, quiesce_result=quiesce.output, flink_conn_id="flink_links",
+            task_id="resume", program=program, quiesce=QuiesceRef(result=quiesce.output), flink_conn_id="flink_links",
             poll_interval=0.05, deferrable=True,
         )  # fmt: skip
 
@@ -293,7 +294,7 @@ class StopInFlight(StubFlinkHook):
 def _resume_without_quiesce_result(hook: StubFlinkHook) -> ResumeJobOperator:
     op = ResumeJobOperator(
         task_id="resume_production", program={"entry_point": "/prod.py", "job_name": "prod"},
-        production_job_id=PROD, quiesce_mode="stop", poll_interval=0.01, deferrable=True,
+        quiesce=QuiesceRef(production_job_id=PROD, mode="stop"), poll_interval=0.01, deferrable=True,
     )  # fmt: skip
     op.__dict__["hook"] = hook
     return op
@@ -370,14 +371,12 @@ def test_quiesce_refuses_to_stop_production_without_room_for_its_resubmission() 
 def test_resume_is_skipped_when_the_run_never_stopped_production() -> None:
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from airflow_flink_replay.operators.flink import ResumeJobOperator
-
-    op = ResumeJobOperator(task_id="r", program={"entry_point": "/x.py"}, quiesce_mode="existing",
+    op = ResumeJobOperator(task_id="r", program={"entry_point": "/x.py"}, quiesce=QuiesceRef(mode="existing"),
                            flink_conn_id="no_such_conn")
     with pytest.raises(AirflowSkipException):
         op.execute({})  # skips before any connection is looked up
     # a run that failed before preflight named production's job: nothing was stopped, nothing to resume
-    never = ResumeJobOperator(task_id="r2", program={"entry_point": "/x.py"}, production_job_id="",
+    never = ResumeJobOperator(task_id="r2", program={"entry_point": "/x.py"}, quiesce=QuiesceRef(production_job_id=""),
                               flink_conn_id="no_such_conn")
     with pytest.raises(AirflowSkipException, match="never stopped"):
         never.execute({})

@@ -17,7 +17,14 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_flink_replay.core.manifest import ReplayManifest
 from airflow_flink_replay.core.manifest_io import load_manifest, save_manifest
 from airflow_flink_replay.hooks.kafka_offsets import PartitionScan
-from airflow_flink_replay.operators.manifest import CreateReplayManifestOperator, ReuseManifestOperator, signing_key
+from airflow_flink_replay.operators.manifest import (
+    CaptureFormat,
+    CreateReplayManifestOperator,
+    ProductionFacts,
+    ReuseManifestOperator,
+    WindowScan,
+    signing_key,
+)
 from tests.unit.core.test_manifest import AGENT, JOB, _data
 
 KEY = "op-side-hmac-key-7"
@@ -77,6 +84,34 @@ def test_the_create_step_signs_with_the_connections_password(tmp_path: Path, sig
     unsigned.__dict__["hook"] = _Offsets()
     unsigned.execute({"run_id": "t1"})
     assert load_manifest(tmp_path / "u.json").signature is None
+
+
+def test_the_create_steps_settings_are_rendered_and_reach_the_manifest(tmp_path: Path) -> None:
+    """The capture format, production's facts and the window scan travel as NamedTuples: Airflow renders the
+    templated members (a new tuple of the same class), and each lands where the separate arguments used to."""
+    op = CreateReplayManifestOperator(
+        task_id="manifest",
+        manifest_uri=f"file://{tmp_path}/m.json",
+        window={"topic": "cap", "start_offsets": {"0": 3}, "end_offsets": {"0": 6}},
+        production=_quiesce_result(),
+        capture_format=CaptureFormat(value_serializer="string", watermark={"idleness_ms": 1_000}),
+        production_facts=ProductionFacts(
+            flink_version="{{ params.flink }}", agent_uid="agent-1", checkpoint_id="{{ params.checkpoint }}"
+        ),
+        scan=WindowScan(expected_records="{{ params.records }}"),
+    )
+    op.render_template_fields({"params": {"flink": "2.2.1", "checkpoint": "7", "records": "3"}})
+    assert type(op.production_facts) is ProductionFacts and type(op.scan) is WindowScan
+    assert op.production_facts == ProductionFacts(flink_version="2.2.1", agent_uid="agent-1", checkpoint_id="7")
+    op.__dict__["hook"] = _Offsets()
+    assert op.execute({"run_id": "t1"})["record_count"] == 3
+    manifest = load_manifest(tmp_path / "m.json")
+    assert (manifest.production.flink_version, manifest.production.savepoint.checkpoint_id) == ("2.2.1", 7)
+    assert manifest.production.agent.uid == "agent-1"
+    assert (manifest.capture.value_serializer.format, manifest.capture.watermark.idleness_ms) == ("string", 1_000)
+    op.scan = WindowScan(expected_records=4)
+    with pytest.raises(AirflowException, match="holds 3 records, expected 4"):
+        op.execute({"run_id": "t1"})
 
 
 def test_a_signing_connection_without_a_password_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_flink_replay.core.flink_models import AsyncOperationStatus, ProductionPlan, QuiesceResult
-from airflow_flink_replay.operators.flink import operation_trigger_id
+from airflow_flink_replay.operators.flink import QuiesceRef, operation_trigger_id
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
 from tests.unit.operators.stubs import StubFlinkHook, context, job
 
@@ -30,10 +30,10 @@ def _quiesced(stopped: bool = True) -> dict[str, Any]:
     ).model_dump(mode="json")  # fmt: skip
 
 
-def _check(hook: StubFlinkHook, **kwargs: Any) -> AssertProductionOperator:
-    kwargs.setdefault("quiesce_mode", "stop")
-    op = AssertProductionOperator(task_id="assert_production", job_name="prod", production_job_id=PROD,
-                                  program=PROGRAM, timeout=5, **kwargs)  # fmt: skip
+def _check(hook: StubFlinkHook, *, quiesce_result: Any = None, quiesce_mode: str = "stop") -> AssertProductionOperator:
+    quiesce = QuiesceRef(result=quiesce_result, mode=quiesce_mode, production_job_id=PROD)
+    op = AssertProductionOperator(task_id="assert_production", job_name="prod", quiesce=quiesce, program=PROGRAM,
+                                  timeout=5)  # fmt: skip
     op.__dict__["hook"] = hook
     return op
 

@@ -20,8 +20,9 @@ from airflow_flink_replay.core.production_lease import LeaseHolder, LeaseRecord,
 from airflow_flink_replay.exceptions import FlinkRestError
 from airflow_flink_replay.hooks.production_lease import ProductionLeaseHook
 from airflow_flink_replay.lifecycle import resume as resume_procedure
-from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, ResumeJobOperator
+from airflow_flink_replay.operators.flink import QuiesceAndSavepointOperator, QuiesceRef, ResumeJobOperator
 from airflow_flink_replay.operators.production_check import AssertProductionOperator
+from airflow_flink_replay.operators.production_lease import LeaseSettings
 from tests.unit.operators.stubs import StubFlinkHook, context, job
 from tests.unit.operators.test_stop_window import PROD, RESUMED, Window, _run, _stack
 
@@ -76,7 +77,7 @@ class LeasedWindow(Window):
     seen: list[LeaseRecord | None]
 
     def _read_offsets(self, quiesce: QuiesceResult) -> dict[str, Any]:
-        self.seen.append(_lease(Path(str(self.lease_dir))).current())
+        self.seen.append(_lease(Path(str(self.lease.folder))).current())  # type: ignore[union-attr]
         return super()._read_offsets(quiesce)
 
 
@@ -85,7 +86,7 @@ def test_the_stop_window_holds_the_lease_from_before_the_stop_until_production_r
 ) -> None:
     steps: list[str] = []
     hook, submitter = _stack(monkeypatch, steps, runs_at_once=True)
-    op = LeasedWindow(steps=steps, overlap_resume=False, job_name="prod", lease_dir=str(tmp_path))
+    op = LeasedWindow(steps=steps, overlap_resume=False, job_name="prod", lease=LeaseSettings(str(tmp_path)))
     op.seen = []
     ctx = context("quiesce")
     result = QuiesceResult.model_validate(_run(op, hook, ctx))
@@ -108,7 +109,7 @@ def test_a_second_run_waits_for_the_lease_then_fails_naming_the_holder_having_to
     ctx = context("quiesce")
     started = time.monotonic()
     with pytest.raises(AirflowFailException) as refused:
-        _run(Window(steps=steps, job_name="prod", lease_dir=str(tmp_path), lease_wait=0.5), hook, ctx)
+        _run(Window(steps=steps, job_name="prod", lease=LeaseSettings(str(tmp_path), wait=0.5)), hook, ctx)
     assert time.monotonic() - started >= 0.5
     message = str(refused.value)
     assert "is held by run flink_agents_release_gate/ci__7 (task quiesce" in message
@@ -131,7 +132,7 @@ def test_a_run_that_waited_quiesces_the_job_the_other_run_resumed(tmp_path: Path
         _lease(tmp_path).release(OTHER_RUN, by="quiesce", savepoint="file:///sp/gate/ci__7/savepoint-9")
 
     op = QuiesceAndSavepointOperator(task_id="quiesce", job_id=PROD, mode="drain", target_directory="file:///sp",
-                                     deferrable=True, lease_dir=str(tmp_path), lease_wait=10)  # fmt: skip
+                                     deferrable=True, lease=LeaseSettings(str(tmp_path), wait=10))  # fmt: skip
     op.__dict__["hook"] = hook
     other = threading.Thread(target=other_run_finishes)
     other.start()
@@ -148,7 +149,7 @@ def test_a_quiesce_that_fails_before_the_stop_releases_the_lease(tmp_path: Path)
     hook = StubFlinkHook([job(PROD, "prod")])
     hook.metaspace_free_mb = 10.0  # the resubmission would not fit: production is not stopped
     op = QuiesceAndSavepointOperator(task_id="quiesce", job_id=PROD, mode="drain", target_directory="file:///sp",
-                                     lease_dir=str(tmp_path))  # fmt: skip
+                                     lease=LeaseSettings(str(tmp_path)))  # fmt: skip
     op.__dict__["hook"] = hook
     with pytest.raises(AirflowFailException, match="Production was NOT stopped"):
         op.execute(context("quiesce"))
@@ -168,14 +169,14 @@ def test_a_window_that_could_not_resume_production_keeps_the_lease_for_the_resum
 
     submitter.submit = unreachable  # type: ignore[method-assign]
     with pytest.raises(Exception, match="resume_production task retries it"):
-        _run(Window(steps=steps, overlap_resume=False, job_name="prod", lease_dir=str(tmp_path)), hook)
+        _run(Window(steps=steps, overlap_resume=False, job_name="prod", lease=LeaseSettings(str(tmp_path))), hook)
     held = _lease(tmp_path).current()
     assert held is not None and held.released_at is None  # production is down: nobody else may stop it
     with pytest.raises(AirflowFailException):  # another run is kept out
-        _run(Window(steps=[], job_name="prod", lease_dir=str(tmp_path), lease_wait=0), hook, _other_context())
+        _run(Window(steps=[], job_name="prod", lease=LeaseSettings(str(tmp_path), wait=0)), hook, _other_context())
     submitter.submit = real  # type: ignore[method-assign]
-    resume = ResumeJobOperator(task_id="resume_production", program=PROGRAM, quiesce_result=_quiesced(),
-                               job_name="prod", deferrable=False, lease_dir=str(tmp_path))  # fmt: skip
+    resume = ResumeJobOperator(task_id="resume_production", program=PROGRAM, quiesce=QuiesceRef(result=_quiesced()),
+                               job_name="prod", deferrable=False, lease=LeaseSettings(str(tmp_path)))  # fmt: skip
     resume.__dict__["hook"] = hook
     ctx = context("resume_production")
     assert resume.execute(ctx)["job_id"] == RESUMED
@@ -191,15 +192,30 @@ def _other_context() -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------------------------------------- resume
+def test_the_lease_and_the_quiesce_the_resume_answers_for_are_rendered_as_their_own_types() -> None:
+    """``LeaseSettings`` and ``QuiesceRef`` are NamedTuples: Airflow renders their templated members into new tuples
+    of the same class (what the resume then reads: ``lease.folder``, ``quiesce.mode``)."""
+    quiesced = _quiesced()
+    op = ResumeJobOperator(
+        task_id="resume_production",
+        program=PROGRAM,
+        quiesce=QuiesceRef(result=QuiesceResult.model_validate(quiesced), mode="{{ params.mode }}"),
+        lease=LeaseSettings("{{ params.runs }}/_leases", ttl=30),
+    )
+    assert op.quiesce.result == quiesced  # a model given at DAG time is kept as the JSON XCom holds
+    op.render_template_fields({"params": {"runs": "/runs", "mode": "drain"}})
+    assert op.lease == LeaseSettings("/runs/_leases", ttl=30) and type(op.lease) is LeaseSettings
+    assert type(op.quiesce) is QuiesceRef and op.quiesce.mode == "drain" and op.quiesce.result == quiesced
+
+
 def _resume(hook: StubFlinkHook, folder: Path, quiesce: dict[str, Any] | None) -> ResumeJobOperator:
     op = ResumeJobOperator(
         task_id="resume_production",
         program=PROGRAM,
-        quiesce_result=quiesce,
-        production_job_id=PROD,
+        quiesce=QuiesceRef(result=quiesce, production_job_id=PROD),
         job_name="prod",
         deferrable=False,
-        lease_dir=str(folder),
+        lease=LeaseSettings(str(folder)),
     )
     op.__dict__["hook"] = hook
     return op
@@ -243,9 +259,9 @@ def test_resume_returns_the_windows_result_when_a_later_run_stopped_production_a
 
 # ---------------------------------------------------------------------------------------- assert_production
 def _check(hook: StubFlinkHook, folder: Path | None, quiesce: dict[str, Any] | None) -> AssertProductionOperator:
-    op = AssertProductionOperator(task_id="assert_production", job_name="prod", production_job_id=PROD,
-                                  quiesce_result=quiesce, quiesce_mode="drain", program=PROGRAM, timeout=2,
-                                  lease_dir=str(folder) if folder else None)  # fmt: skip
+    op = AssertProductionOperator(task_id="assert_production", job_name="prod",
+                                  quiesce=QuiesceRef(result=quiesce, mode="drain", production_job_id=PROD),
+                                  program=PROGRAM, timeout=2, lease=LeaseSettings(str(folder)) if folder else None)
     op.__dict__["hook"] = hook
     return op
 

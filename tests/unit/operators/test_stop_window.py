@@ -16,7 +16,7 @@ from airflow_flink_replay.core.flink_models import QuiesceResult
 from airflow_flink_replay.core.memory_fork import ForkResult, Mem0Namespace
 from airflow_flink_replay.lifecycle import resume as resume_procedure
 from airflow_flink_replay.lifecycle.stop_window import ProductionStopWindow
-from airflow_flink_replay.operators.flink import ResumeJobOperator
+from airflow_flink_replay.operators.flink import QuiesceRef, ResumeJobOperator
 from airflow_flink_replay.operators.manifest import RecordStartOffsetsOperator
 from airflow_flink_replay.operators.mem0 import ForkMem0NamespaceOperator
 from airflow_flink_replay.operators.stop_window import StopWindowOperator
@@ -137,7 +137,8 @@ def test_one_task_stops_reads_cuts_and_resumes_in_that_order(monkeypatch: pytest
                                      fork_id="manual__2026-12-01", mem0_conn_id="nowhere", stop_window=result)
     assert fork.execute(context("fork_memory_baseline")) == CUT
     resume = ResumeJobOperator(task_id="resume_production", program={"entry_point": "/prod.py", "job_name": "prod"},
-                               quiesce_result=result, production_job_id=PROD, job_name="prod", deferrable=False)
+                               quiesce=QuiesceRef(result=result, production_job_id=PROD), job_name="prod",
+                               deferrable=False)
     resume.__dict__["hook"] = hook
     assert resume.execute(context("resume_production")) == window.resumed.model_dump(mode="json")
     assert len(submitter.submitted) == 1  # never a second copy of production

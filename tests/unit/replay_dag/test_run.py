@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec
 from airflow_flink_replay.core.replay_spec import DEFAULT_MANIFEST_KEY_REF, ReplaySpec, variant_names
 from airflow_flink_replay.core.results import AuditTopic
-from airflow_flink_replay.replay_dag.ids import job_spec_key
+from airflow_flink_replay.ids import job_spec_key
 from airflow_flink_replay.replay_dag.run import resolve_run
 from tests.unit.core.test_replay_spec import _spec
 

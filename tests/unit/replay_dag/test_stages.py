@@ -1,6 +1,6 @@
 """The replay DAG's graph, built by the stage builders, is the one users and tests rely on: every task id,
 every task's direct upstream tasks, trigger rule and retries (task ids are spelled out here on purpose: renaming a
-constant in ``replay_dag.ids`` is a breaking change this test reports). A spec with more A/A replays
+constant in ``airflow_flink_replay.ids`` is a breaking change this test reports). A spec with more A/A replays
 (``aa_replays``) adds each extra baseline's fork and replay exactly where baseline_2's are, and nothing else."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from airflow_flink_replay import ids
 from airflow_flink_replay.core.replay_spec import ReplaySpec
-from airflow_flink_replay.replay_dag import ids
 from tests.unit.core.test_replay_spec import _spec
 
 REPLAYS = ["replay_baseline", "replay_baseline_2", "replay_candidate"]
@@ -149,9 +149,9 @@ def test_an_extra_a_a_replay_adds_its_fork_and_replay_beside_baseline_2s(tmp_pat
     assert keys(tasks["replay_baseline_3"].spec) == ["job_spec_baseline_3"]
     assert keys(tasks["submit_replays"].specs) == [f"job_spec_{v}" for v in variants]
     assert tasks["isolate_action_state"].variants == variants
-    compare = tasks["compare"]
-    assert (keys(compare.baseline_2), keys(compare.extra_baselines)) == (["output_baseline_2"], ["output_baseline_3"])
-    assert keys(compare.extra_baseline_audits) == ["audit_baseline_3"]
+    runs = tasks["compare"].runs
+    assert (keys(runs.baseline_2), keys(runs.extra_baselines)) == (["output_baseline_2"], ["output_baseline_3"])
+    assert keys(runs.extra_baseline_audits) == ["audit_baseline_3"]
     assert keys(tasks["drop_forks"].namespaces) == [f"fork_{v}" for v in variants]
     assert tasks["cancel_leftover_replays"].variants == tasks["run_record"].variants == variants
 
@@ -161,7 +161,7 @@ def test_one_a_a_replay_passes_the_compare_task_no_extra_baselines(tmp_path: Pat
 
     dag = build_replay_dag(ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}")), dag_id="g", kind="gate")
     compare = dag.task_dict["compare"]
-    assert (compare.extra_baselines, compare.extra_baseline_audits) == ([], [])
+    assert (compare.runs.extra_baselines, compare.runs.extra_baseline_audits) == ([], [])
     assert dag.task_dict["run_record"].variants == ["baseline", "baseline_2", "candidate"]
 
 
@@ -183,7 +183,7 @@ def test_the_tasks_that_touch_production_share_its_lease(tmp_path: Path) -> None
     spec = ReplaySpec.model_validate(_spec(runs_uri=f"file://{tmp_path}/runs", lease_wait_minutes=0.5))
     for kind in ("gate", "manual"):
         tasks = {t.task_id: t for t in build_replay_dag(spec, dag_id=kind, kind=kind).tasks}
-        leased = {t for t, op in tasks.items() if getattr(op, "lease_dir", None)}
+        leased = {t for t, op in tasks.items() if getattr(op, "lease", None)}
         assert leased == {ids.TASK_QUIESCE, ids.TASK_RESUME_PRODUCTION, ids.TASK_ASSERT_PRODUCTION}
-        assert {tasks[t].lease_dir for t in leased} == {f"{tmp_path}/runs/_leases"}
-        assert tasks[ids.TASK_QUIESCE].lease_wait == 30.0
+        assert {tasks[t].lease.folder for t in leased} == {f"{tmp_path}/runs/_leases"}
+        assert tasks[ids.TASK_QUIESCE].lease.wait == 30.0

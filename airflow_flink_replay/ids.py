@@ -1,24 +1,35 @@
-"""Task ids and XCom keys of the replay DAG: one name per task, used by the builders, the run record and tests.
+"""Task ids and XCom keys of the replay DAG and of the operators it is built from: one name per task and per key,
+used by the operators that push and read them, the stage builders, the run record and tests.
 
-Users and dashboards rely on these ids (task states, ``xcom_pull(task_ids=...)``): changing one is a
-breaking change. XCom keys an operator pushes are defined next to that operator and re-exported here.
+A leaf: it imports nothing, so ``operators/`` and ``replay_dag/`` both import it and neither imports the other
+for a name (``tests/unit/test_layering.py``). Users and dashboards rely on these ids and keys (task states,
+``xcom_pull(task_ids=..., key=...)``): changing one is a breaking change.
 """
 
 from __future__ import annotations
 
-from airflow_flink_replay.operators.agent_check import XCOM_AGENT_CHECK_KEY, XCOM_CHANGED_RESOURCES_KEY
-from airflow_flink_replay.operators.compare import XCOM_COMPARISON_KEY
-from airflow_flink_replay.operators.preflight import XCOM_JOB_ID_KEY, XCOM_PRODUCTION_DETAILS_KEY
-from airflow_flink_replay.operators.production_lease import XCOM_LEASE_KEY
-
-__all__ = [
-    "XCOM_AGENT_CHECK_KEY",
-    "XCOM_CHANGED_RESOURCES_KEY",
-    "XCOM_COMPARISON_KEY",
-    "XCOM_JOB_ID_KEY",
-    "XCOM_LEASE_KEY",
-    "XCOM_PRODUCTION_DETAILS_KEY",
-]
+# --- XCom keys the operators push (beside ``return_value``)
+#: Preflight: production's Flink job id (``None`` when preflight did not run: ``multiple_outputs``).
+XCOM_JOB_ID_KEY = "job_id"
+#: Preflight: production's job details JSON (``GET /jobs/{id}``), the replays' identity preflight input.
+XCOM_PRODUCTION_DETAILS_KEY = "production_details"
+#: Agent check: its result when the task fails (a failed task pushes no return value).
+XCOM_AGENT_CHECK_KEY = "agent_check"
+#: Agent check: the candidate's changed resources, ``{name: "changed" | "added"}`` (also the result's
+#: ``changed``): the submit task keeps them off production's cassette in the candidate's replay, the comparison
+#: lists them.
+XCOM_CHANGED_RESOURCES_KEY = "changed_resources"
+#: The tasks that hold production's lease: the lease as the pushing task left it
+#: (:func:`~airflow_flink_replay.core.production_lease.lease_summary`).
+XCOM_LEASE_KEY = "lease"
+#: Submission: the :class:`~airflow_flink_replay.core.window_coverage.WindowCoverage`, how far production had
+#: processed the window when the replays were given its cassette (the comparison reads it).
+XCOM_CASSETTE_COVERAGE_KEY = "cassette_coverage"
+#: Submission and replay tasks: the Flink job, pushed as soon as it is known (the run record reads it when the
+#: task failed).
+XCOM_FLINK_JOB_ID_KEY = "flink_job_id"
+#: Comparison: the summary, pushed before a gate FAIL fails the task (the run record reads it).
+XCOM_COMPARISON_KEY = "comparison"
 
 # --- stage: capture (preflight, savepoint or reuse, resume, window, manifest)
 TASK_RESOLVE = "resolve"
@@ -110,6 +121,3 @@ def job_spec_key(variant: str) -> str:
 # --- XCom keys of replay_from (``multiple_outputs``)
 XCOM_SAVEPOINT_PATH_KEY = "savepoint_path"
 XCOM_PRODUCTION_PLAN_KEY = "production_plan"
-#: pushed by each submit and replay task as soon as its Flink job is known (the run record reads it when the
-#: task failed)
-XCOM_FLINK_JOB_ID_KEY = "flink_job_id"
