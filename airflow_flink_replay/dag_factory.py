@@ -3,7 +3,7 @@
 The stages live in :mod:`airflow_flink_replay.replay_dag` (task ids and XCom keys in ``ids``, the run's
 values in ``run``, one builder per stage in ``stages``); this module assembles them into a DAG.
 
-One chain (DESIGN.md §3), three front doors::
+One chain (docs/concepts.md), three front doors::
 
     resolve → preflight → choose_start ─┬→ offsets_before_quiesce → quiesce → start_offsets
                                         └→ reuse_manifest (quiesce_mode=existing)

@@ -1,4 +1,5 @@
-"""The embedded local stack: a Flink session cluster, the tansu broker and a Chroma server for Mem0.
+"""The embedded local stack: two Flink session clusters (production's and the replays'), the tansu broker and a
+Chroma server for Mem0.
 
 ``up`` does every set-up step it needs on a fresh machine and is idempotent: a stack that is already up is
 reported, not started twice. ``down`` stops exactly the processes ``up`` started, by pid. Everything lives

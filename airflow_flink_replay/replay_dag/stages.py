@@ -1,4 +1,4 @@
-"""One builder per stage of the replay chain (DESIGN.md §3); each creates its tasks, wires the edges inside
+"""One builder per stage of the replay chain (docs/concepts.md); each creates its tasks, wires the edges inside
 the stage and returns them. :func:`wire` adds the edges between stages.
 
 Values travel one way: as XComArgs (``run[ids.XCOM_..._KEY]`` of the resolve task, ``task.output`` or
