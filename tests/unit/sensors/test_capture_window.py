@@ -62,7 +62,7 @@ def test_poke_mode_returns_the_window_when_complete_and_false_before() -> None:
 
 def test_the_topic_comes_from_the_argument_or_the_start_offsets_xcom_else_a_fix_is_named() -> None:
     assert _sensor(_kafka(8), start_offsets={0: 2}, topic=TOPIC).execute({})["topic"] == TOPIC
-    with pytest.raises(AirflowException, match="needs a topic. Fix: pass topic="):
+    with pytest.raises(AirflowException, match=r"needs a topic\. Fix: pass topic="):
         _sensor(_kafka(8), start_offsets={0: 2}).execute({})
 
 
