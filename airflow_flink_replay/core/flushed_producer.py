@@ -71,10 +71,8 @@ class FlushedProducer:
             self.open()
             self._producer.produce(self.topic, on_delivery=delivered, **record)
             remaining = self._producer.flush(self.timeout)
-        if remaining:
-            raise RuntimeError(
-                f"{self.what}: {remaining} record(s) not delivered to {self.topic} within {self.timeout:.0f} s"
-            )
+        if remaining:  # flush() counts what is still queued: the record, and maybe its pending delivery report
+            raise RuntimeError(f"{self.what}: the record was not delivered to {self.topic} within {self.timeout:.0f} s")
         if refused:
             raise RuntimeError(f"{self.what}: the record was not delivered to {self.topic}: {refused[0]}")
 

@@ -97,7 +97,7 @@ def test_a_record_the_broker_did_not_take_fails_the_write_naming_the_tee_and_top
 ) -> None:
     FakeProducer.undelivered = 1
     with pytest.raises(
-        RuntimeError, match=r"^capture tee: 1 record\(s\) not delivered to reviews-capture within 30 s$"
+        RuntimeError, match=r"^capture tee: the record was not delivered to reviews-capture within 30 s$"
     ):
         CaptureWriter(CONFIG).write(b"{}", "c-1", 5)
 
