@@ -255,10 +255,14 @@ def stop_with_savepoint(job_id: str, target: str, drain: bool = False, timeout: 
     raise AssertionError(f"savepoint of {job_id} not done after {timeout}s")
 
 
-def cancel(job_id: str) -> None:
+def cancel(job_id: str, timeout: float = 90) -> None:
+    """Cancel the job and wait until it has ended: a job still CANCELLING holds its task slots, and the next
+    module's jobs would find none (a cancel took 30 s under load in a clean-clone run: NoResourceAvailable)."""
+    ended = {"FINISHED", "FAILED", "CANCELED"}
     try:
-        if job_state(job_id) not in {"FINISHED", "FAILED", "CANCELED"}:
+        if job_state(job_id) not in ended:
             requests.patch(f"{_rest()}/jobs/{job_id}?mode=cancel", timeout=30)
+            wait_state(job_id, ended, timeout=timeout)
     except Exception:  # pragma: no cover - best-effort cleanup
         pass
 
