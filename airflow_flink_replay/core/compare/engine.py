@@ -287,23 +287,23 @@ def _align_in_memory(inputs: _Inputs, getter: Any, flattener: Flattener, config:
     changed = flattener.collapse_maps()
     _collapse_maps([*baselines, run_b], changed)
     resolver = ComparatorResolver(config)
-    pairs = [(baselines[i], baselines[j]) for i, j in noise_pairs(len(baselines))]
+    pairs = noise_pairs(len(baselines))
     band = None
     if pairs and config.numeric_noise_band:
         band = band_for(config)
-        band.finish(sum(band.learn_runs(x.by_key, y.by_key) for x, y in pairs))
+        band.finish(sum(band.learn_runs(baselines[i].by_key, baselines[j].by_key) for i, j in pairs))
     suspects = VolatileSuspects()
     if config.volatile_noise_rate is not None:
-        for x, y in pairs:
-            suspects.learn_runs(x.by_key, y.by_key)
+        for i, j in pairs:
+            suspects.learn_runs(baselines[i].by_key, baselines[j].by_key)
     tally = VolatileTally(suspects.suspects(config.volatile_noise_rate, config.min_aligned))
     diff = Differ(resolver, band, flattener.typed_paths(changed))
     al = _Alignment(max_listed=config.max_listed, volatile=tally, content=content_tally(config))
     al.meaning = meaning_tally(config, run_a)
     al.shifts = ShiftTally.of(config, run_a2 is not None, run_a.paths)
     al = _align(run_a, run_b, run_a2, diff, config.max_examples, al)
-    for x, y in pairs[1:]:
-        _align_pair(x, y, diff, al)
+    for i, j in pairs[1:]:
+        _align_pair(baselines, (i, j), diff, al)
     keys_ab = run_a.by_key.keys() | run_b.by_key.keys()
     n_keys = len(keys_ab | (run_a2.by_key.keys() if run_a2 is not None else set()))
     return _Aligned(
@@ -494,8 +494,8 @@ def _align_parts(
             more = [s.load(i) for s in extras]
             _collapse_maps(more, changed)
             baselines = [ra, ra2, *more]
-            for x, y in noise_pairs(len(baselines))[1:]:
-                _align_pair(baselines[x], baselines[y], diff, al)
+            for pair in noise_pairs(len(baselines))[1:]:
+                _align_pair(baselines, pair, diff, al)
             del more, baselines
         for heap in al.heaps.values():  # the outputs of this partition's examples, so none is read again
             for _, k, _ in heap:
@@ -655,8 +655,9 @@ class _Alignment:
     meaning: MeaningTally | None = None
     #: the distribution shifts' counts (:mod:`.shifts`)
     shifts: ShiftTally = field(default_factory=ShiftTally)
-    #: the pairs of baseline runs beyond the first (``aa_replays`` > 1), by name, until :meth:`fold_pairs`
-    pairs: dict[str, _PairNoise] = field(default_factory=dict)
+    #: the pairs of baseline runs beyond the first (``aa_replays`` > 1), by their runs' indexes
+    #: (:func:`noise_pairs`), until :meth:`fold_pairs`
+    pairs: dict[tuple[int, int], _PairNoise] = field(default_factory=dict)
     #: per pair of baseline runs, first pair first, once folded; and the weight of a noise count in a test
     pair_stats: list[tuple[str, _PairNoise]] = field(default_factory=list)
     noise_weight: float = 1.0
@@ -696,8 +697,8 @@ class _Alignment:
         for path, heap in other.heaps.items():
             for item in heap:
                 self.keep_example(path, item, max_ex)
-        for name, pair in other.pairs.items():
-            self.pairs.setdefault(name, _PairNoise()).merge(pair)
+        for runs, pair in other.pairs.items():
+            self.pairs.setdefault(runs, _PairNoise()).merge(pair)
 
     def fold_pairs(self) -> None:
         """Pool the noise of every pair of baseline runs into the noise counts, keeping each pair's own.
@@ -719,8 +720,8 @@ class _Alignment:
             self.extra_a2,
         )
         self.pair_stats = [
-            ("baseline ~ baseline_2", first),
-            *sorted(self.pairs.items(), key=lambda kv: _pair_order(kv[0])),
+            (_pair_name((0, 1)), first),
+            *((_pair_name(runs), self.pairs[runs]) for runs in sorted(self.pairs, key=lambda ij: (ij[1], ij[0]))),
         ]
         for _, pair in self.pair_stats[1:]:
             self.aligned_noise += pair.aligned
@@ -760,18 +761,18 @@ class _Alignment:
             heapq.heapreplace(h, item)
 
 
-def _pair_order(name: str) -> tuple[int, int]:
-    """``"baseline ~ baseline_3"`` -> (3, 1): pairs in the order :func:`noise_pairs` makes them (by second run)."""
-    x, y = (int(n.rpartition("_")[2]) if "_" in n else 1 for n in name.split(" ~ "))
-    return y, x
+def _pair_name(runs: tuple[int, int]) -> str:
+    """``(0, 2)`` -> ``"baseline ~ baseline_3"``."""
+    return " ~ ".join(_baseline_name(i) for i in runs)
 
 
-def _align_pair(run_x: Run, run_y: Run, diff: Differ, al: _Alignment) -> None:
+def _align_pair(baselines: list[Run], runs: tuple[int, int], diff: Differ, al: _Alignment) -> None:
     """One more pair of baseline runs: its differences are noise like baseline vs baseline-2's, counted apart
     (:class:`_PairNoise`) until :meth:`_Alignment.fold_pairs` pools them. The rules that read values learn
     from it too (the volatile fields' shapes, the distribution shifts' transitions, the content audits' and
     the meaning rule's A/A findings)."""
-    pair = al.pairs.setdefault(f"{run_x.name} ~ {run_y.name}", _PairNoise())
+    pair = al.pairs.setdefault(runs, _PairNoise())
+    run_x, run_y = baselines[runs[0]], baselines[runs[1]]
     tally = al.volatile if al.volatile.suspects else None
     audit = al.content.add if al.content is not None else None
     meaning = al.meaning.add if al.meaning is not None else None
