@@ -33,6 +33,7 @@ from airflow_flink_replay.commands.arguments import folder_problems, positive_fl
 from airflow_flink_replay.commands.output import one_line, printable
 
 if TYPE_CHECKING:
+    from airflow_flink_replay.core.agent_check import DefinitionFacts
     from airflow_flink_replay.local.demo import AgentRef, DemoTopics
     from airflow_flink_replay.local.stack import StackInfo
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"deploy: {one_line(err)}", file=sys.stderr)
         return 2
     try:
-        refused = _refused(stack, agent)
+        refused, facts = _refused(stack, agent)
         if refused:
             print(printable(f"deploy: {refused}", keep="\n"), file=sys.stderr)
             return 1
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.spec_out:
         write_spec(stack, topics, args.spec_out, name=args.name, job_name=args.name, job_identifier=args.name,
                    window_records=args.window, runs_dir=Path(stack.workdir) / "runs" / args.name, agent=agent,
-                   candidate=args.candidate)
+                   candidate=args.candidate, timing=spec_timing(facts))
         print(f"  spec: {args.spec_out} (flink-replay run-dag gate --spec {args.spec_out})")
         check_compare_key(stack, topics.outputs, args.spec_out)
     return 0
@@ -165,15 +166,32 @@ def _prepared_stack(args: argparse.Namespace, agent: AgentRef) -> StackInfo:
     return stack
 
 
-def _refused(stack: StackInfo, agent: AgentRef) -> str:
-    """The agent check's refusal of production's definition (its problems), or ``""``."""
+def _refused(stack: StackInfo, agent: AgentRef) -> tuple[str, DefinitionFacts | None]:
+    """The agent check's refusal of production's definition (its problems), or ``""``; and its facts."""
     from airflow_flink_replay.local.own_job import check_definition
 
     report = check_definition(stack, agent)
+    facts = report.facts.definition("production")
     if not report.refused:
-        return ""
+        return "", facts
     return (f"production's job definition {agent.reference} would not run in Flink; nothing was submitted.\n"
-            + "\n".join(report.problems))
+            + "\n".join(report.problems)), facts
+
+
+def spec_timing(facts: DefinitionFacts | None) -> dict[str, Any]:
+    """What the spec says of production's time, from its definition (the agent check's facts): its event time
+    and watermark (the manifest records them for the replays), and for a pipeline with windows the ``stop``
+    quiesce (``drain`` would fire every open window before the savepoint)."""
+    out: dict[str, Any] = {}
+    if facts is None:
+        return out
+    if facts.event_time is not None and facts.event_time.source == "field":
+        out["event_time"] = facts.event_time.model_dump(exclude_none=True)
+    if facts.watermark and facts.watermark.startswith("bounded:"):
+        out["watermark"] = {"max_out_of_orderness_ms": int(facts.watermark.split(":", 1)[1])}
+    if any(s.kind == "window" for s in facts.stages):
+        out["quiesce_mode"] = "stop"
+    return out
 
 
 #: Production outputs read to check the spec's compare key, and how long the topic may stay quiet meanwhile.

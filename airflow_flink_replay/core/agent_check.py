@@ -47,6 +47,7 @@ from pydantic import BaseModel, Field
 
 from airflow_flink_replay.core.carrier import carried, encode_carried
 from airflow_flink_replay.core.identity import uid_to_operator_id
+from airflow_flink_replay.core.manifest import EventTime
 from airflow_flink_replay.core.policy import Decision, ReplayPolicy
 
 __all__ = [
@@ -58,11 +59,14 @@ __all__ = [
     "PythonFailure",
     "ResourceDecision",
     "SampleRun",
+    "StageFact",
     "changed_resources",
     "decode_facts",
     "encode_facts",
     "judge",
     "python_error_fix",
+    "stage_problems",
+    "stage_warnings",
 ]
 
 #: What precedes the encoded facts in the job graph's operator name (REST) or on the program's stdout (CLI).
@@ -144,6 +148,18 @@ class SampleRun(BaseModel):
     timed_out: bool = False
 
 
+class StageFact(BaseModel):
+    """One stage of a pipeline definition (an ``AgentJob`` is one agent stage)."""
+
+    name: str
+    kind: Literal["agent", "window", "map", "filter", "flat_map"]
+    uid: str | None = Field(default=None, description="the uid its operator gets (None: the agent pin's)")
+    stateful: bool = False
+    key: str | None = Field(default=None, description="fingerprint of its key selector (keyed stages)")
+    key_type: str | None = None
+    event_time: bool | None = Field(default=None, description="a window: assigned by event time (None: unknown)")
+
+
 class DefinitionFacts(BaseModel):
     """What the job side found in one job definition."""
 
@@ -169,6 +185,11 @@ class DefinitionFacts(BaseModel):
     )
     input: InputTrial | None = None
     sample: SampleRun | None = None
+    stages: list[StageFact] = Field(
+        default_factory=list, description="a pipeline's stages in order (empty: one agent, an AgentJob)"
+    )
+    event_time: EventTime | None = Field(default=None, description="the definition's event time")
+    watermark: str | None = Field(default=None, description="its watermark strategy: monotonous or bounded:<ms>")
 
 
 class SampleFacts(BaseModel):
@@ -307,6 +328,12 @@ def _render_definition(d: DefinitionFacts, decisions: list[ResourceDecision]) ->
     lines += [f"    {r.type:<{width}}  {r.name:<{name_width}}  {r.level:<6}  {r.shown()}" for r in decisions]
     if d.invisible:
         lines.append(f"  declared on a base class, NOT in the plan: {', '.join(d.invisible)}")
+    if d.stages:
+        lines.append("  stages: " + " -> ".join(
+            f"{s.name} ({s.kind}{', uid ' + s.uid if s.uid else ''}"
+            + (", processing time" if s.event_time is False else "") + ")" for s in d.stages))  # fmt: skip
+    if d.event_time is not None and d.event_time.source == "field":
+        lines.append(f"  event time: {d.event_time.field} ({d.event_time.unit}), watermark {d.watermark}")
     if d.input is not None:
         t = d.input
         if t.error is not None:
@@ -401,8 +428,13 @@ def _decisions(
         if change is not None:
             applied = applied.with_changed([r.name])
         decisions.append(
-            ResourceDecision(name=r.name, type=r.type, level=r.level, change=change,
-                             decision=decision_of(applied, r, cassette=cassette))
+            ResourceDecision(
+                name=r.name,
+                type=r.type,
+                level=r.level,
+                change=change,
+                decision=decision_of(applied, r, cassette=cassette),
+            )
         )
     return decisions
 
@@ -413,11 +445,15 @@ def _unfingerprinted(facts: CheckFacts) -> list[str]:
     if not (production and candidate) or production.error or candidate.error:
         return []
     if not any(r.fingerprint for r in (*production.resources, *candidate.resources)):
-        return [
-            "the job side sent no resource fingerprints (an older airflow-flink-replay in the cluster's Python?): "
-            "resources the candidate changed cannot be told apart, and a cassette would serve their calls "
-            "production's recorded results. Fix: install this version in the Flink cluster's Python"
-        ] if production.resources or candidate.resources else []
+        return (
+            [
+                "the job side sent no resource fingerprints (an older airflow-flink-replay in the cluster's Python?): "
+                "resources the candidate changed cannot be told apart, and a cassette would serve their calls "
+                "production's recorded results. Fix: install this version in the Flink cluster's Python"
+            ]
+            if production.resources or candidate.resources
+            else []
+        )
     theirs = {(r.type, r.name): r for r in production.resources}
     warnings = []
     for r in candidate.resources:
@@ -461,6 +497,8 @@ def judge(
         report.problems += _lost(production, candidate)
     if production and candidate:
         report.problems += _keys_differ(production, candidate)
+        report.problems += stage_problems(production, candidate)
+    report.warnings += [w for d in facts.definitions for w in stage_warnings(d)]
     if production and candidate and production.input and candidate.input:
         p, c = production.input.input_type, candidate.input.input_type
         if p and c and p != c:
@@ -495,6 +533,41 @@ def _keys_differ(production: DefinitionFacts, candidate: DefinitionFacts) -> lis
             "Fix: give the candidate's AgentJob production's key_selector"
         )
     return problems
+
+
+def stage_problems(production: DefinitionFacts, candidate: DefinitionFacts) -> list[str]:
+    """A pipeline candidate must keep every stateful stage of production (same uid) keyed as production keys
+    it: the savepoint's state of a stage is under its uid and its keys."""
+    problems = []
+    kept = {s.uid: s for s in candidate.stages if s.stateful and s.uid}
+    for stage in production.stages:
+        if not (stage.stateful and stage.uid):
+            continue
+        other = kept.get(stage.uid)
+        if other is None:
+            problems.append(
+                f"the candidate drops production's stateful stage {stage.name!r} ({stage.kind}, uid {stage.uid}): "
+                "its state in the savepoint (open windows, the agent's runs) would not be restored. Fix: keep the "
+                "stage with its uid in the candidate's pipeline"
+            )
+        elif (stage.key, stage.key_type) != (other.key, other.key_type):
+            problems.append(
+                f"the candidate re-keys production's stateful stage {stage.name!r} (uid {stage.uid}): another key "
+                f"selector or key type than production's, whose state in the savepoint is under production's keys. "
+                "Fix: give the candidate's stage production's key_selector and key_type"
+            )
+    return problems
+
+
+def stage_warnings(d: DefinitionFacts) -> list[str]:
+    """Processing-time windows do not replay: they group records by when they arrive."""
+    return [
+        f"{d.role}: window stage {s.name!r} assigns windows by processing time: every replay groups the records "
+        "differently (and a bounded replay may end before a window fires), so its outputs differ run to run. Fix: "
+        "an event-time window (e.g. TumblingEventTimeWindows) over the pipeline's event_time"
+        for s in d.stages
+        if s.kind == "window" and s.event_time is False
+    ]
 
 
 #: PyFlink's message when code in a Python worker would start a Java gateway (``pyflink/java_gateway.py``).
@@ -551,8 +624,12 @@ def _sample_warnings(d: DefinitionFacts) -> list[str]:
         return [f"{d.role}'s sample run did not finish in time (a slow chat model?): it was not judged"]
     if run.error is None:
         return []
-    after = " after a call the sample recorded or blocked instead of making it (its stand-in may be what the " \
-        "agent could not use)" if run.substituted else ""
+    after = (
+        " after a call the sample recorded or blocked instead of making it (its stand-in may be what the "
+        "agent could not use)"
+        if run.substituted
+        else ""
+    )
     return [
         f"{d.role}'s sample run on {run.record or 'a captured record'} raised {run.error.headline()}{after}: the "
         "replays may fail the same way. The traceback is in the check's facts (run record)"
@@ -588,7 +665,8 @@ def _error_problem(d: DefinitionFacts, err: PythonFailure) -> str:
     fix = {
         "import": f"make {d.ref.split(':', 1)[0]} importable by the Flink cluster's Python and fix the error above",
         "build": "fix the error above in the agent's construction (or its zero-argument factory)",
-        "worker": python_error_fix(err.headline()) or "make the modules in the traceback importable in a Python "
+        "worker": python_error_fix(err.headline())
+        or "make the modules in the traceback importable in a Python "
         "without a Java gateway and without the client's state (nothing at their top level that needs the job's "
         "environment)",
         "plan": "fix the resource or action declaration named in the traceback",

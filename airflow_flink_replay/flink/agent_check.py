@@ -54,6 +54,7 @@ from airflow_flink_replay.core.agent_check import (
     PythonFailure,
     ResourceFact,
     SampleFacts,
+    StageFact,
     encode_facts,
 )
 from airflow_flink_replay.core.kafka_security import KafkaClientSecurity
@@ -164,11 +165,12 @@ def try_inputs(job: Any, records: Sequence[CapturedRecord]) -> InputTrial:
     shown by its text, as audit records and cassette entries name it."""
     from airflow_flink_replay.core.audit import key_text_of
 
+    key_selector = getattr(job, "input_key_selector", None) or job.key_selector  # a pipeline: its input's key
     trial = InputTrial()
     for record in records:
         try:
             value = job.deserializer(record.value)
-            key = job.key_selector(value)
+            key = key_selector(value)
             hash(key)
         except Exception as exc:
             return InputTrial(records=trial.records, error=python_error(exc), failed_record=record.where)
@@ -282,6 +284,7 @@ def inspect_definition(
 ) -> DefinitionFacts:
     """Import and build one definition, import its worker-side code as Flink's Python worker does, plan it, try
     it on ``records`` and run the agent on the first of them (``sample_runs`` > 0); every failure becomes facts."""
+    from airflow_flink_replay.flink.agent_pipeline import AgentPipeline, as_pipeline
     from airflow_flink_replay.flink.sample_run import run_sample
     from airflow_flink_replay.flink.worker_import import worker_import_failure
 
@@ -290,26 +293,78 @@ def inspect_definition(
         importlib.import_module(ref.split(":", 1)[0])
         facts.stage = "build"
         job = load_definition(ref, form, key_field, mem0_config)
-        agent = job.build_agent()
-        facts.agent_class = qualified(agent)
-        key_type = job.key_type  # None: pickled, as Flink Agents keys a stream itself
-        facts.key_serializer = "pickled" if key_type is None else str(key_type)
-        facts.invisible = invisible_declarations(type(agent))
+        pipeline = as_pipeline(job)
+        stage_jobs = [pipeline.stage_job(s) for s in pipeline.agent_stages()]
+        agents = [j.build_agent() for j in stage_jobs]
+        facts.agent_class = ", ".join(qualified(a) for a in agents)
+        key_type = pipeline.key_type if pipeline.key_selector is not None else stage_jobs[0].key_type
+        facts.key_serializer = "pickled" if key_type is None else str(key_type)  # None: as Flink Agents keys
+        facts.invisible = [f for a in agents for f in invisible_declarations(type(a))]
+        facts.event_time, facts.watermark = pipeline.event_time, pipeline.watermark
+        if isinstance(job, AgentPipeline):
+            facts.stages = stage_facts(pipeline)
         facts.stage = "worker"
         facts.error = worker_import_failure(job)
         if facts.error is not None:
             return facts
         facts.stage = "plan"
-        plan_facts(facts, job, job.build_plan(mem0_config))
+        for stage_job in stage_jobs:
+            plan_facts(facts, stage_job, stage_job.build_plan(mem0_config))
         facts.stage = "input"
-        facts.input = try_inputs(job, records) if records else InputTrial()
+        facts.input = try_inputs(pipeline, records) if records else InputTrial()
         facts.stage = "done"
     except (Exception, SystemExit) as exc:  # a module that exits at import is reported like one that raises
         facts.error = python_error(exc)
         return facts
-    if sample_runs > 0 and records and facts.input is not None and facts.input.error is None:
-        facts.sample = run_sample(job, records[0].value, records[0].where, facts, policy or ReplayPolicy(), mem0_config)
+    first = pipeline.stages[0]
+    if sample_runs > 0 and records and facts.input is not None and facts.input.error is None and first is not None:
+        sampled = sample_job(pipeline)
+        if sampled is not None:
+            facts.sample = run_sample(sampled, records[0].value, records[0].where, facts, policy or ReplayPolicy(),
+                                      mem0_config)  # fmt: skip
     return facts
+
+
+def sample_job(pipeline: Any) -> Any:
+    """The agent a sample run tries on a captured record: the first stage's, when the first stage is an agent
+    (fed the pipeline's deserialised input); None otherwise."""
+    import dataclasses
+
+    from airflow_flink_replay.flink.agent_pipeline import AgentStage
+
+    first = pipeline.stages[0]
+    if not isinstance(first, AgentStage):
+        return None
+    return dataclasses.replace(pipeline.stage_job(first), deserializer=pipeline.deserializer)
+
+
+def stage_facts(pipeline: Any) -> list[StageFact]:
+    """Each stage of a pipeline as facts: kind, the uid its operator gets, its key selector's fingerprint and key
+    type, and whether a window assigns by event time."""
+    from airflow_flink_replay.flink.agent_pipeline import AgentStage, WindowStage
+    from airflow_flink_replay.flink.fingerprint import function_fingerprint
+
+    out = []
+    for stage, uid in pipeline.stage_uids(None):
+        key = stage.job.key_selector if isinstance(stage, AgentStage) else getattr(stage, "key_selector", None)
+        key_type = stage.job.key_type if isinstance(stage, AgentStage) else getattr(stage, "key_type", None)
+        out.append(StageFact(
+            name=stage.name, kind=stage.kind, uid=uid, stateful=stage.stateful,
+            key=_key_fingerprint(key, function_fingerprint) if key is not None else None,
+            key_type=None if key is None else "pickled" if key_type is None else str(key_type),
+            event_time=stage.is_event_time() if isinstance(stage, WindowStage) else None,
+        ))  # fmt: skip
+    return out
+
+
+def _key_fingerprint(key: Any, fingerprint: Any) -> str:
+    """A key selector's fingerprint: its code (a function) or its class and settings (an instance)."""
+    try:
+        if callable(key) and hasattr(key, "__code__"):
+            return str(fingerprint(key))
+        return f"{qualified(key)}:{sorted(vars(key).items())!r}"
+    except Exception:  # the user's object: a key that cannot be fingerprinted compares by its type
+        return qualified(key)
 
 
 # -------------------------------------------------------------------------------------------------- main
@@ -326,8 +381,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers as seen from the job side")
     p.add_argument("--kafka-security", default=None, help="JSON: KafkaClientSecurity (password by reference)")
     p.add_argument("--samples", type=int, default=3, help="captured records to try per definition")
-    p.add_argument("--sample-runs", type=int, default=1,
-                   help="run the agent on the first captured record (0: do not; see flink.sample_run)")
+    p.add_argument(
+        "--sample-runs",
+        type=int,
+        default=1,
+        help="run the agent on the first captured record (0: do not; see flink.sample_run)",
+    )
     p.add_argument("--policy", default=None, help="JSON: the run's ReplayPolicy (the sample run applies it)")
     p.add_argument("--emit", choices=("plan", "stdout"), default="plan")
     return p.parse_args(list(argv))

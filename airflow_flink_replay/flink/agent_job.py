@@ -252,13 +252,7 @@ class AgentJob:
 
     def flink_key_type(self) -> Any:
         """The PyFlink ``TypeInformation`` of the key (see :attr:`key_type`)."""
-        from pyflink.common import Types
-
-        if self.key_type is None:
-            return Types.PICKLED_BYTE_ARRAY()
-        if isinstance(self.key_type, str):
-            return {"string": Types.STRING, "long": Types.LONG, "int": Types.INT}[self.key_type]()
-        return self.key_type
+        return flink_key_type_of(self.key_type)
 
     @classmethod
     def from_factory(
@@ -287,6 +281,18 @@ class AgentJob:
             output_serializer=to_json_object,
             key_type="string",
         )
+
+
+def flink_key_type_of(key_type: KeyTypeName | Any | None) -> Any:
+    """A key type as PyFlink ``TypeInformation``: None pickled (as Flink Agents keys), a name its Flink type,
+    a ``TypeInformation`` itself."""
+    from pyflink.common import Types
+
+    if key_type is None:
+        return Types.PICKLED_BYTE_ARRAY()
+    if isinstance(key_type, str):
+        return {"string": Types.STRING, "long": Types.LONG, "int": Types.INT}[key_type]()
+    return key_type
 
 
 class _FactoryCall:
@@ -389,18 +395,24 @@ def _is_agent_class(cls: type) -> bool:
     return issubclass(cls, base)
 
 
-def as_agent_job(obj: Any, ref: str) -> AgentJob:
-    """``obj`` (an attribute named by ``ref``) as an :class:`AgentJob`: itself, or what its zero-argument call
+def is_job_definition(obj: Any) -> bool:
+    """An :class:`AgentJob`, or an ``AgentPipeline`` (which says so: this module does not import it)."""
+    return isinstance(obj, AgentJob) or getattr(type(obj), "is_pipeline", False) is True
+
+
+def as_agent_job(obj: Any, ref: str) -> Any:
+    """``obj`` (an attribute named by ``ref``) as a job definition — an :class:`AgentJob` or an
+    :class:`~airflow_flink_replay.flink.agent_pipeline.AgentPipeline`: itself, or what its zero-argument call
     returns. Raises ``ValueError`` naming the reference and the fix."""
-    if not isinstance(obj, AgentJob) and callable(obj) and not isinstance(obj, type):
+    if not is_job_definition(obj) and callable(obj) and not isinstance(obj, type):
         try:
             obj = obj()
         except TypeError as err:
             raise ValueError(
                 f"job definition {ref!r} is a function that cannot be called without arguments ({err}). Fix: "
-                "name the AgentJob itself, or a zero-argument function returning it"
+                "name the AgentJob (or AgentPipeline) itself, or a zero-argument function returning it"
             ) from None
-    if not isinstance(obj, AgentJob):
+    if not is_job_definition(obj):
         if isinstance(obj, type) and _is_agent_class(obj):
             hint = f" (an Agent class: wrap it, `job = AgentJob(agent={obj.__name__}, key_selector=...)`)"
         elif _agent_base() is not None and _is_agent(obj):
@@ -411,7 +423,7 @@ def as_agent_job(obj: Any, ref: str) -> AgentJob:
         else:
             hint = ""
         raise ValueError(
-            f"job definition {ref!r} is a {type(obj).__name__}, not an AgentJob{hint}. Fix: define "
+            f"job definition {ref!r} is a {type(obj).__name__}, not an AgentJob or AgentPipeline{hint}. Fix: define "
             "`job = AgentJob(agent=..., key_selector=...)` (airflow_flink_replay.flink.agent_job) and name it"
         )
     return obj
@@ -427,9 +439,10 @@ def resolve_attr(module: Any, attr: str, ref: str) -> Any:
     return obj
 
 
-def load_agent_job(ref: str) -> AgentJob:
-    """Resolve ``"package.module:attr"`` to an :class:`AgentJob` (the attribute, or what its zero-argument
-    call returns), importing the module by its own name. Raises ``ValueError`` naming the reference and the fix.
+def load_agent_job(ref: str) -> Any:
+    """Resolve ``"package.module:attr"`` to a job definition, an :class:`AgentJob` or an ``AgentPipeline`` (the
+    attribute, or what its zero-argument call returns), importing the module by its own name. Raises
+    ``ValueError`` naming the reference and the fix.
     (The replay job imports it from a content-hashed copy instead:
     :func:`airflow_flink_replay.flink.agent_build.load_job_definition`.)"""
     if ":" not in ref:

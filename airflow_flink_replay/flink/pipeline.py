@@ -4,6 +4,10 @@
       → key by the job's key selector (typed key) → agent ("action-execute-operator", pinned: uid / uid hash /
       max parallelism) → output serializer (uid afr-agent-output) → JSON strings
 
+A pipeline (:class:`~airflow_flink_replay.flink.agent_pipeline.AgentPipeline`) runs its stages in order between
+the ingest and the output serializer: agents (each keyed by its own key selector, the first pinned as above,
+the others by their stage's uid), keyed windows and stateless steps (:func:`apply_stages`).
+
 :func:`apply_agent_job` is the public entry. Production's own ``main()`` calls it on its own source stream::
 
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -37,6 +41,7 @@ from pyflink.datastream.functions import ProcessFunction, RuntimeContext
 
 from airflow_flink_replay.flink.agent_job import AgentJob, set_config
 from airflow_flink_replay.flink.agent_pin import AgentPin, pin_agent_operator
+from airflow_flink_replay.flink.agent_pipeline import AgentPipeline, AgentStage, Stage, WindowStage, as_pipeline
 from airflow_flink_replay.flink.capture import CaptureConfig, CaptureWriter
 
 __all__ = [
@@ -46,6 +51,7 @@ __all__ = [
     "agent_plan_of",
     "agents_environment",
     "apply_agent_job",
+    "apply_stages",
 ]
 
 INGEST_UID = "afr-ingest"
@@ -105,10 +111,11 @@ class _Ingest(ProcessFunction):
     — before the tee, so the capture topic holds exactly the agent's input — or fails the job (``"fail"``).
     """
 
-    def __init__(self, job: AgentJob, capture: CaptureConfig | None) -> None:
-        self.deserializer = job.deserializer
-        self.key_selector = job.key_selector
-        self.bad_records = job.bad_records
+    def __init__(self, job: AgentJob | AgentPipeline, capture: CaptureConfig | None) -> None:
+        pipeline = as_pipeline(job)
+        self.deserializer = pipeline.deserializer
+        self.key_selector = pipeline.input_key_selector
+        self.bad_records = pipeline.bad_records
         self.capture = capture
         self._writer: CaptureWriter | None = None
 
@@ -226,7 +233,7 @@ def _cluster_loads_agents_from_lib(config: Any) -> bool:
     return any(p.strip().strip("[]'\" ") == AGENTS_PACKAGE for p in re.split(r"[;,]", patterns))
 
 
-def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | None = None) -> Any:
+def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | AgentPipeline | None = None) -> Any:
     """``AgentsExecutionEnvironment`` on ``env``: the job's config options, then ``config`` (the runtime's
     action-state store and identity win), and the job's env-level resources registered.
 
@@ -248,55 +255,124 @@ def agents_environment(env: Any, config: AgentRuntimeConfig, job: AgentJob | Non
 def apply_agent_job(
     env: Any,
     raw_source: Any,
-    job: AgentJob,
+    job: AgentJob | AgentPipeline,
     *,
     runtime: AgentRuntimeConfig,
     pin: AgentPin | None = None,
     capture: CaptureConfig | None = None,
-    plan_hook: Callable[[Any], None] | None = None,
+    plan_hook: Callable[[Any, AgentStage], None] | None = None,
     mem0_config: Mapping[str, Any] | None = None,
     output_extra: Mapping[str, Any] | None = None,
     output_timing_key: str | None = None,
+    stage_outputs: bool = False,
 ) -> Any:
-    """Run ``job``'s agent over ``raw_source``; returns the DataStream of its outputs as JSON text.
+    """Run ``job`` — one agent (:class:`~airflow_flink_replay.flink.agent_job.AgentJob`) or the stages of an
+    :class:`~airflow_flink_replay.flink.agent_pipeline.AgentPipeline` — over ``raw_source``; returns the
+    DataStream of the last stage's outputs as JSON text.
 
     - ``raw_source``: a DataStream of the records' raw values — ``bytes`` (a Kafka source with PyFlink's
       ``ByteArraySchema``, what :func:`~airflow_flink_replay.flink.kafka.unbounded_source` builds) or text
       (encoded as UTF-8). Event time and watermarks are the caller's: assign them on ``raw_source``.
-    - ``runtime``: the agent operator's action-state store and ``job-identifier`` (the Mem0 namespace).
-    - ``pin``: the agent operator's identity (uid / uid hash / max parallelism) so savepoints map onto it.
-    - ``capture``: production only — the raw bytes of every record the agent receives, unchanged, written
-      to the capture topic keyed by the agent key (per-key order kept) with provenance headers.
-    - ``plan_hook``: may rewrite the compiled ``AgentPlan`` before Flink gets it (the replay wraps resources,
-      the agent's and the env-level ones alike, in policy proxies there).
-    - ``mem0_config``: the store config the job's :class:`~airflow_flink_replay.flink.agent_job.MemoryBinding`
-      is built with (production's in production, the replay's in a replay).
+    - ``runtime``: the agent operators' action-state store and ``job-identifier`` (the Mem0 namespace).
+    - ``pin``: the (first) agent operator's identity (uid / uid hash) and the max parallelism of every stateful
+      operator, so savepoints map onto them; a pipeline's other stages carry their own uids.
+    - ``capture``: production only — the raw bytes of every record the job receives, unchanged, written
+      to the capture topic keyed by the input's key (per-key order kept) with provenance headers.
+    - ``plan_hook(plan, stage)``: may rewrite each agent's compiled ``AgentPlan`` before Flink gets it (the
+      replay wraps resources, the agent's and the env-level ones alike, in policy proxies there).
+    - ``mem0_config``: the store config each agent's
+      :class:`~airflow_flink_replay.flink.agent_job.MemoryBinding` is built with (production's in production,
+      the replay's in a replay).
     - ``output_extra`` is merged into every output object; ``output_timing_key`` adds the record's event time
       and the current watermark under that key (a process function instead of a map, same uid: no state).
+    - ``stage_outputs`` (needs ``output_timing_key``): the outputs of the pipeline's ``compare_stages`` are in
+      the returned stream too, each marked ``output[output_timing_key]["stage"] = <stage name>`` (the replay).
 
-    Must be called once per ``env`` (Flink Agents 0.2.0 applies one agent per builder); connector jars must be
-    on ``env`` before (see :func:`agents_environment`).
+    Must be called once per ``env``; connector jars must be on ``env`` before (see :func:`agents_environment`).
     """
+    pipeline = as_pipeline(job)
+    if pin is not None and pin.uid_hash and len(pipeline.stages) > 1:
+        raise ValueError(
+            "a pipeline cannot be replayed by uid hash (production without uids): every stateful stage needs a uid "
+            "production and the replay share. Fix: deploy production with uids (production_job.py --agent-uid, or "
+            "pin its agent in your main()) and set production.agent_uid"
+        )
+    stream = raw_source.process(_Ingest(pipeline, capture)).uid(INGEST_UID).name("ingest")
+    agents_env = agents_environment(env, runtime, pipeline)
+    outputs = apply_stages(stream, pipeline, agents_env, pin or AgentPin(), plan_hook, mem0_config)
+    last_stage, last = outputs[-1]
+    out = _serialized(last, last_stage.output_serializer, output_extra, output_timing_key).uid(OUTPUT_UID)
+    out = out.name("agent-output")
+    if not (stage_outputs and output_timing_key and pipeline.compare_stages):
+        return out
+    for stage, stream in outputs[:-1]:
+        if stage.name in pipeline.compare_stages:
+            extra = dict(output_extra or {})
+            extra[output_timing_key] = {**dict(extra.get(output_timing_key) or {}), "stage": stage.name}
+            marked = _serialized(stream, stage.output_serializer, extra, output_timing_key)
+            out = out.union(marked.uid(f"{OUTPUT_UID}-{stage.name}").name(f"stage-output-{stage.name}"))
+    return out
+
+
+def _serialized(
+    stream: Any, serializer: Callable[[Any], Mapping[str, Any]], extra: Mapping[str, Any] | None, timing_key: str | None
+) -> Any:
+    """``stream``'s elements as sorted JSON text (with the timing under ``timing_key`` when given)."""
     from pyflink.common import Types
 
+    if timing_key:
+        return stream.process(_ToJsonTimed(serializer, extra, timing_key), output_type=Types.STRING())
+    return stream.map(_ToJson(serializer, extra), output_type=Types.STRING())
+
+
+def apply_stages(
+    stream: Any,
+    pipeline: AgentPipeline,
+    agents_env: Any,
+    pin: AgentPin,
+    plan_hook: Callable[[Any, AgentStage], None] | None,
+    mem0_config: Mapping[str, Any] | None,
+) -> list[tuple[Stage, Any]]:
+    """Each stage of ``pipeline`` applied in order to ``stream`` (the ingested input); returns every stage with
+    its output stream (Python objects). Agents go through ``agents_env``; the first agent carries ``pin``'s uid or
+    uid hash, every other stateful operator its stage's uid; all stateful ones ``pin``'s max parallelism."""
+    outputs: list[tuple[Stage, Any]] = []
+    first_uid = pin.uid or None
+    for stage, uid in pipeline.stage_uids(first_uid):
+        if isinstance(stage, AgentStage):
+            stream = _apply_agent(stream, pipeline.stage_job(stage), stage, agents_env, plan_hook, mem0_config)
+            stage_pin = AgentPin(uid=uid, uid_hash=pin.uid_hash if uid is None else None,
+                                 max_parallelism=pin.max_parallelism)  # fmt: skip
+            if not stage_pin.is_empty:
+                pin_agent_operator(stream, stage_pin)
+        elif isinstance(stage, WindowStage):
+            keyed = stream.key_by(stage.key_selector, key_type=stage.flink_key_type())
+            stream = keyed.window(stage.window_assigner()).process(stage.window_function())
+            stream = stream.uid(uid).name(stage.name)
+            if pin.max_parallelism:
+                stream.set_max_parallelism(int(pin.max_parallelism))
+        else:
+            stream = getattr(stream, stage.kind)(stage.function).uid(uid).name(stage.name)
+        outputs.append((stage, stream))
+    return outputs
+
+
+def _apply_agent(
+    stream: Any,
+    job: AgentJob,
+    stage: AgentStage,
+    agents_env: Any,
+    plan_hook: Callable[[Any, AgentStage], None] | None,
+    mem0_config: Mapping[str, Any] | None,
+) -> Any:
+    """``job``'s agent over ``stream`` keyed by its key selector; returns the agent's outputs (Python objects)."""
     agent = job.agent_with_memory(mem0_config)
     # The agent operator takes pickled Python objects: no output_type on the streams that feed it.
-    stream = raw_source.process(_Ingest(job, capture)).uid(INGEST_UID).name("ingest")
     keyed = stream.key_by(job.key_selector, key_type=job.flink_key_type())
-    agents_env = agents_environment(env, runtime, job)
     builder = agents_env.from_datastream(input=keyed).apply(agent)
     if plan_hook is not None:
-        plan_hook(agent_plan_of(builder))
-    out = builder.to_datastream()
-    if pin is not None and not pin.is_empty:
-        pin_agent_operator(out, pin)
-    if output_timing_key:
-        out = out.process(
-            _ToJsonTimed(job.output_serializer, output_extra, output_timing_key), output_type=Types.STRING()
-        )
-    else:
-        out = out.map(_ToJson(job.output_serializer, output_extra), output_type=Types.STRING())
-    return out.uid(OUTPUT_UID).name("agent-output")
+        plan_hook(agent_plan_of(builder), stage)
+    return builder.to_datastream()
 
 
 def agent_plan_of(builder: Any) -> Any:

@@ -81,8 +81,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--key-field", default="customer", help="--agent-factory only: JSON field that is the agent key")
     p.add_argument("--agent-options", default="", help="--agent-factory only: JSON object of extra factory kwargs")
     p.add_argument("--bootstrap", required=True)
-    p.add_argument("--kafka-security", default="", help="JSON: KafkaClientSecurity of a secured broker (password "
-                   "by reference, resolved inside Flink)")
+    p.add_argument(
+        "--kafka-security",
+        default="",
+        help="JSON: KafkaClientSecurity of a secured broker (password by reference, resolved inside Flink)",
+    )
     p.add_argument("--source-topic", required=True)
     p.add_argument("--sink-topic", required=True)
     p.add_argument("--capture-topic", default="", help="capture tee topic ('' = no tee)")
@@ -165,8 +168,9 @@ def source_stream(env: Any, args: argparse.Namespace, timing: Any, properties: d
     from airflow_flink_replay.flink.event_time import watermark_strategy_for
     from airflow_flink_replay.flink.kafka import unbounded_source
 
-    source = unbounded_source(args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}",
-                              properties=properties)
+    source = unbounded_source(
+        args.bootstrap, args.source_topic, args.group_id or f"afr-{args.job_name}", properties=properties
+    )
     if timing.event_time.source == "field":  # a Python timestamp assigner cannot run inside the source
         from pyflink.common import WatermarkStrategy
 
@@ -190,11 +194,12 @@ def cassette_plan_hook(args: argparse.Namespace, job: Any) -> Any:
         security=args.kafka_security,  # references only; resolved when the producer opens
         namespace=args.job_identifier,
     )
-    key_field, key_selector = audit_key_source(job, args.key_field)  # cassette keys: as the replays' audit
 
-    def hook(plan: Any) -> None:
+    def hook(plan: Any, stage: Any) -> None:
+        key_field, key_selector = audit_key_source(stage.job, args.key_field)  # cassette keys: as the replays' audit
         report = record_plan_resources(plan, recording, key_field, key_selector)
-        logging.info("production: calls recorded to %s for %s", recording.topic, report["wrapped"])
+        logging.info("production: calls of stage %s recorded to %s for %s", stage.name, recording.topic,
+                     report["wrapped"])  # fmt: skip
 
     return hook
 

@@ -233,20 +233,26 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
     proxies = importlib.import_module(f"{runtime_pkg}.flink.proxies")
     policy_cls = importlib.import_module(f"{runtime_pkg}.core.policy").ReplayPolicy
     logging.info("replay %s: agent %s from %s", spec.variant, spec.agent_ref, module)
-    key_field, key_selector = audit_key_source(job, spec.key_field)  # audit keys: as production's cassette
 
-    def plan_hook(plan: Any) -> None:
+    def plan_hook(plan: Any, stage: Any) -> None:
+        key_field, key_selector = audit_key_source(stage.job, spec.key_field)  # audit keys: as production's cassette
         policy = policy_cls.model_validate_json(spec.policy.model_dump_json())
-        if getattr(job, "memory", None) is not None:  # the memory binding writes to this replay's own fork
-            policy = policy.with_memory(job.memory.resource_name)
+        if stage.job.memory is not None:  # the memory binding writes to this replay's own fork
+            policy = policy.with_memory(stage.job.memory.resource_name)
         if spec.changed_resources:  # the candidate's changed resources: never served production's cassette
             policy = policy.with_changed(spec.changed_resources)
             logging.info("replay %s: changed resources, never replayed: %s", spec.variant, spec.changed_resources)
         report = proxies.rewrite_plan_resources(
-            plan, policy, spec.variant, spec.audit_target(), key_field, namespace=spec.job_identifier,
-            cassette=spec.cassette_json(), key_selector=key_selector,
+            plan,
+            policy,
+            spec.variant,
+            spec.audit_target(),
+            key_field,
+            namespace=spec.job_identifier,
+            cassette=spec.cassette_json(),
+            key_selector=key_selector,
         )
-        logging.info("replay %s: resources %s", spec.variant, report)
+        logging.info("replay %s: resources of stage %s: %s", spec.variant, stage.name, report)
 
     out = apply_agent_job(
         env,
@@ -264,6 +270,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
         mem0_config=spec.mem0_config,
         output_extra={"_replay": {"variant": spec.variant, "partition": None, "offset": None}},
         output_timing_key="_replay",
+        stage_outputs=True,
     )
     results_sink(out, spec)
     return out

@@ -54,7 +54,7 @@ def worker_import_failure(job: Any, timeout: float = CHILD_TIMEOUT_S) -> PythonF
     from airflow_flink_replay.flink.agent_check import python_error
 
     try:
-        blob = _pickler().dumps({name: getattr(job, name) for name in WORKER_CALLABLES})
+        blob = _pickler().dumps(worker_callables(job))
     except Exception as exc:  # the user's objects: reported, never raised
         return python_error(exc)
     try:
@@ -66,7 +66,7 @@ def worker_import_failure(job: Any, timeout: float = CHILD_TIMEOUT_S) -> PythonF
         return PythonFailure(type="TimeoutError", message=f"importing the job's code took more than {timeout:g} s")
     for line in reversed(done.stdout.decode(errors="replace").splitlines()):
         if line.startswith(ANSWER_MARKER):
-            answer = json.loads(line[len(ANSWER_MARKER):])
+            answer = json.loads(line[len(ANSWER_MARKER) :])
             return PythonFailure.model_validate(answer["error"]) if answer.get("error") else None
     output = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
     return PythonFailure(type="ChildProcessError", message=f"the worker-like Python exited {done.returncode}",
@@ -83,6 +83,19 @@ def _pickler() -> Any:
 
         return pickle
     return cloudpickle
+
+
+def worker_callables(job: Any) -> dict[str, Any]:
+    """What Flink's Python workers unpickle of ``job``: its :data:`WORKER_CALLABLES`; of a pipeline also every
+    stage's key selector, function, window assigner and output serializer."""
+    out = {name: getattr(job, name) for name in WORKER_CALLABLES}
+    for stage in getattr(job, "stages", ()):
+        for name in ("key_selector", "function", "assigner", "output_serializer"):
+            if hasattr(stage, name):
+                out[f"{stage.name}.{name}"] = getattr(stage, name)
+        if hasattr(stage, "job"):
+            out |= {f"{stage.name}.{name}": getattr(stage.job, name) for name in ("key_selector", "output_serializer")}
+    return out
 
 
 def child_main() -> None:

@@ -12,6 +12,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -236,10 +237,14 @@ def write_spec(
     candidate: str | None = V2,
     compare: dict[str, Any] | None = None,
     mem0_llm_key_file: Path | None = None,
+    timing: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a ReplaySpec YAML (what a team writes once per production job): the demo's, or with ``agent`` and
     ``candidate`` the one of a production deployed by ``flink-replay deploy``. With ``mem0_llm_key_file``
-    Mem0's LLM takes its key from that file by reference (``${file:...}``), as a team's spec would."""
+    Mem0's LLM takes its key from that file by reference (``${file:...}``), as a team's spec would. ``timing``:
+    production's ``event_time`` / ``watermark`` and a ``quiesce_mode`` other than ``drain``
+    (:func:`airflow_flink_replay.commands.deploy.spec_timing`)."""
+    timing = dict(timing or {})
     agent = agent or AgentRef()
     mem0_config = stack.mem0_config()
     if mem0_llm_key_file is not None:  # never called: the demo's memories are stored as they are (no inference)
@@ -248,7 +253,7 @@ def write_spec(
             if (mem0_llm_key_file.parent / name).is_file():
                 llm[key] = f"${{file:{mem0_llm_key_file.parent / name}}}"
         mem0_config["llm"] = {"provider": "openai", "config": llm}
-    spec = {
+    spec: dict[str, Any] = {
         "name": name,
         "production": {
             "job_name": job_name,
@@ -264,9 +269,10 @@ def write_spec(
             "job_identifier": job_identifier,
             **({"key_field": agent.key_field or "customer"} if agent.kind == "agent_factory" else {}),
             "agent_uid": AGENT_UID,
+            **{k: timing[k] for k in ("event_time", "watermark") if k in timing},
         },
         **({f"candidate_{agent.kind}": candidate} if candidate else {}),
-        "quiesce_mode": "drain",
+        "quiesce_mode": timing.get("quiesce_mode", "drain"),
         "window": {"records": window_records, "timeout_minutes": 10},
         "compare_key": "$.id",
         "compare": {"min_aligned": min(20, window_records), **(compare or {})},

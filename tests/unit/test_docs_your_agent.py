@@ -1,5 +1,6 @@
 """docs/your-agent.md: every code block is a file of the test package or a shell block the quickstart's
-integration test runs (tests/integration/test_quickstart_agent.py); a block that drifts fails here."""
+integration tests run (tests/integration/test_quickstart_agent.py, test_pipeline_agents.py); a block that drifts
+fails here."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ PAGE = ROOT / "docs" / "your-agent.md"
 
 def test_every_block_is_marked_with_how_it_is_tested() -> None:
     blocks = fenced_blocks(PAGE)  # raises on an unmarked block
-    assert [(b.kind, b.lang) for b in blocks if b.kind == "file"] == [("file", "python")] * 2
-    assert [(b.target, b.lang) for b in blocks if b.kind == "run"] == [("deploy", "bash"), ("gate", "bash")]
+    assert [(b.kind, b.lang) for b in blocks if b.kind == "file"] == [("file", "python")] * 3
+    assert [(b.target, b.lang) for b in blocks if b.kind == "run"] == [
+        ("deploy", "bash"), ("gate", "bash"), ("pipeline-deploy", "bash"), ("pipeline-gate", "bash")
+    ]
 
 
 @pytest.mark.parametrize("block", [b for b in fenced_blocks(PAGE) if b.kind == "file"], ids=lambda b: b.target)

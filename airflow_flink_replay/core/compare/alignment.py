@@ -7,6 +7,12 @@ input record's event time (``_replay.event_time_ms``: Flink Agents stamps every 
 record's timestamp). Outputs of one input record are then ordered by their content, so two runs with the same
 outputs for a record pair equal outputs, whatever order the result topics returned them in. Without either,
 the order within a key is the file order.
+
+A pipeline's replay writes the outputs of the intermediate stages the user compares into the same stream,
+marked ``_replay.stage`` (:func:`stage_of`; the last stage's outputs carry none). A stage's output is keyed
+``<stage>:<key>`` (:func:`stage_key`), so it aligns only with the same stage's outputs of the other run, and
+its fields are flattened below ``<stage>:$`` (``analysis:$.score``): a field group of its own, named so in
+every report, that a rule targets as ``analysis:$.score`` (:func:`~.config.split_stage`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from airflow_flink_replay.core.compare.config import stage_root
 from airflow_flink_replay.core.compare.loading import MAX_DEPTH, Source, iter_json_lines, source_name
 from airflow_flink_replay.core.compare.paths import MISSING, Flattener, compile_key, key_text
 from airflow_flink_replay.exceptions import CompareInputError, NestingError
@@ -78,6 +85,35 @@ def replay_order(obj: dict[str, Any]) -> Order | None:
     return None
 
 
+def stage_of(obj: dict[str, Any]) -> str | None:
+    """The pipeline stage an output belongs to (``_replay.stage``), or None for the last stage's outputs (no
+    ``stage``, null, or anything but a non-empty string)."""
+    meta = obj.get("_replay")
+    if type(meta) is dict:
+        stage = meta.get("stage")
+        if type(stage) is str and stage:
+            return stage
+    return None
+
+
+def stage_key(stage: str, key: str) -> str:
+    """The key text of an intermediate stage's output: ``analysis`` and ``k-1`` -> ``analysis:k-1`` (it aligns
+    with the same stage's outputs of that key only)."""
+    return f"{stage}:{key}"
+
+
+def keyed_output(
+    obj: dict[str, Any], kv: Any, flattener: Flattener, source: str, lineno: int
+) -> tuple[str, dict[str, Any]]:
+    """An output's key text and flattened fields: as they are for the last stage's outputs, made the stage's
+    (:func:`stage_key`, fields below :func:`~.config.stage_root`) for an intermediate stage's."""
+    stage = stage_of(obj)
+    if stage is None:
+        return key_text(kv), flatten_output(flattener.flatten, obj, source, lineno)
+    root = stage_root(stage)
+    return stage_key(stage, key_text(kv)), flatten_output(lambda o: flattener.flatten(o, root), obj, source, lineno)
+
+
 def load_run(name: str, source: Source, key: Callable[[Any], Any], flattener: Flattener) -> Run:
     """Read, flatten and group one run's outputs (raises CompareInputError on bad input)."""
     run = Run(name=name, source=source_name(source))
@@ -102,9 +138,11 @@ def flatten_output(
 def fill_run(
     run: Run, records: Iterable[tuple[int, dict[str, Any]]], key: Callable[[Any], Any], flattener: Flattener
 ) -> Run:
-    """Flatten and group ``(line number, object)`` records into ``run``."""
+    """Flatten and group ``(line number, object)`` records into ``run`` (an intermediate stage's outputs by
+    their stage's key, :func:`keyed_output`)."""
     by_key = run.by_key
     paths = run.paths
+    source = run.source
     flatten = flattener.flatten
     for lineno, obj in records:
         run.count += 1
@@ -112,8 +150,11 @@ def fill_run(
         if kv is MISSING:
             run.note_unkeyed(lineno)
             continue
-        k = key_text(kv)
-        flat = flatten_output(flatten, obj, run.source, lineno)
+        meta = obj.get("_replay")
+        if type(meta) is dict and meta.get("stage"):  # an intermediate stage's output (keyed_output checks)
+            k, flat = keyed_output(obj, kv, flattener, source, lineno)
+        else:
+            k, flat = key_text(kv), flatten_output(flatten, obj, source, lineno)
         paths.update(flat)
         entry = (flat, lineno, replay_order(obj))
         entries = by_key.get(k)
@@ -175,7 +216,9 @@ class KeyShape:
         for i, obj in enumerate(outputs):
             kv = getter(obj)
             if kv is not MISSING:
-                by_key.setdefault(key_text(kv), []).append(({}, i, replay_order(obj)))
+                stage = stage_of(obj)
+                k = key_text(kv) if stage is None else stage_key(stage, key_text(kv))
+                by_key.setdefault(k, []).append(({}, i, replay_order(obj)))
         shape = cls()
         for entries in by_key.values():
             shape.add(entries)

@@ -31,6 +31,11 @@ class FieldRule(BaseModel):
     ``[*]`` matches any list index, ``*`` any single name, ``..`` any depth; a rule on an object covers
     every field below it. Any quoting reads the same (``$['priorité']`` is ``$.priorité``); the path is kept
     in the canonical form (:func:`canonical_path`). The first matching rule wins.
+
+    A pipeline's intermediate stages (outputs marked ``_replay.stage``) have fields of their own, flattened as
+    ``<stage>:$.path`` (``analysis:$.score``): a rule ``$.score`` applies to the last stage's field only, a
+    rule ``analysis:$.score`` to the stage ``analysis``'s, ``*:$.score`` to that field of every intermediate
+    stage. The same holds for ``ignore`` and ``map_paths``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -342,13 +347,36 @@ def segment(name: str) -> str:
     return "['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
 
+#: A pipeline stage's name (``_replay.stage`` of its outputs).
+STAGE_NAME = r"[a-z][a-z0-9_-]*"
+_STAGE_PREFIX = re.compile(rf"(?:{STAGE_NAME}|\*):(?=\$)")
+
+
+def stage_root(stage: str) -> str:
+    """The root of an intermediate stage's flattened fields: ``analysis`` -> ``analysis:$`` (its field
+    ``$.score`` is ``analysis:$.score``; the last stage's fields keep the root ``$``)."""
+    return stage + ":$"
+
+
+def split_stage(path: str) -> tuple[str, str]:
+    """A path or rule's stage prefix and its JSONPath: ``analysis:$.score`` -> ``("analysis:", "$.score")``,
+    ``*:$.score`` -> ``("*:", "$.score")`` (a rule on every intermediate stage), ``$.score`` -> ``("", "$.score")``
+    (the last stage)."""
+    m = _STAGE_PREFIX.match(path)
+    if m is None:
+        return "", path
+    return m.group(), path[m.end() :]
+
+
 def parse_path(path: str, what: str = "path") -> list[Step]:
     """The steps of a JSONPath rule or flattened path; any quoting (``$['a']``, ``$["caf\\u00e9"]``) reads
-    as the same name. Raises :class:`PathError` naming the path and the position."""
-    if not path.startswith("$"):
+    as the same name. A stage prefix (``analysis:$.score``, see :func:`split_stage`) is passed over. Raises
+    :class:`PathError` naming the path and the position."""
+    i = len(split_stage(path)[0])
+    if not path.startswith("$", i):
         raise PathError(f"{what} {path!r} is not a JSONPath: it must start with '$' (e.g. '$.label')")
     steps: list[Step] = []
-    i = 1
+    i += 1
     while i < len(path):
         if path.startswith("..", i):
             steps.append(("descend", None))
@@ -381,8 +409,9 @@ def parse_path(path: str, what: str = "path") -> list[Step]:
 
 
 def canonical_path(path: str, what: str = "path") -> str:
-    """The one written form of a path or rule (see :func:`segment`); raises :class:`PathError`."""
-    out = ["$"]
+    """The one written form of a path or rule (see :func:`segment`), its stage prefix kept; raises
+    :class:`PathError`."""
+    out = [split_stage(path)[0] + "$"]
     for kind, value in parse_path(path, what):
         if kind == "name":
             seg = segment(value)
@@ -396,8 +425,13 @@ def canonical_path(path: str, what: str = "path") -> str:
 
 def path_pattern(path: str) -> re.Pattern[str]:
     """Compile a JSONPath pattern (``$.a.b``, ``$.a[*].b``, ``$.a.*``, ``$..b``, ``$['x y']``) to a regex
-    over flattened paths. A pattern also matches everything below it when used with :func:`is_under`."""
-    out = []
+    over flattened paths. A pattern also matches everything below it when used with :func:`is_under`.
+
+    A pattern without a stage prefix matches the last stage's paths only; ``analysis:$.score`` matches the
+    field ``$.score`` of the intermediate stage ``analysis``, ``*:$.score`` that field of every intermediate
+    stage (see :func:`split_stage`)."""
+    prefix = split_stage(path)[0]
+    out = [STAGE_NAME + ":" if prefix == "*:" else re.escape(prefix), re.escape("$")]
     for kind, value in parse_path(path):
         if kind == "name":
             out.append(re.escape(segment(value)))
@@ -409,7 +443,7 @@ def path_pattern(path: str) -> re.Pattern[str]:
             out.append(SEGMENT)
         else:  # descend: any number of segments, then the next step
             out.append(SEGMENT + "*")
-    return re.compile(re.escape("$") + "".join(out))
+    return re.compile("".join(out))
 
 
 def is_under(pattern: re.Pattern[str], path: str) -> bool:

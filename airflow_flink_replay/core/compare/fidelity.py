@@ -9,7 +9,8 @@ record timestamp, :func:`~airflow_flink_replay.run_io.production_outputs.export_
 the baseline outputs in which no field differs from one of production's outputs for the same record: fields
 flattened and compared as the comparison does (its comparators: text by similarity, numbers within their
 tolerance and within the band the two baselines showed), with the same ignored paths (and the ``_replay``
-block) left out.
+block) left out. A pipeline's replay also writes the outputs of intermediate stages (``_replay.stage``):
+production's sink holds the last stage's outputs only, so those are left out on every side.
 
 Within one input record outputs are matched as multisets, never by order: an agent that emits several
 outputs per record, read back from partitioned topics, returns them in any order (pairing the n-th with the
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_flink_replay.core.compare.alignment import content_text, event_time_of, flatten_output
+from airflow_flink_replay.core.compare.alignment import content_text, event_time_of, flatten_output, stage_of
 from airflow_flink_replay.core.compare.comparators import ComparatorResolver
 from airflow_flink_replay.core.compare.config import RESERVED_IGNORE, CompareConfig
 from airflow_flink_replay.core.compare.differ import Differ, NumericBand
@@ -125,13 +126,14 @@ class FidelityReference:
 
     def _read(self, source: Source) -> Outputs:
         """Read, flatten and group one side's outputs by key (outputs without the key are left out, as the
-        comparison leaves them out of the alignment)."""
+        comparison leaves them out of the alignment, and so are a pipeline's intermediate stages' outputs,
+        ``_replay.stage``: production's sink holds the last stage's only)."""
         name = source_name(source)
         flatten = self._flattener.flatten
         out: Outputs = {}
         for lineno, obj in iter_json_lines(source):
             kv = self._getter(obj)
-            if kv is MISSING:
+            if kv is MISSING or stage_of(obj) is not None:
                 continue
             out.setdefault(key_text(kv), []).append((event_time_of(obj), flatten_output(flatten, obj, name, lineno)))
         for entries in out.values():

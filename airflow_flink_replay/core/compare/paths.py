@@ -203,10 +203,15 @@ class Flattener:
             return True
         return bool(decided)
 
-    def flatten(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Flatten one output object (a JSON object) into leaf paths."""
+    def flatten(self, obj: dict[str, Any], root: str = "$") -> dict[str, Any]:
+        """Flatten one output object (a JSON object) into leaf paths below ``root``: ``$`` for the last stage's
+        outputs, :func:`~.config.stage_root` (``analysis:$``) for an intermediate stage's, whose ``_replay``
+        (the replay's bookkeeping, the stage's mark) is always left out."""
+        if root != "$" and root not in self._child:
+            self._child[root] = {"_replay": None}
+            self._objects[root] = [0, 0]
         out: dict[str, Any] = {}
-        self._walk_dict("$", obj, out, 0)
+        self._walk_dict(root, obj, out, 0)
         return out
 
     def _walk_dict(self, prefix: str, obj: dict[str, Any], out: dict[str, Any], depth: int) -> None:
@@ -243,7 +248,7 @@ class Flattener:
     def _is_map(self, collapsed: str, objects: int, names_total: int, distinct: int) -> bool:
         if any(p.fullmatch(collapsed) for p in self._maps):
             return True
-        if collapsed == "$" or not self._map_min_keys or distinct < self._map_min_keys or not objects:
+        if collapsed[-1] == "$" or not self._map_min_keys or distinct < self._map_min_keys or not objects:
             return False  # the output itself is a record, never a map (sparse top-level fields stay fields)
         return names_total / objects <= distinct / 4
 
@@ -251,12 +256,14 @@ class Flattener:
         """Find the objects keyed by varying ids and return ``{path: collapsed path}`` for every path below
         them (``$.decision_by_sku.SKU00042`` -> ``$.decision_by_sku.*``); empty when there are none.
 
-        Level by level from the root, so a map inside a map (``$.by_user.*.by_sku.*``) is judged over all
-        its collapsed occurrences together.
+        Level by level from the roots (``$``, and each intermediate stage's, ``analysis:$``: their objects are
+        judged apart), so a map inside a map (``$.by_user.*.by_sku.*``) is judged over all its collapsed
+        occurrences together.
         """
-        collapsed: dict[str, str] = {"$": "$"}
+        # only roots end with '$': a name with one is quoted (``['a$']``)
+        level = ["$", *(p for p in self._objects if p[-1] == "$" and p != "$")]
+        collapsed: dict[str, str] = {p: p for p in level}
         changed: dict[str, str] = {}
-        level = ["$"]
         while level:
             groups: dict[str, list[Any]] = {}
             for raw in level:
@@ -404,7 +411,7 @@ _UNESCAPE = re.compile(r"\\(.)")
 
 def _split(path: str) -> list[str]:
     parts: list[str] = []
-    for m in _SPLIT.finditer(path, 1):
+    for m in _SPLIT.finditer(path, path.find("$") + 1):  # after the root (``$`` or a stage's, ``analysis:$``)
         if m.group(1) is not None:
             parts.append(m.group(1))
         elif m.group(2) is not None:

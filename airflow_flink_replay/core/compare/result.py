@@ -77,6 +77,7 @@ class DifferenceKind(BaseModel):
 class FieldStat(BaseModel):
     """Difference rates of one leaf path: noise (A vs A') and candidate (A vs B)."""
 
+    #: ``$.score``; a pipeline's intermediate stage's field carries the stage: ``analysis:$.score``
     path: str
     comparator: str
     noise_diffs: int | None = None

@@ -33,6 +33,7 @@ from airflow_flink_replay.core.compare.alignment import (
     Order,
     Run,
     flatten_output,
+    keyed_output,
     order_within_keys,
     replay_order,
 )
@@ -115,7 +116,8 @@ def partition_run(
     name: str, source: Source, key: Callable[[Any], Any], flattener: Flattener, folder: Path, parts: int
 ) -> SpilledRun:
     """Read one run once: count it, flatten each output (for the path statistics too: map detection, rules)
-    and append it to the partition of its key."""
+    and append it to the partition of its key (an intermediate stage's outputs by their stage's key, as
+    :func:`.alignment.fill_run` keys them)."""
     run = Run(name=name, source=source_name(source))
     files = [folder / f"{name}-{i:04d}.pickle" for i in range(parts)]
     writer = _Writer(files)
@@ -129,11 +131,14 @@ def partition_run(
             if kv is MISSING:
                 run.note_unkeyed(lineno)
                 continue
-            flat = flatten_output(flatten, obj, run.source, lineno)
+            meta = obj.get("_replay")
+            if type(meta) is dict and meta.get("stage"):  # an intermediate stage's output (keyed_output checks)
+                k, flat = keyed_output(obj, kv, flattener, run.source, lineno)
+            else:
+                k, flat = key_text(kv), flatten_output(flatten, obj, run.source, lineno)
             paths.update(flat)
             if len(run.samples) < SAMPLES:
                 run.samples.append(flat)
-            k = key_text(kv)
             writer.add(part_of(k, parts), (k, flat, lineno, replay_order(obj)))
         done = True
     finally:

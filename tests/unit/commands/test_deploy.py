@@ -108,7 +108,7 @@ def _deploy_on_a_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, refus
 
     stack = SimpleNamespace(flink_rest_url="http://flink:8081", workdir=str(tmp_path))
     monkeypatch.setattr(deploy, "_prepared_stack", lambda args, agent: stack)
-    monkeypatch.setattr(deploy, "_refused", lambda stack, agent: refused)
+    monkeypatch.setattr(deploy, "_refused", lambda stack, agent: (refused, None))
     monkeypatch.setattr(demo, "submit_production", submitting)
     monkeypatch.setattr(own_job, "production_runs", runs)
     return submitted

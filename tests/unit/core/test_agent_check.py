@@ -17,6 +17,7 @@ from airflow_flink_replay.core.agent_check import (
     ResourceFact,
     SampleFacts,
     SampleRun,
+    StageFact,
     changed_resources,
     decode_facts,
     encode_facts,
@@ -356,3 +357,52 @@ def test_the_decisions_shown_are_the_ones_the_replays_apply_with_and_without_a_c
     without = judge(facts, policy)
     assert {d.name: d.decision for d in without.decisions["production"] if d.type == "tool"} == {
         "notify_support": "record", "lookup": "allow"}
+
+
+STAGES = [
+    StageFact(name="analysis", kind="agent", uid="afr-agent", stateful=True, key="k1", key_type="pickled"),
+    StageFact(name="per-product", kind="window", uid="afr-window-per-product", stateful=True, key="k2",
+              key_type="pickled", event_time=True),
+    StageFact(name="suggestion", kind="agent", uid="afr-agent-suggestion", stateful=True, key="k3",
+              key_type="pickled"),
+]
+
+
+def _with_stage(name: str, **changes: object) -> list[StageFact]:
+    return [s.model_copy(update=changes) if s.name == name else s for s in STAGES]
+
+
+def test_a_pipeline_candidate_keeping_every_stateful_stage_passes_and_its_stages_are_shown() -> None:
+    report = judge(_facts(_definition(stages=STAGES), _definition("candidate", stages=STAGES)), ReplayPolicy())
+    assert report.problems == [] and report.warnings == [], report.render()
+    assert ("stages: analysis (agent, uid afr-agent) -> per-product (window, uid afr-window-per-product) -> "
+            "suggestion (agent, uid afr-agent-suggestion)") in report.render()
+
+
+def test_a_pipeline_candidate_that_drops_or_rekeys_a_stateful_stage_is_refused_naming_it() -> None:
+    dropped = judge(_facts(_definition(stages=STAGES),
+                           _definition("candidate", stages=_with_stage("per-product", uid="afr-window-v2"))),
+                    ReplayPolicy())  # fmt: skip
+    assert len(dropped.problems) == 1, dropped.problems
+    assert "drops production's stateful stage 'per-product' (window, uid afr-window-per-product)" in dropped.problems[0]
+    assert "Fix: keep the stage with its uid" in dropped.problems[0]
+    for change in ({"key": "other"}, {"key_type": "string"}):
+        rekeyed = judge(_facts(_definition(stages=STAGES), _definition("candidate", stages=_with_stage(
+            "suggestion", **change))), ReplayPolicy())  # fmt: skip
+        assert [p[:70] for p in rekeyed.problems] == [
+            "the candidate re-keys production's stateful stage 'suggestion' (uid af"
+        ], rekeyed.problems
+    # a stateless step may go
+    with_step = [StageFact(name="clean", kind="map", uid="afr-step-clean"), *STAGES]
+    assert judge(_facts(_definition(stages=with_step), _definition("candidate", stages=STAGES)),
+                 ReplayPolicy()).problems == []  # fmt: skip
+
+
+def test_a_processing_time_window_is_a_warning_for_each_definition_that_has_one() -> None:
+    processing = _with_stage("per-product", event_time=False)
+    report = judge(_facts(_definition(stages=STAGES), _definition("candidate", stages=processing)), ReplayPolicy())
+    assert not report.refused
+    [warning] = report.warnings
+    assert warning.startswith("candidate: window stage 'per-product' assigns windows by processing time")
+    assert "Fix: an event-time window" in warning
+    assert "per-product (window, uid afr-window-per-product, processing time)" in report.render()

@@ -131,7 +131,7 @@ SCRIPT = textwrap.dedent(
                               config={"num-async-threads": 3, "kafkaActionStateTopic": "job-own"})
     stream = pipeline.apply_agent_job(
         env, source, job, runtime=R("kafka:9092", "as-replay", "ns-fork"),
-        pin=AgentPin(uid="afr-agent", max_parallelism=32), plan_hook=plans.append,
+        pin=AgentPin(uid="afr-agent", max_parallelism=32), plan_hook=lambda plan, stage: plans.append(plan),
         mem0_config={"vector_store": {"provider": "chroma"}})
     out["output_type"] = str(stream.get_type())
     [plan] = plans

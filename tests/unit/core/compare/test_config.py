@@ -18,6 +18,8 @@ from airflow_flink_replay.core.compare.config import (
     parse_path,
     path_pattern,
     segment,
+    split_stage,
+    stage_root,
 )
 from airflow_flink_replay.exceptions import PathError
 
@@ -119,6 +121,53 @@ def test_a_rule_covers_its_path_and_everything_below_it(rule: str, covered: list
     pattern = path_pattern(rule)
     assert [p for p in covered if not is_under(pattern, p)] == []
     assert [p for p in not_covered if is_under(pattern, p)] == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "covered", "not_covered"),
+    [
+        ("$.score", ["$.score", "$.score.x"], ["analysis:$.score", "*:$.score"]),
+        ("$..score", ["$.a.score"], ["analysis:$.score", "analysis:$.a.score"]),
+        (
+            "analysis:$.score",
+            ["analysis:$.score", "analysis:$.score[0]"],
+            ["$.score", "other:$.score", "nalysis:$.score"],
+        ),
+        ("analysis:$", ["analysis:$.score", "analysis:$.a.b"], ["$.score", "analysis-2:$.score"]),
+        ("*:$.score", ["analysis:$.score", "other_2-x:$.score"], ["$.score", "analysis:$.scores"]),
+    ],
+)
+def test_a_rule_without_a_stage_covers_the_last_stage_and_a_stage_prefix_that_stage(
+    rule: str, covered: list[str], not_covered: list[str]
+) -> None:
+    pattern = path_pattern(rule)
+    assert [p for p in covered if not is_under(pattern, p)] == []
+    assert [p for p in not_covered if is_under(pattern, p)] == []
+
+
+def test_a_stage_prefix_is_kept_in_the_canonical_form_and_split_off() -> None:
+    assert canonical_path("analysis:$['score']") == "analysis:$.score"
+    assert canonical_path("*:$['a b']") == "*:$['a b']"
+    assert FieldRule(path="analysis:$['score']").path == "analysis:$.score"
+    assert split_stage("analysis:$.score") == ("analysis:", "$.score")
+    assert split_stage("$.score") == ("", "$.score")
+    assert split_stage("$['a:$']") == ("", "$['a:$']")
+    assert parse_path("analysis:$.a[0]") == [("name", "a"), ("index", 0)]
+    assert stage_root("analysis") == "analysis:$"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("Analysis:$.x", "rule 'Analysis:$.x' is not a JSONPath: it must start with '$' (e.g. '$.label')"),
+        ("analysis:x", "rule 'analysis:x' is not a JSONPath: it must start with '$' (e.g. '$.label')"),
+        ("analysis:$.", "rule 'analysis:$.': a name is missing after '.' at position 10"),
+    ],
+)
+def test_a_stage_rule_that_cannot_be_read_names_the_whole_rule(path: str, message: str) -> None:
+    with pytest.raises(PathError) as err:
+        canonical_path(path, "rule")
+    assert str(err.value) == message
 
 
 def test_a_rule_written_in_another_quoting_matches_the_same_fields() -> None:

@@ -172,6 +172,47 @@ def test_an_object_keyed_by_ids_collapses_to_one_family_of_paths() -> None:
     # the output itself is a record: its sparse top-level fields stay fields
 
 
+def test_a_stage_output_flattens_below_its_stage_root_without_its_replay_block() -> None:
+    flattener = Flattener([])
+    obj = {"id": "r-1", "score": 0.5, "meta": {"x": [1]}, "_replay": {"stage": "analysis"}}
+    assert flattener.flatten(obj, "analysis:$") == {
+        "analysis:$.id": "r-1",
+        "analysis:$.score": 0.5,
+        "analysis:$.meta.x": [1],
+    }
+    assert flattener.flatten(obj) == {"$.id": "r-1", "$.score": 0.5, "$.meta.x": [1], "$._replay.stage": "analysis"}
+    assert unflatten(flattener.flatten(obj, "analysis:$")) == {k: v for k, v in obj.items() if k != "_replay"}
+
+
+def test_ignore_rules_apply_to_the_stage_they_name() -> None:
+    flattener = Flattener(["$.score", "analysis:$.meta", "*:$.id"])
+    obj = {"id": "r-1", "score": 0.5, "meta": {"x": 1}}
+    assert flattener.flatten(obj) == {"$.id": "r-1", "$.meta.x": 1}
+    assert flattener.flatten(obj, "analysis:$") == {"analysis:$.score": 0.5}
+    assert flattener.flatten(obj, "triage:$") == {"triage:$.score": 0.5, "triage:$.meta.x": 1}
+    assert flattener.ignore_hits == {0, 1, 2}
+
+
+def test_maps_are_found_per_stage_and_a_stage_root_is_never_one() -> None:
+    flattener = Flattener([], map_min_keys=16)
+    for out in outputs_with_a_map(40):
+        flattener.flatten(out, "analysis:$")
+        flattener.flatten({"id": out["id"], "label": "ok"})
+    changed = flattener.collapse_maps()
+    assert set(changed.values()) == {"analysis:$.by_sku.*", "analysis:$.by_sku.*.ok", "analysis:$.by_sku.*.n"}
+    assert changed["analysis:$.by_sku.SKU000"] == "analysis:$.by_sku.*"
+    assert flattener.typed_paths(changed) == frozenset({"analysis:$.by_sku.*.ok"})
+    named = Flattener([], map_paths=["analysis:$.by_sku"])
+    for out in outputs_with_a_map(2):
+        named.flatten(out)  # the last stage's by_sku is not named
+        named.flatten(out, "analysis:$")
+    assert set(named.collapse_maps().values()) == {
+        "analysis:$.by_sku.*",
+        "analysis:$.by_sku.*.ok",
+        "analysis:$.by_sku.*.n",
+    }
+
+
 def test_too_few_names_or_detection_off_is_no_map_unless_named() -> None:
     for min_keys, n in ((16, 7), (0, 40)):  # 14 distinct names < 16; detection off
         flattener = Flattener([], map_min_keys=min_keys)
