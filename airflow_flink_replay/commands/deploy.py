@@ -181,7 +181,8 @@ def _refused(stack: StackInfo, agent: AgentRef) -> tuple[str, DefinitionFacts | 
 def spec_timing(facts: DefinitionFacts | None) -> dict[str, Any]:
     """What the spec says of production's time, from its definition (the agent check's facts): its event time
     and watermark (the manifest records them for the replays), and for a pipeline with windows the ``stop``
-    quiesce (``drain`` would fire every open window before the savepoint)."""
+    quiesce (``drain`` would fire every open window before the savepoint) and outputs tied to the window's
+    records by watermark (they are aggregates, stamped with their window's end)."""
     out: dict[str, Any] = {}
     if facts is None:
         return out
@@ -191,6 +192,7 @@ def spec_timing(facts: DefinitionFacts | None) -> dict[str, Any]:
         out["watermark"] = {"max_out_of_orderness_ms": int(facts.watermark.split(":", 1)[1])}
     if any(s.kind == "window" for s in facts.stages):
         out["quiesce_mode"] = "stop"
+        out["outputs_tied_by"] = "watermark"
     return out
 
 

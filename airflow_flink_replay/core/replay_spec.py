@@ -218,6 +218,13 @@ class WindowSpec(BaseModel):
     records: int | None = Field(default=40, ge=1, description="replay this many captured records")
     minutes: float | None = Field(default=None, gt=0, description="... or wait this long")
     timeout_minutes: float = Field(default=30, gt=0, description="fail if the window is not filled by then")
+    outputs_tied_by: Literal["record", "watermark"] = Field(
+        default="record",
+        description="how production's outputs tie to the window's records, when the replays wait for production "
+        "to have processed the window before they read its cassette: 'record' (an agent: one output per record, "
+        "stamped with its event time) or 'watermark' (a pipeline whose outputs come from an event-time window: "
+        "an output stamped T means every record up to T went through; flink-replay deploy writes it)",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> WindowSpec:

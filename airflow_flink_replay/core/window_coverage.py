@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,15 +33,21 @@ __all__ = [
     "KEYED_SHARE",
     "SHARED_TIME_MIN",
     "SHARED_TIME_SHARE",
+    "Tie",
     "WindowCoverage",
     "WindowUnits",
     "count_times",
+    "records_before",
     "records_reached",
     "window_units",
     "with_coverage",
 ]
 
 _Unit = TypeVar("_Unit", bound=Hashable)
+#: How production's outputs tie to the window's records: one output per record, stamped with its event time
+#: (``record``: an agent), or outputs of event-time windows, stamped when the watermark passed them
+#: (``watermark``: a pipeline with a window; :func:`records_before`).
+Tie = Literal["record", "watermark"]
 
 #: Records are tied to their outputs by event time and key when at least this share of the window's records
 #: carry the key (the rest are tied by their event time and no key, as their outputs are).
@@ -90,6 +96,19 @@ def records_reached(window_times: Mapping[_Unit, int], output_times: Mapping[_Un
         outputs of records before or after the window are not counted).
     """
     return sum(min(n, output_times.get(t, 0)) for t, n in window_times.items())
+
+
+def records_before(window_times: Mapping[int, int], latest_output: int | None) -> int:
+    """How many window records production has processed when its outputs are tied by **watermark** (a pipeline
+    whose outputs come from an event-time window): an output stamped ``latest_output`` was emitted when
+    production's watermark passed that time, so every record up to it went through every stage before it.
+
+    :param window_times: event time (ms) → number of window records with it.
+    :param latest_output: the newest event time among production's outputs since the savepoint (None: none yet).
+    """
+    if latest_output is None:
+        return 0
+    return sum(n for t, n in window_times.items() if t <= latest_output)
 
 
 def count_times(times: list[int]) -> Counter[int]:

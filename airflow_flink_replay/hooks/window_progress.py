@@ -4,7 +4,10 @@ See :mod:`airflow_flink_replay.core.window_coverage` for why and what is measure
 records' event times from the capture topic once, then production's output topic from its offsets at the
 savepoint onwards, a little more on each look, until every window record has an output or the time is up.
 Records and outputs are tied by event time, and by the comparison's key too when the input records carry it
-(:func:`~airflow_flink_replay.core.window_coverage.window_units`).
+(:func:`~airflow_flink_replay.core.window_coverage.window_units`); or, for a pipeline whose outputs come from an
+event-time window (``tie="watermark"``, the spec's ``window.outputs_tied_by``), by production's watermark: an
+output stamped T means every record up to T was processed
+(:func:`~airflow_flink_replay.core.window_coverage.records_before`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_flink_replay.core.manifest import ReplayManifest
-from airflow_flink_replay.core.window_coverage import WindowCoverage, window_units
+from airflow_flink_replay.core.window_coverage import Tie, WindowCoverage, records_before, window_units
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 
 __all__ = ["await_records", "await_window"]
@@ -82,9 +85,11 @@ def await_window(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     key_path: str | None = None,
+    tie: Tie = "record",
 ) -> WindowCoverage | None:
     """Wait until production's outputs reach every record of ``manifest``'s window, at most ``timeout`` s
-    (:func:`await_records`; ``key_path``: the comparison's key). None when the manifest links no output topic
+    (:func:`await_records`; ``key_path``: the comparison's key; ``tie``: how outputs tie to records,
+    :data:`~airflow_flink_replay.core.window_coverage.Tie`). None when the manifest links no output topic
     (nothing to tell production's progress by: logged)."""
     outputs = manifest.capture.production_outputs
     if outputs is None:
@@ -95,7 +100,7 @@ def await_window(
     ends = capture.end_offsets()
     window = {p: (start, ends[p]) for p, start in capture.start_offsets().items()}
     return await_records(hook, capture.topic, window, outputs.topic, dict(outputs.start_offsets), timeout=timeout,
-                         log=log, sleep=sleep, clock=clock, key_path=key_path)
+                         log=log, sleep=sleep, clock=clock, key_path=key_path, tie=tie)
 
 
 def await_records(
@@ -110,11 +115,13 @@ def await_records(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     key_path: str | None = None,
+    tie: Tie = "record",
 ) -> WindowCoverage:
     """Wait until ``output_topic`` (read from ``output_starts``) holds an output for every record of the capture
     topic's ``window`` (``{partition: (start, end)}``), tied by event time (and by the JSONPath ``key_path``
-    when the window's records carry it), at most ``timeout`` seconds."""
-    key_of = key_reader(key_path)
+    when the window's records carry it) — or, with ``tie="watermark"``, until an output is stamped at or after
+    every window record's event time — at most ``timeout`` seconds."""
+    key_of = key_reader(key_path if tie == "record" else None)
     records: list[tuple[int, str | None]] = []
     hook.consume(capture_topic, window, lambda r: records.append((r.timestamp_ms, key_of(r.value))))
     units = window_units(records)
@@ -126,7 +133,10 @@ def await_records(
     started = clock()
     while True:
         seen.read_more()
-        reached, note = units.reached(seen.times, seen.units)
+        if tie == "watermark":
+            reached, note = records_before(units.times, max(seen.times, default=None)), ""
+        else:
+            reached, note = units.reached(seen.times, seen.units)
         waited = clock() - started
         if note or reached >= total or waited + POLL_S > timeout:
             coverage = WindowCoverage(records=total, reached=reached, waited_s=round(waited, 2), timeout_s=timeout,

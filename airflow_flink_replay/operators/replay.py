@@ -26,7 +26,7 @@ from airflow_flink_replay.core.identity import IdentityPlan
 from airflow_flink_replay.core.local_files import replacing
 from airflow_flink_replay.core.replay_job_spec import ReplayJobSpec, replay_job_name
 from airflow_flink_replay.core.replay_plans import IDENTITY_REFUSED, IdentityCheck, identity_report, pin_to_production
-from airflow_flink_replay.core.window_coverage import WindowCoverage
+from airflow_flink_replay.core.window_coverage import Tie, WindowCoverage
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
@@ -304,6 +304,8 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         cassette's end is read (see :class:`SubmitReplayJobsOperator`).
     :param compare_key: the comparison's key (JSONPath); ties window records to production's outputs while
         waiting when the input records carry it too (see :class:`SubmitReplayJobsOperator`).
+    :param window_tie: how production's outputs tie to the window's records while waiting: ``record`` or
+        ``watermark`` (see :class:`SubmitReplayJobsOperator`).
     """
 
     template_fields: Sequence[str] = ("spec", "savepoint_path", "production_plan", "identity_preflight")
@@ -321,12 +323,14 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         identity_preflight: dict[str, str] | str | None = None,
         window_wait: float = DEFAULT_WINDOW_WAIT_S,
         compare_key: str | None = None,
+        window_tie: Tie = "record",
         **kwargs: Any,
     ) -> None:
         super().__init__(spec=spec, **kwargs)
         self.identity_preflight = identity_preflight
         self.window_wait = float(window_wait)
         self.compare_key = compare_key
+        self.window_tie = window_tie
         self.replay_program = replay_program
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -375,7 +379,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
         """Serve ``spec`` production's cassette, run the identity preflight and submit its job; returns the spec as
         served, the job id and the preflight's report."""
         served, coverage = with_cassette([spec], self.kafka_config_id, self.log, window_wait=self.window_wait,
-                                         compare_key=self.compare_key)  # fmt: skip
+                                         compare_key=self.compare_key, tie=self.window_tie)  # fmt: skip
         spec = served[0]
         _push_coverage(context, coverage)
         program = self._program(spec)
@@ -562,6 +566,9 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param compare_key: the comparison's key (JSONPath): while waiting, a window record is tied to its output by
         event time and this key when the input records carry it too (an agent that echoes its input's id);
         without it, by event time alone.
+    :param window_tie: ``record`` (the default: one output per record, stamped with its event time) or
+        ``watermark`` (a pipeline whose outputs come from an event-time window: an output stamped T means every
+        record up to T was processed), the spec's ``window.outputs_tied_by``.
     :param changed_resources: the resources the candidate changed, ``{name: "changed" | "added"}`` or a list of
         names (the agent check's XCom ``changed_resources``; templated): the candidate's spec carries them
         (``changed_resources``), and its replay never serves them production's cassette.
@@ -589,12 +596,14 @@ class SubmitReplayJobsOperator(BaseOperator):
         kafka_config_id: str = "kafka_default",
         window_wait: float = DEFAULT_WINDOW_WAIT_S,
         compare_key: str | None = None,
+        window_tie: Tie = "record",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.kafka_config_id = kafka_config_id
         self.window_wait = float(window_wait)
         self.compare_key = compare_key
+        self.window_tie = window_tie
         self.specs = [s.model_dump(mode="json") if isinstance(s, ReplayJobSpec) else s for s in specs]
         self.savepoint_path = savepoint_path
         self.production_plan = production_plan
@@ -711,7 +720,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         production's plan when neither a plan task nor the program did (``reports``: what the plan task found); a
         job that does not map cancels every job of this submission and fails the task."""
         missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait,
-                                          compare_key=self.compare_key)  # fmt: skip
+                                          compare_key=self.compare_key, tie=self.window_tie)  # fmt: skip
         _push_coverage(context, coverage)
         self._submit(hook, missing, production)
         appeared = self._appeared(hook, missing)
@@ -842,6 +851,7 @@ def with_cassette(
     *,
     window_wait: float = DEFAULT_WINDOW_WAIT_S,
     compare_key: str | None = None,
+    tie: Tie = "record",
 ) -> tuple[list[ReplayJobSpec], WindowCoverage | None]:
     """``specs`` served production's cassette when their manifest links one: the cassette topic from its offsets
     at the savepoint to its end now, read once for all of them (the same recorded calls for every variant).
@@ -849,7 +859,8 @@ def with_cassette(
     First waits, at most ``window_wait`` seconds, until production has processed the window (its outputs reach
     every window record: :func:`~airflow_flink_replay.hooks.window_progress.await_window`, tied by event time
     and ``compare_key`` where the records carry it), so that the calls production makes for the window are in
-    the cassette; returns what that wait found (None without a cassette, or without an output topic to tell
+    the cassette (``tie``: how outputs tie to records, :data:`~airflow_flink_replay.core.window_coverage.Tie`);
+    returns what that wait found (None without a cassette, or without an output topic to tell
     production's progress by)."""
     from airflow_flink_replay.core.cassette import CassetteWindow
     from airflow_flink_replay.core.manifest import ReplayManifest
@@ -873,7 +884,7 @@ def with_cassette(
                 out.append(spec)
                 continue
             if link.topic not in ends:
-                coverage = await_window(hook, manifest, timeout=window_wait, log=log, key_path=compare_key)
+                coverage = await_window(hook, manifest, timeout=window_wait, log=log, key_path=compare_key, tie=tie)
                 ends[link.topic] = hook.end_offsets(link.topic)
             window = CassetteWindow(topic=link.topic, start_offsets=link.start_offsets, end_offsets=ends[link.topic])
             log.info("replay %s: production's cassette %s, %d recorded calls since the savepoint", spec.variant,

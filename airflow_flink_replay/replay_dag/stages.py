@@ -369,6 +369,7 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
         flink_conn_id=replay_conn,
         kafka_config_id=spec.kafka_conn_id,
         compare_key=spec.compare_key,
+        window_tie=spec.window.outputs_tied_by,
     )
     replays = [
         AwaitReplayJobOperator(

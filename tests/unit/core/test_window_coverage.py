@@ -3,6 +3,7 @@ verdict it leaves (a baseline served placeholders for calls production made too 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,14 @@ def test_outputs_carrying_other_keys_are_waited_on_until_they_show_keys_do_not_t
     plenty = {(100, f"out{i}"): 1 for i in range(24)}
     reached, note = units.reached({100: 24}, plenty)
     assert reached == 12 and "share their event time" in note
+
+
+def test_tied_by_watermark_every_record_up_to_the_newest_output_is_reached() -> None:
+    from airflow_flink_replay.core.window_coverage import records_before
+
+    times = Counter({10: 1, 20: 2, 40: 1})
+    assert records_before(times, None) == 0
+    assert records_before(times, 9) == 0
+    assert records_before(times, 20) == 3  # at the output's time: the window closed after it
+    assert records_before(times, 39) == 3
+    assert records_before(times, 40) == 4

@@ -228,3 +228,37 @@ def test_a_manifest_without_productions_output_topic_is_not_waited_on(
     with caplog.at_level(logging.WARNING, logger=log.name):
         assert await_window(hook(kafka), manifest(None), timeout=10.0, log=log) is None
     assert "set production.output_topic in the spec" in caplog.records[-1].getMessage()
+
+
+# ------------------------------------------------------------------------------ tied by watermark
+def test_a_pipelines_aggregates_reach_every_record_up_to_their_time(
+    kafka: FakeKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pipeline with an event-time window outputs aggregates stamped with their window's end, which tie to no
+    single record: an output at t = 29 (a window [0, 30) fired) means the records at 10 and 20 went through; the
+    wait ends when an output is stamped at or after the last record (40)."""
+    clock = Clock(on_sleep=lambda n: output(kafka, {1: 29, 2: 59}.get(n, 1)))
+    with caplog.at_level(logging.INFO, logger=log.name):
+        coverage = wait(kafka, clock, tie="watermark")
+    assert coverage.complete and (coverage.records, coverage.reached) == (4, 4) and clock.sleeps == 2
+    progress = [r.getMessage() for r in caplog.records if "so far" in r.getMessage()]
+    assert progress == ["production has output 0 of the window's 4 records so far; waiting (30 s left)",
+                        "production has output 2 of the window's 4 records so far; waiting (29 s left)"]  # fmt: skip
+
+
+def test_the_same_aggregates_tied_record_by_record_reach_no_record(kafka: FakeKafka) -> None:
+    output(kafka, 29, 59)
+    coverage = wait(kafka, Clock(), timeout=2.0)
+    assert (coverage.reached, coverage.complete) == (0, False)
+
+
+def test_outputs_before_the_savepoint_do_not_advance_the_watermark_tie(kafka: FakeKafka) -> None:
+    """An output stamped after the whole window but written before the savepoint (offset 0) counts for nothing."""
+    broker = FakeKafka()
+    broker.create(CAPTURE, 1)
+    broker.create(OUTPUT, 1)
+    broker.add(CAPTURE, 0, 10, record(0))
+    broker.add(OUTPUT, 0, 100, record(9))
+    coverage = await_records(hook(broker), CAPTURE, {0: (0, 1)}, OUTPUT, {0: 1}, timeout=2.0, log=log,
+                             sleep=(clock := Clock()).sleep, clock=clock, tie="watermark")  # fmt: skip
+    assert (coverage.records, coverage.reached, coverage.complete) == (1, 0, False)

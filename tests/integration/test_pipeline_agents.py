@@ -1,0 +1,96 @@
+"""A pipeline this project did not write — Flink Agents' quickstart multi-agent workflow — deployed, fed and gated.
+
+``tests/jobs/pipeline_job/job.py`` is the workflow as an ``AgentPipeline``: the review analysis agent, a 4-hour
+event-time window per product, the product suggestion agent; the chat model a deterministic stand-in. The
+section "Pipelines" of docs/your-agent.md is run as it is written: its ``pipeline-deploy`` block deploys
+production from the definition and feeds it the quickstart's first reviews; its ``pipeline-gate`` block runs
+the release gate three times while reviews keep coming — production's own pipeline must PASS, two suggestions
+instead of three must FAIL on the last stage's ``$.suggestions``, the analysis prompt's 1-10 scale must FAIL
+naming the first agent's stage (``analysis:$.score``). Only the work folder and production's name are replaced.
+
+The window restored from the savepoint, in detail: test_pipeline_window_state.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dag_testing import running_jobs, stop_production
+from tests.doc_blocks import ROOT, fenced_blocks
+from tests.integration.test_quickstart_agent import run_step
+
+pytestmark = pytest.mark.timeout(1800)
+
+PAGE = ROOT / "docs" / "your-agent.md"
+DOC_FOLDER, DOC_NAME = ".stack/pipeline", "quickstart-pipeline"
+WINDOW = 24
+
+
+def doc_step(step: str, folder: Path, name: str) -> str:
+    """The page's shell block ``step`` with its work folder and production name replaced."""
+    block = next(b for b in fenced_blocks(PAGE) if b.kind == "run" and b.target == step)
+    assert DOC_FOLDER in block.text, block.text
+    return block.text.replace(DOC_FOLDER, str(folder)).replace(DOC_NAME, name)
+
+
+@pytest.fixture(scope="module")
+def production(stack, tmp_path_factory) -> Any:
+    from airflow_flink_replay.local.demo import DemoTopics
+
+    folder = tmp_path_factory.mktemp("pipeline")
+    name = f"pipeline-{uuid.uuid4().hex[:6]}"
+    prod = {"job_name": name, "identifier": name, "spec_path": folder / "spec.yaml", "folder": folder,
+            "topics": DemoTopics(reviews=f"{name}-input", outputs=f"{name}-outputs", capture=f"{name}-capture",
+                                 action_state=f"{name}-action-state")}
+    started = time.monotonic()
+    done = run_step(doc_step("pipeline-deploy", folder, name), timeout=400)
+    prod["deploy_s"] = time.monotonic() - started
+    try:
+        assert done.returncode == 0, done.stdout[-4000:]
+        yield prod
+    finally:
+        stop_production(stack, prod)
+
+
+def test_deploy_writes_the_pipelines_time_into_the_spec(stack, production) -> None:
+    import yaml
+
+    spec = yaml.safe_load(production["spec_path"].read_text())
+    assert spec["production"]["agent_job"] == "tests.jobs.pipeline_job.job:production"
+    assert spec["production"]["event_time"] == {"source": "field", "field": "$.ts", "unit": "s"}
+    assert spec["quiesce_mode"] == "stop", "drain would fire the open windows before the savepoint"
+    assert len(running_jobs(stack, production["job_name"])) == 1
+
+
+def _failing(record: dict[str, Any]) -> set[str]:
+    return {f for r in record["reasons"] if r["severity"] == "fail" for f in r["fields"]}
+
+
+def test_the_gate_passes_production_and_fails_each_changed_stage(stack, production) -> None:
+    from airflow_flink_replay.core.replay_spec import ReplaySpec
+
+    started = time.monotonic()
+    done = run_step(doc_step("pipeline-gate", production["folder"], production["job_name"]), timeout=1500)
+    took = time.monotonic() - started
+    out = done.stdout
+    runs = Path(ReplaySpec.from_yaml(production["spec_path"]).runs_uri.removeprefix("file://"))
+    records = sorted((json.loads(p.read_text()) for p in runs.rglob("run_record.json")), key=lambda r: r["run_id"])
+    assert [r["verdict"] for r in records] == ["PASS", "FAIL", "FAIL"], (out[-8000:], took)
+    aa, suggestion, analysis = records
+    assert _failing(aa) == set(), aa["reasons"]
+    # two suggestions instead of three: the last stage's suggestions, nothing of the analysis stage
+    assert "$.suggestions" in {f.split("[", 1)[0] for f in _failing(suggestion)}, suggestion["reasons"]
+    assert not any(f.startswith("analysis:") for f in _failing(suggestion)), suggestion["reasons"]
+    # the 1-10 analysis: the first agent's stage is named
+    assert "analysis:$.score" in _failing(analysis), analysis["reasons"]
+    assert any("analysis:$.score" in r["message"] for r in analysis["reasons"]), analysis["reasons"]
+    for run in records:
+        assert all(v["output_records"] > 0 for v in run["variants"]), run["variants"]
+    assert len(running_jobs(stack, production["job_name"])) == 1, "production came back after each run, once"
+    print(f"deploy {production['deploy_s']:.0f}s, three gate runs {took:.0f}s")
