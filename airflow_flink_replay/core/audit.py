@@ -100,6 +100,9 @@ class AuditRecord(BaseModel):
 
     variant: str
     key: str = Field(description="The agent key the call was made for ('' when unknown).")
+    stage: str | None = Field(
+        default=None, description="the pipeline stage whose agent made the call (None: a job of one agent)"
+    )
     resource_type: ResourceTypeName
     resource_name: str
     method: str
@@ -161,11 +164,13 @@ class AuditRecord(BaseModel):
         matched: str | None = None,
         similarity: float | None = None,
         identity_digest: str | None = None,
+        stage: str | None = None,
     ) -> AuditRecord:
         """Build a record, digesting and previewing the arguments (``replace``: see :func:`args_digest`)."""
         return cls(
             variant=variant,
             key=key,
+            stage=stage or None,
             resource_type=resource_type,  # type: ignore[arg-type]
             resource_name=resource_name,
             method=method,

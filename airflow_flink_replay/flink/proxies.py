@@ -110,8 +110,10 @@ def guarded_call(
     replace: dict[str, str] | None = None,
     cassette: Cassette | None = None,
     result_types: ResultTypes | None = None,
+    stage: str = "",
 ) -> Any:
-    """Apply ``policy`` to one call and audit it (see the module docstring); ``replace`` names the strings the
+    """Apply ``policy`` to one call and audit it (``stage``: the pipeline stage whose agent calls, named in the
+    audit record) (see the module docstring); ``replace`` names the strings the
     audit reads as placeholders (the replay's own namespace), so variants' audits compare call for call;
     ``cassette``: production's recorded calls, served to ``replay`` decisions (an unmatched one gets the
     policy's fallback decision, audited with it). A resource the candidate changed (``policy.changed``) is never
@@ -137,6 +139,7 @@ def guarded_call(
                 replace=replace,
                 fallback=fallback.value if fallback is not None else None,
                 changed=changed,
+                stage=stage,
                 **matching,
             ),
         )
@@ -305,6 +308,7 @@ def _dispatch(proxy: Any, resource_type: str, method: str, key: str, call: Any, 
         replace=proxy.afr_replace,
         cassette=load_cassette(proxy.afr_cassette) if proxy.afr_cassette else None,
         result_types=lambda: declared_result_types_of(proxy, method),
+        stage=proxy.afr_stage,
     )
 
 
@@ -326,6 +330,8 @@ class ToolPolicyProxy(FunctionTool):
     afr_mode: str = "replay"
     #: replay: the CassetteWindow JSON to serve from ('' = none); production: the CassetteRecording JSON
     afr_cassette: str = ""
+    #: the pipeline stage whose agent holds the resource ('' = a job of one agent), named in audit records
+    afr_stage: str = ""
 
     @property
     def call(self) -> Any:  # type: ignore[override]
@@ -357,6 +363,8 @@ class _ResourcePolicyProxy(Resource):
     afr_mode: str = "replay"
     #: replay: the CassetteWindow JSON to serve from ('' = none); production: the CassetteRecording JSON
     afr_cassette: str = ""
+    #: the pipeline stage whose agent holds the resource ('' = a job of one agent), named in audit records
+    afr_stage: str = ""
     _inner: Any = PrivateAttr(default=None)
 
     @classmethod
@@ -444,6 +452,7 @@ def rewrite_plan_resources(
     namespace: str = "",
     cassette: str = "",
     key_selector: Any = None,
+    stage: str = "",
 ) -> dict[str, list[str]]:
     """Wrap every governed resource provider of ``plan`` (an ``AgentPlan``) in a policy proxy, in place.
 
@@ -454,8 +463,8 @@ def rewrite_plan_resources(
     ``namespace`` (the replay's job
     identifier, its own Mem0 ``user_id``) reads as ``<replay-namespace>`` in audited arguments; ``cassette``
     (a :class:`~airflow_flink_replay.core.cassette.CassetteWindow` as JSON) is production's recorded calls the
-    ``replay`` decisions are served from. Returns what was wrapped and what was left unmediated, per resource
-    type.
+    ``replay`` decisions are served from; ``stage``: the pipeline stage of the plan's agent (audit records name
+    it; '' for a job of one agent). Returns what was wrapped and what was left unmediated, per resource type.
     """
     if is_folder(audit_dir):
         Path(audit_dir).mkdir(parents=True, exist_ok=True)
@@ -465,6 +474,7 @@ def rewrite_plan_resources(
         "afr_policy": policy.model_dump_json(),
         "afr_replace": {namespace: REPLAY_NAMESPACE} if namespace else {},
         "afr_cassette": cassette,
+        "afr_stage": stage,
     }
     report = _wrap_resources(plan, common, lambda rtype, name: True)
     _mark_actions(plan, key_field, key_selector)

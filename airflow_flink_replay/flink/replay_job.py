@@ -251,6 +251,7 @@ def build_replay(env: Any, spec: ReplayJobSpec) -> Any:
             namespace=spec.job_identifier,
             cassette=spec.cassette_json(),
             key_selector=key_selector,
+            stage=stage.name if getattr(job, "is_pipeline", False) else "",  # audit records name a pipeline's stage
         )
         logging.info("replay %s: resources of stage %s: %s", spec.variant, stage.name, report)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_flink_replay.core.audit import name_hashed_keys
 from airflow_flink_replay.core.compare import call_changes
@@ -80,6 +80,8 @@ class _Indexed:
     b_errors: Counter[Signature]
     b_blocked: Counter[Signature]
     n: int
+    #: the pipeline stage each signature's calls came from (a job of one agent: none)
+    stages: dict[Signature, str] = field(default_factory=dict)
 
 
 def _index_all(
@@ -100,7 +102,9 @@ def _index_all(
     outputs = set(output_keys)
     same_keys = bool(audit_keys) and len(audit_keys & outputs) >= 0.5 * len(audit_keys)
     universe = audit_keys | outputs if same_keys else audit_keys
-    return _Indexed(a_sig, b_sig, a2_sig, b_err, b_blk, max(len(universe), 1))
+    stages: dict[Signature, str] = {(str(r.resource_type), r.resource_name, r.method): r.stage
+                                    for r in (*baseline, *candidate, *(baseline_2 or [])) if r.stage}  # fmt: skip
+    return _Indexed(a_sig, b_sig, a2_sig, b_err, b_blk, max(len(universe), 1), stages)
 
 
 def _named_keys(
@@ -157,6 +161,7 @@ def _sig_facts(sig: Signature, ix: _Indexed, z: float) -> _SigFacts:
         dropped_keys=len(dropped),
         candidate_rate=x1 / ix.n,
         example_keys=new[:10] or dropped[:10],
+        stage=ix.stages.get(sig),
     )
     noise_new = 0
     if a2 is not None:
@@ -167,6 +172,8 @@ def _sig_facts(sig: Signature, ix: _Indexed, z: float) -> _SigFacts:
         st.noise_rate = x0 / ix.n
         st.lower_bound = newcombe_lower(x1, ix.n, x0, ix.n, z)
     label = f"{sig[0]} {sig[1]}" + (f" ({sig[2]})" if sig[2] not in ("", "call", "__call__") else "")
+    if sig in ix.stages:
+        label += f" of stage {ix.stages[sig]}"
     return _SigFacts(sig, a, b, a2, st, new, dropped, x1, noise_new, label)
 
 

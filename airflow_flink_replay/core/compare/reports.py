@@ -152,7 +152,7 @@ def render_junit(result: ComparisonResult) -> str:
         }.get(s.status, "ok")
         case(
             "compare.side_effects",
-            s.signature,
+            f"{s.stage}:{s.signature}" if s.stage else s.signature,
             status,
             f"{s.status}: candidate {s.candidate_calls} calls on {s.candidate_keys} keys "
             f"(new keys {s.new_keys}, other arguments on {s.arguments_changed_keys}, other free text on "

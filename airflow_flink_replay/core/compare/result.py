@@ -146,6 +146,9 @@ class ResourceStat(BaseModel):
     resource_type: str
     resource_name: str
     method: str
+    stage: str | None = Field(
+        default=None, description="the pipeline stage whose agent made the calls (None: a job of one agent)"
+    )
     baseline_calls: int = 0
     baseline_2_calls: int | None = None
     candidate_calls: int = 0

@@ -53,10 +53,11 @@ SCRIPT = textwrap.dedent(
     for name in ("lookup_rate", "ship_label", "track_parcel"):
         out[name] = guarded_call(policy=policy, variant="candidate", audit_dir=audit_dir, resource_type="tool",
                                  resource_name=name, method="call", key="k-1", call=tool(name), args=(),
-                                 kwargs={"order": "o-1"}, cassette=served)
+                                 kwargs={"order": "o-1"}, cassette=served,
+                                 stage="analysis" if name == "track_parcel" else "")
     out["ran"] = ran
     out["left_in_cassette"] = served.remaining()
-    out["audit"] = {r.resource_name: [r.decision, r.outcome, r.changed, r.fallback]
+    out["audit"] = {r.resource_name: [r.decision, r.outcome, r.changed, r.fallback, r.stage]
                     for r in read_audit(audit_dir)}
     print(json.dumps(out))
     """
@@ -82,10 +83,10 @@ def test_a_changed_tool_is_never_served_production_s_recording(tmp_path: Path) -
     # the unchanged tool: production's recorded answer, as before
     assert out["track_parcel"] == "track_parcel: production's recorded answer"
     assert out["ran"] == ["lookup_rate"] and out["left_in_cassette"] == 2
-    assert out["audit"] == {
-        "lookup_rate": ["allow", "ok", True, None],
-        "ship_label": ["record", "recorded", True, None],
-        "track_parcel": ["replay", "replayed", False, None],
+    assert out["audit"] == {  # a pipeline's call names its stage; a job of one agent's has none
+        "lookup_rate": ["allow", "ok", True, None, None],
+        "ship_label": ["record", "recorded", True, None, None],
+        "track_parcel": ["replay", "replayed", False, None, "analysis"],
     }
 
 

@@ -70,3 +70,19 @@ def test_a_candidate_whose_changed_tool_changes_its_outputs_fails(tmp_path: Path
                           audits={**paths, "changed": {"notify_support": "changed"}})  # fmt: skip
     codes = {r.code for r in result.reasons}
     assert result.verdict == "FAIL" and "FIELD_REGRESSION" in codes and "CHANGED_RESOURCES" in codes
+
+
+def test_a_pipelines_side_effects_name_the_stage_whose_agent_called() -> None:
+    """A call of a pipeline's agent carries its stage (the replay's proxies set it): the statistic, its reasons
+    name it; a job of one agent's calls carry none."""
+    staged = [r.model_copy(update={"stage": "analysis"}) for r in audit("candidate", changed_every=1, reason="late")]
+    stats, reasons = compare_audits(
+        [r.model_copy(update={"stage": "analysis"}) for r in audit("baseline")], staged,
+        [r.model_copy(update={"stage": "analysis"}) for r in audit("baseline_2")], [], CompareConfig(),
+    )  # fmt: skip
+    assert {s.stage for s in stats} == {"analysis"}
+    [reason] = reasons
+    assert reason.code == "SIDE_EFFECT_ARGUMENTS", reason
+    assert reason.message.startswith("candidate calls tool notify_support of stage analysis with other arguments")
+    plain, _ = compare_audits(audit("baseline"), audit("candidate"), audit("baseline_2"), [], CompareConfig())
+    assert {s.stage for s in plain} == {None}
