@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -68,9 +69,18 @@ def stop_production(stack: Any, production: dict[str, Any]) -> None:
     from airflow_flink_replay.hooks.mem0 import Mem0Hook
 
     hook = FlinkRestHook(settings=FlinkRestSettings(base_url=stack.flink_rest_url))
-    for job in hook.list_jobs().jobs:
-        if job.name == production["job_name"] and job.state == "RUNNING":
-            hook.cancel_job(job.jid)
+    cancelled = [job.jid for job in hook.list_jobs().jobs
+                 if job.name == production["job_name"] and job.state == "RUNNING"]  # fmt: skip
+    for jid in cancelled:
+        hook.cancel_job(jid)
+    # until they have ended: a job still CANCELLING holds its task slots, and the next module's jobs would find
+    # none (NoResourceAvailable: the cassette module's four jobs after the quickstart's production)
+    deadline = time.monotonic() + 90
+    while cancelled and time.monotonic() < deadline:
+        states = {job.jid: job.state for job in hook.list_jobs().jobs}
+        if all(states.get(jid) in ("CANCELED", "FINISHED", "FAILED", None) for jid in cancelled):
+            break
+        time.sleep(1)
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
     topics = [t for t in production["topics"].model_dump().values() if t in admin.list_topics(timeout=10).topics]
     for future in admin.delete_topics(topics).values() if topics else ():

@@ -92,5 +92,23 @@ def test_the_gate_passes_production_and_fails_each_changed_stage(stack, producti
     assert any("analysis:$.score" in r["message"] for r in analysis["reasons"]), analysis["reasons"]
     for run in records:
         assert all(v["output_records"] > 0 for v in run["variants"]), run["variants"]
+    # every agent of the pipeline is mediated: its calls are audited, each with its stage
+    for variant in aa["variants"]:
+        audits = [json.loads(line) for line in Path(variant["audit"]).read_text().splitlines() if line.strip()]
+        stages = {(a["stage"], a["resource_name"]) for a in audits if a["outcome"] == "ok"}
+        assert stages >= {("analysis", "review_analysis_model"), ("suggestion", "generate_suggestion_model")}, stages
     assert len(running_jobs(stack, production["job_name"])) == 1, "production came back after each run, once"
     print(f"deploy {production['deploy_s']:.0f}s, three gate runs {took:.0f}s")
+
+
+def test_a_candidate_that_drops_the_windows_state_is_refused_before_production_stops(stack, production) -> None:
+    """``dropped_window`` gives the window another uid: production's open windows would not be restored. The
+    agent check refuses it (before anything is stopped), naming the stage."""
+    spec = production["folder"] / "spec.yaml"
+    done = run_step(f".venv/bin/flink-replay run-dag gate --spec {spec} "
+                    "--candidate tests.jobs.pipeline_job.job:dropped_window", timeout=600)
+    assert done.returncode != 0, done.stdout[-4000:]
+    assert "drops production's stateful stage 'per-product' (window, uid afr-window-per-product)" in done.stdout, (
+        done.stdout[-4000:]
+    )
+    assert len(running_jobs(stack, production["job_name"])) == 1
