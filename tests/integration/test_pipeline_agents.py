@@ -15,47 +15,30 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.dag_testing import running_jobs, stop_production
-from tests.doc_blocks import ROOT, fenced_blocks
-from tests.integration.test_quickstart_agent import run_step
+from tests.dag_testing import running_jobs
+from tests.integration import walkthrough
 
 pytestmark = pytest.mark.timeout(1800)
 
-PAGE = ROOT / "docs" / "your-agent.md"
 DOC_FOLDER, DOC_NAME = ".stack/pipeline", "quickstart-pipeline"
 WINDOW = 24
 
 
 def doc_step(step: str, folder: Path, name: str) -> str:
     """The page's shell block ``step`` with its work folder and production name replaced."""
-    block = next(b for b in fenced_blocks(PAGE) if b.kind == "run" and b.target == step)
-    assert DOC_FOLDER in block.text, block.text
-    return block.text.replace(DOC_FOLDER, str(folder)).replace(DOC_NAME, name)
+    return walkthrough.doc_step(step, folder, name, doc_folder=DOC_FOLDER, doc_name=DOC_NAME)
 
 
 @pytest.fixture(scope="module")
 def production(stack, tmp_path_factory) -> Any:
-    from airflow_flink_replay.local.demo import DemoTopics
-
-    folder = tmp_path_factory.mktemp("pipeline")
-    name = f"pipeline-{uuid.uuid4().hex[:6]}"
-    prod = {"job_name": name, "identifier": name, "spec_path": folder / "spec.yaml", "folder": folder,
-            "topics": DemoTopics(reviews=f"{name}-input", outputs=f"{name}-outputs", capture=f"{name}-capture",
-                                 action_state=f"{name}-action-state")}
-    started = time.monotonic()
-    done = run_step(doc_step("pipeline-deploy", folder, name), timeout=400)
-    prod["deploy_s"] = time.monotonic() - started
-    try:
-        assert done.returncode == 0, done.stdout[-4000:]
-        yield prod
-    finally:
-        stop_production(stack, prod)
+    """The page's ``pipeline-deploy`` block: the pipeline as production, fed the quickstart's first reviews."""
+    yield from walkthrough.deployed(stack, tmp_path_factory.mktemp("pipeline"), step="pipeline-deploy",
+                                    doc_folder=DOC_FOLDER, doc_name=DOC_NAME, prefix="pipeline")  # fmt: skip
 
 
 def test_deploy_writes_the_pipelines_time_into_the_spec(stack, production) -> None:
@@ -76,7 +59,7 @@ def test_the_gate_passes_production_and_fails_each_changed_stage(stack, producti
     from airflow_flink_replay.core.replay_spec import ReplaySpec
 
     started = time.monotonic()
-    done = run_step(doc_step("pipeline-gate", production["folder"], production["job_name"]), timeout=1500)
+    done = walkthrough.run_step(doc_step("pipeline-gate", production["folder"], production["job_name"]), timeout=1500)
     took = time.monotonic() - started
     out = done.stdout
     runs = Path(ReplaySpec.from_yaml(production["spec_path"]).runs_uri.removeprefix("file://"))
@@ -105,7 +88,7 @@ def test_a_candidate_that_drops_the_windows_state_is_refused_before_production_s
     """``dropped_window`` gives the window another uid: production's open windows would not be restored. The
     agent check refuses it (before anything is stopped), naming the stage."""
     spec = production["folder"] / "spec.yaml"
-    done = run_step(f".venv/bin/flink-replay run-dag gate --spec {spec} "
+    done = walkthrough.run_step(f".venv/bin/flink-replay run-dag gate --spec {spec} "
                     "--candidate tests.jobs.pipeline_job.job:dropped_window", timeout=600)
     assert done.returncode != 0, done.stdout[-4000:]
     assert "drops production's stateful stage 'per-product' (window, uid afr-window-per-product)" in done.stdout, (

@@ -17,24 +17,19 @@ and 598 s on a shared 2-core machine: deploy block 27-65 s, gate block 315-488 s
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.dag_testing import production_outputs, running_jobs, stop_production
-from tests.doc_blocks import ROOT, fenced_blocks
+from tests.dag_testing import production_outputs, running_jobs
+from tests.integration import walkthrough
 
 pytestmark = pytest.mark.timeout(1500)
 
-PAGE = ROOT / "docs" / "your-agent.md"
 #: what the page's shell blocks call the work folder and production; the test replaces both
 DOC_FOLDER, DOC_NAME = ".stack/quickstart", "quickstart-reviews"
 WINDOW = 12
@@ -86,42 +81,14 @@ print(json.dumps(out))
 
 def doc_step(step: str, folder: Path, name: str) -> str:
     """The page's shell block ``step`` with its work folder and production name replaced."""
-    block = next(b for b in fenced_blocks(PAGE) if b.kind == "run" and b.target == step)
-    assert DOC_FOLDER in block.text, block.text
-    return block.text.replace(DOC_FOLDER, str(folder)).replace(DOC_NAME, name)
-
-
-def run_step(script: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run a shell block with bash in the repository's folder, as a reader would. It runs in a process group of
-    its own, ended as a whole afterwards: a background feeder of a block that failed half-way stops too."""
-    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+    return walkthrough.doc_step(step, folder, name, doc_folder=DOC_FOLDER, doc_name=DOC_NAME)
 
 
 @pytest.fixture(scope="module")
 def production(stack, tmp_path_factory) -> Any:
     """The page's ``deploy`` block: production from the job definition, fed the quickstart's first reviews."""
-    from airflow_flink_replay.local.demo import DemoTopics
-
-    folder = tmp_path_factory.mktemp("walkthrough")
-    name = f"quickstart-{uuid.uuid4().hex[:6]}"
-    prod = {"job_name": name, "identifier": name, "spec_path": folder / "spec.yaml", "folder": folder,
-            "topics": DemoTopics(reviews=f"{name}-input", outputs=f"{name}-outputs", capture=f"{name}-capture",
-                                 action_state=f"{name}-action-state")}
-    started = time.monotonic()
-    done = run_step(doc_step("deploy", folder, name), timeout=400)
-    prod["deploy_s"] = time.monotonic() - started
-    try:
-        assert done.returncode == 0, done.stdout[-4000:]
-        yield prod
-    finally:
-        stop_production(stack, prod)
+    yield from walkthrough.deployed(stack, tmp_path_factory.mktemp("walkthrough"), step="deploy",
+                                    doc_folder=DOC_FOLDER, doc_name=DOC_NAME, prefix="quickstart")  # fmt: skip
 
 
 def test_production_runs_the_quickstart_agent_from_its_definition(stack, production) -> None:
@@ -147,7 +114,7 @@ def test_the_gate_passes_production_as_its_own_candidate_and_fails_the_changed_p
     from airflow_flink_replay.core.replay_spec import ReplaySpec
 
     started = time.monotonic()
-    done = run_step(doc_step("gate", production["folder"], production["job_name"]), timeout=1200)
+    done = walkthrough.run_step(doc_step("gate", production["folder"], production["job_name"]), timeout=1200)
     took = time.monotonic() - started
     out = done.stdout
     runs = Path(ReplaySpec.from_yaml(production["spec_path"]).runs_uri.removeprefix("file://"))
