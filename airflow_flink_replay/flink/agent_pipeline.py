@@ -224,7 +224,15 @@ class AgentPipeline:
         if bad:
             raise ValueError(f"AgentPipeline.stages holds {bad}: each stage is an AgentStage, WindowStage or MapStep")
         _unique("stage name", [s.name for s in stages])
-        _unique("operator uid", [s.operator_uid() for s in stages[1:] if s.stateful])
+        pin = "\0the agent pin"  # whatever uid the first agent gets, it is not a stage's own
+        _unique("operator uid", [uid for s, uid in self.stage_uids(pin) if s.stateful and uid and uid != pin])
+        first_agent = self.agent_stages()[0]
+        if first_agent.uid:
+            raise ValueError(
+                f"AgentPipeline: the first agent stage {first_agent.name!r} has uid {first_agent.uid!r}, but its "
+                "operator is pinned by the agent pin (production.agent_uid, production_job.py --agent-uid), as the "
+                "agent of an AgentJob is. Fix: leave its uid empty and set production.agent_uid"
+            )
         if self.key_selector is None and not isinstance(stages[0], AgentStage):
             raise ValueError(
                 f"AgentPipeline: the first stage {stages[0].name!r} is not an agent, so the input's key is not "
@@ -325,7 +333,7 @@ class AgentPipeline:
         for stage in self.stages:
             if isinstance(stage, AgentStage) and first:
                 first = False
-                yield stage, first_agent_uid if first_agent_uid is not None else stage.uid
+                yield stage, first_agent_uid
             else:
                 yield stage, stage.operator_uid()
 

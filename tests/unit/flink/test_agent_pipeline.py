@@ -52,7 +52,7 @@ def test_the_first_agent_takes_the_pin_every_other_stateful_stage_its_own_uid() 
     uids = [(s.name, uid) for s, uid in pipeline.stage_uids("afr-agent")]
     assert uids == [("clean", "afr-step-clean"), ("analysis", "afr-agent"), ("per-product", "afr-window-per-product"),
                     ("suggestion", "afr-agent-suggestion")]  # fmt: skip
-    # pinned by hash (no uid): the first agent keeps its own, if any
+    # pinned by hash or not at all: no uid for the first agent
     assert dict((s.name, u) for s, u in _three().stage_uids(None))["analysis"] is None
     assert _three().output_serializer is _three().stages[-1].output_serializer
     assert _three().memory is None
@@ -69,9 +69,12 @@ def test_the_first_agent_takes_the_pin_every_other_stateful_stage_its_own_uid() 
         (lambda: AgentPipeline(stages=[AgentStage("a", _job()), AgentStage("a", _job())]), r"stage name \['a'\] given"),
         (lambda: AgentPipeline(stages=[AgentStage("a", _job()), _window("w", uid="u"), _window("x", uid="u")]),
          r"operator uid \['u'\] given twice"),
+        (lambda: AgentPipeline(stages=[MapStep("m", str), AgentStage("a", _job()), AgentStage("b", _job(), uid="x"),
+                                       _window("x", uid="x")], key_selector=_key), r"operator uid \['x'\] given twice"),
         (lambda: AgentPipeline(stages=[MapStep("m", str), AgentStage("a", _job())]), r"key_selector= the key"),
         (lambda: _three(compare_stages=["suggestion"]), r"compare_stages names \['suggestion'\], not intermediate"),
         (lambda: MapStep("m", str, kind="reduce"), r"kind 'reduce' must be 'map', 'filter' or 'flat_map'"),
+        (lambda: AgentPipeline(stages=[AgentStage("a", _job(), uid="mine")]), r"pinned by the agent pin.*Fix: leave"),
         (lambda: _window(key_selector="id"), r"key_selector must be a callable"),
         (lambda: _three(bad_records="skip"), r"bad_records 'skip' must be"),
     ],
