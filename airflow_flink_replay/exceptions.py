@@ -50,6 +50,7 @@ __all__ = [
     "ProductionLeaseNotHeldError",
     "ReplayPolicyBlocked",
     "ResultRefused",
+    "RunFileRefusedError",
     "SecretReferenceError",
     "SecretScrubbedError",
     "SpecError",
@@ -228,6 +229,12 @@ class ReplayPolicyBlocked(FlinkReplayError, RuntimeError):
 class ResultRefused(FlinkReplayError, ValueError):
     """A recorded result the job side does not rebuild: its codec is unknown or names a type the job's code does
     not declare, or its value is not one (the call is then unmatched; ``core/cassette.py``)."""
+
+
+class RunFileRefusedError(FlinkReplayError, PermissionError):
+    """The UI plugin refuses to read a run's file: its URI is outside every runs location the deployment allows
+    (``[flink_replay] runs_locations``), has a ``..`` segment, or resolves through a symlink to outside them
+    (``ui/locations.py``). The message says why without the URI's credentials, and the fix."""
 
 
 class StackSetupError(FlinkReplayError, RuntimeError):

@@ -59,8 +59,30 @@ MEM0_CONNECTION: dict[str, Any] = {
 }
 
 
+#: The UI plugin's settings, as Airflow's config lists them (``airflow config list``) and reads them.
+UI_CONFIG: dict[str, Any] = {
+    "flink_replay": {
+        "description": "Settings of the provider's UI plugin (the reports and the Replays pages in the API server).\n",
+        "options": {
+            "runs_locations": {
+                "description": "Comma-separated URI prefixes (or absolute local paths) under which the API server "
+                "may read a replay run's files: the reports, summary.json, junit.xml and run_record.json. Give "
+                "the specs' runs_uri (an object store's with its connection, as in s3://aws_replay@bucket/runs). "
+                "Empty (the default): nothing is read, and the pages say so. A file outside them, one reached "
+                "through a symlink that leads outside, or a URI with a '..' segment is refused (403).\n",
+                "version_added": "0.1.0",
+                "type": "string",
+                "example": "file:///data/replay-runs,s3://aws_default@replays/runs",
+                "default": "",
+            }
+        },
+    }
+}
+
+
 def get_provider_info() -> dict[str, Any]:
-    """Return the provider's metadata: connection types, hooks, triggers, extra links."""
+    """Return the provider's metadata: connection types, hooks, triggers, extra links, the UI plugin and its
+    config section."""
     return {
         "package-name": "airflow-flink-replay",
         "name": "Flink Agents Replay",
@@ -86,4 +108,6 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_flink_replay.links.flink.FlinkJobLink",
             "airflow_flink_replay.links.report.ReplayReportLink",
         ],
+        "plugins": [{"name": "flink_replay", "plugin-class": "airflow_flink_replay.ui.plugin.FlinkReplayPlugin"}],
+        "config": UI_CONFIG,
     }

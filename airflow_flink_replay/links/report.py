@@ -12,7 +12,10 @@ if TYPE_CHECKING:
 
 
 class ReplayReportLink(BaseOperatorLink):
-    """Links a comparison task to its report.html. The operator stores the URL with :meth:`persist`."""
+    """Links a comparison task to its report.html. The operator stores the URL with :meth:`persist`: the report's
+    page in the Airflow UI, served by the provider's plugin (``/flink-replay/runs/<dag_id>/<run_id>/report.html``,
+    :mod:`airflow_flink_replay.ui.paths`), or the spec's ``report.url``. Airflow 3's UI shows an extra link only
+    when it is on its own origin or ``http(s)``/``mailto``: a ``file://`` or ``s3://`` URI would not be shown."""
 
     name = "Replay Report"
 

@@ -28,6 +28,7 @@ from airflow_flink_replay.exceptions import CompareInputError
 from airflow_flink_replay.ids import XCOM_CASSETTE_COVERAGE_KEY, XCOM_COMPARISON_KEY
 from airflow_flink_replay.links.report import ReplayReportLink
 from airflow_flink_replay.run_io import run_storage
+from airflow_flink_replay.ui.paths import run_file_url
 
 if TYPE_CHECKING:  # the engine and its reports are imported when the task compares, not by every DAG parse
     from airflow_flink_replay.core.compare.result import ComparisonResult, FidelityStat, Reason
@@ -72,7 +73,8 @@ class ReportSettings(NamedTuple):
 
     :param uri: the folder for the reports; None: ``<the manifest's folder>/compare-<run id>/``.
     :param url: the URL under which readers open the report (``{report}`` is replaced by the report.html URI);
-        None: the report's URI.
+        None: the report's page in the Airflow UI, served by the provider's plugin from where the report was
+        written (``<[api] base_url's path>/flink-replay/runs/<dag_id>/<run_id>/report.html``; docs/ui.md).
     :param gate: fail the task when the verdict is FAIL (True), or only report (False).
     :param fail_on_inconclusive: also fail the task when the verdict is INCONCLUSIVE.
     """
@@ -188,7 +190,7 @@ class CompareReplayOutputsOperator(BaseOperator):
         summary, url = self._reported(context, result, out_dir)
         context["ti"].xcom_push(key=XCOM_COMPARISON_KEY, value=summary)
         self._log_result(result, summary["report_uri"])
-        self._gate(result, url)
+        self._gate(result, f"{summary['report_uri']}, in the Airflow UI: {url}")
         return summary
 
     def _config(self) -> CompareConfig:
@@ -207,7 +209,11 @@ class CompareReplayOutputsOperator(BaseOperator):
 
         written = write_reports(result, out_dir)
         report = _uri(written["html"])
-        url = self.report.url.replace("{report}", report) if self.report.url else report
+        if self.report.url:
+            url = self.report.url.replace("{report}", report)
+        else:  # a browser cannot open file:// or s3:// from the UI: the plugin serves the report (ui/app.py)
+            ti = context["ti"]
+            url = run_file_url(ti.dag_id, ti.run_id, "report.html")
         ReplayReportLink.persist(context, url)
         summary = {
             **result.summary(),
@@ -217,12 +223,12 @@ class CompareReplayOutputsOperator(BaseOperator):
         }
         return summary, url
 
-    def _gate(self, result: ComparisonResult, url: str) -> None:
+    def _gate(self, result: ComparisonResult, report: str) -> None:
         """Fail the task on FAIL (``report.gate``), and on INCONCLUSIVE with ``report.fail_on_inconclusive``."""
         if self.report.gate and result.verdict == "FAIL":
-            raise AirflowFailException(f"replay gate: FAIL — {_decisive(result)} (report: {url})")
+            raise AirflowFailException(f"replay gate: FAIL — {_decisive(result)} (report: {report})")
         if self.report.fail_on_inconclusive and result.verdict == "INCONCLUSIVE":
-            raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {url})")
+            raise AirflowFailException(f"replay gate: INCONCLUSIVE — {_decisive(result)} (report: {report})")
 
     def _compared(self, config: CompareConfig) -> ComparisonResult:
         """Open every run's outputs and audits (closed again when compared), compare them and, with production's

@@ -7,7 +7,8 @@
 - Read from the source (AST, every import statement, including those inside functions): nothing in ``core/``
   imports airflow, pyflink or flink_agents; nothing in ``flink/`` imports airflow; nothing in ``lifecycle/``
   imports airflow or the operators; nothing outside ``local/`` and ``commands/`` imports
-  ``airflow_flink_replay.local``.
+  ``airflow_flink_replay.local``; outside ``ui/`` (the API server's plugin) only its leaf ``ui/paths.py`` is
+  imported.
 - Imported in a fresh interpreter, the ``memory/`` modules (the Mem0 fork; the Flink side builds its memory and
   journal with them) load neither airflow nor pyflink, except ``memory/journal_reader.py`` (the Airflow side's
   reader of the journal, a Kafka-provider hook).
@@ -36,7 +37,7 @@ LOCAL = f"{ROOT_NAME}.local"
 
 # The subpackages the provider (Airflow side) is made of; each must import without ``local``.
 PROVIDER_SUBPACKAGES = (
-    "core", "hooks", "operators", "sensors", "triggers", "links", "replay_dag", "memory", "run_io", "lifecycle",
+    "core", "hooks", "operators", "sensors", "triggers", "links", "replay_dag", "memory", "run_io", "lifecycle", "ui",
 )
 # Package-root modules of the provider side; ``cli`` wires the ``commands`` (which may use ``local``).
 PROVIDER_ROOT_MODULES_EXCLUDED = {"__init__", "cli"}
@@ -206,6 +207,16 @@ def test_only_local_and_commands_import_the_development_stack() -> None:
     allowed = (PACKAGE / "local", PACKAGE / "commands")
     paths = [p for p in sorted(PACKAGE.rglob("*.py")) if not any(p.is_relative_to(a) for a in allowed)]
     assert _offenders(paths, (LOCAL,)) == {}
+
+
+def test_outside_ui_only_its_leaf_is_imported() -> None:
+    """``ui/`` is the API server's plugin; outside it only ``ui/paths.py`` (the report link's URL, built by the
+    comparison operator on the worker) is imported, and that module imports nothing of the package."""
+    ui = f"{ROOT_NAME}.ui"
+    paths = [p for p in sorted(PACKAGE.rglob("*.py")) if not p.is_relative_to(PACKAGE / "ui")]
+    used = {m for p in paths for m in _imported_modules(p) if m.startswith(ui + ".")}
+    assert used and all(m.startswith(f"{ui}.paths") for m in used), sorted(used)
+    assert _module_graph()[f"{ui}.paths"] == set()
 
 
 def test_the_import_reader_sees_relative_and_nested_imports() -> None:
