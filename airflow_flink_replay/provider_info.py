@@ -108,6 +108,5 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_flink_replay.links.flink.FlinkJobLink",
             "airflow_flink_replay.links.report.ReplayReportLink",
         ],
-        "plugins": [{"name": "flink_replay", "plugin-class": "airflow_flink_replay.ui.plugin.FlinkReplayPlugin"}],
         "config": UI_CONFIG,
     }

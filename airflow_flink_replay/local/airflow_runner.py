@@ -68,10 +68,26 @@ def airflow_env(
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "FLINK_REPLAY_SPEC": str(spec_path),
             "FLINK_REPLAY_STACK_DIR": stack.workdir,
+            # the UI plugin serves the reports of runs written there (docs/ui.md)
+            "AIRFLOW__FLINK_REPLAY__RUNS_LOCATIONS": ",".join(runs_locations(stack, spec_path)),
         }
     )
     env.update(connection_env(stack))
     return env
+
+
+def runs_locations(stack: StackInfo, spec_path: Path) -> list[str]:
+    """Where the runs of this Airflow are written: the stack's runs folder and the spec's ``runs_uri``."""
+    import yaml
+
+    found = [f"file://{Path(stack.workdir) / 'runs'}"]
+    try:
+        runs_uri = (yaml.safe_load(Path(spec_path).read_text()) or {}).get("runs_uri")
+    except (OSError, ValueError):
+        runs_uri = None
+    if isinstance(runs_uri, str) and runs_uri and runs_uri not in found:
+        found.append(runs_uri)
+    return found
 
 
 def connection_env(stack: StackInfo) -> dict[str, str]:

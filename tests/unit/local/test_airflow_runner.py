@@ -75,3 +75,13 @@ def test_a_home_migrated_by_this_airflow_is_not_migrated_again(tmp_path: Path) -
     (home / "airflow.db").unlink()  # a home whose DB is gone is migrated again, whatever the marker says
     runner.migrate()
     assert log.read_text().count("$ airflow db migrate") == 2 and (home / "airflow.db").exists()
+
+
+def test_the_ui_plugin_may_serve_the_stacks_runs_and_the_specs(tmp_path: Path) -> None:
+    """``[flink_replay] runs_locations`` of the stack's Airflow: its runs folder, and the spec's runs_uri."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("runs_uri: s3://bucket/runs\n")
+    env = airflow_env(_stack(tmp_path), tmp_path / "home", spec, base={})
+    assert env["AIRFLOW__FLINK_REPLAY__RUNS_LOCATIONS"] == f"file://{tmp_path / 'runs'},s3://bucket/runs"
+    missing = airflow_env(_stack(tmp_path), tmp_path / "home", tmp_path / "absent.yaml", base={})
+    assert missing["AIRFLOW__FLINK_REPLAY__RUNS_LOCATIONS"] == f"file://{tmp_path / 'runs'}"

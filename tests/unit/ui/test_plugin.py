@@ -69,7 +69,7 @@ def test_pyproject_and_provider_info_declare_the_plugin() -> None:
     assert declared == {"flink_replay": PLUGIN}
     assert EntryPoint("flink_replay", PLUGIN, "airflow.plugins").load() is FlinkReplayPlugin
     info = get_provider_info()
-    assert info["plugins"] == [{"name": "flink_replay", "plugin-class": PLUGIN.replace(":", ".")}]
+    assert "plugins" not in info  # the entry point registers it in every mode: twice would be an import error
     option = info["config"]["flink_replay"]["options"]["runs_locations"]
     assert option["default"] == "" and option["type"] == "string"
 
@@ -98,12 +98,32 @@ print(json.dumps({
 """
 
 
-def _serve(extra_env: dict[str, str], python_path: list[str]) -> dict[str, object]:
-    env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join([*python_path, str(ROOT)])}
+def _installed() -> bool:
+    """Whether an installed distribution declares the plugin's entry point (``pip install -e .`` does)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value == PLUGIN for ep in entry_points(group="airflow.plugins"))
+
+
+def _declared_in(folder: Path) -> list[str]:
+    """``[folder]`` holding a distribution that declares the entry point, when none is installed (else ``[]``)."""
+    if _installed():
+        return []
+    dist = folder / "afr_ui_entry_point-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: afr-ui-entry-point\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text(f"[airflow.plugins]\nflink_replay = {PLUGIN}\n")
+    return [str(folder), str(ROOT)]
+
+
+def _serve(extra_env: dict[str, str], python_path: list[str], cwd: Path) -> dict[str, object]:
+    """Airflow's API server app built in a fresh Python, run in ``cwd`` (not the checkout: Airflow does not dedupe
+    plugins, and an installed checkout found again through the current folder registers twice)."""
+    env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join(python_path)}
     env["AIRFLOW__CORE__AUTH_MANAGER"] = SIMPLE_AUTH_MANAGER
     env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = "admin:admin"
     done = subprocess.run([sys.executable, "-c", _SERVE], capture_output=True, text=True, env=env, timeout=240,
-                          cwd=ROOT)  # fmt: skip
+                          cwd=cwd)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -120,18 +140,17 @@ def _check_served(found: dict[str, object]) -> None:
 
 @pytest.mark.timeout(300)
 def test_airflows_api_server_mounts_it_from_the_entry_point(airflow_db: Path, tmp_path: Path) -> None:
-    """Airflow's own ``create_app``, plugins discovered the default way: a distribution declaring the
-    ``airflow.plugins`` entry point of ``pyproject.toml`` (written here as installed metadata)."""
-    dist = tmp_path / "afr_ui_entry_point-0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: afr-ui-entry-point\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(f"[airflow.plugins]\nflink_replay = {PLUGIN}\n")
-    found = _serve({}, [str(tmp_path)])
+    """Airflow's own ``create_app``, plugins discovered the default way: the installed distribution's
+    ``airflow.plugins`` entry point of ``pyproject.toml`` (written here as installed metadata when this checkout is
+    not installed)."""
+    installed = _installed()
+    found = _serve({}, _declared_in(tmp_path), tmp_path)
     _check_served(found)
-    assert "afr-ui-entry-point" in str(found["plugin"]["source"])  # type: ignore[index]
+    source = str(found["plugin"]["source"])  # type: ignore[index]
+    assert ("airflow-flink-replay" if installed else "afr-ui-entry-point") in source, source
 
 
 @pytest.mark.timeout(300)
-def test_airflows_api_server_mounts_it_from_the_provider_info(airflow_db: Path) -> None:
-    """With ``[core] lazy_discover_providers`` off, Airflow loads the plugins the provider info lists."""
-    _check_served(_serve({"AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False"}, []))
+def test_airflows_api_server_mounts_it_once_with_eager_provider_discovery(airflow_db: Path, tmp_path: Path) -> None:
+    """With ``[core] lazy_discover_providers`` off, the entry point still registers it, once (no import error)."""
+    _check_served(_serve({"AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False"}, _declared_in(tmp_path), tmp_path))
