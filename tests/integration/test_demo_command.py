@@ -267,6 +267,8 @@ def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs
     """The Airflow UI of the demo's standalone renders the failed gate run's grid and its verdict, and the
     HTML report renders too — each in headless Chromium, driven over CDP (tests/browser.py): each page is
     polled in real time until it shows what is expected, then screenshotted."""
+    from urllib.parse import quote
+
     from tests.browser import CHROMIUM, Browser, Dom
 
     assert CHROMIUM.exists(), "Debian's chromium is missing: `make system-deps` installs it"
@@ -295,6 +297,17 @@ def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs
             Path(report).as_uri(),
             lambda d: d.contains("FAIL", "$.label") and "FAIL" in d.text and "$.label" in d.text,
             "the report with FAIL and $.label",
+        ),
+        # the provider's UI plugin serves it from the API server, behind the UI's login (the grid set its cookie)
+        "report_page": (
+            f"{base}/flink-replay/runs/{GATE}/{quote(run_id, safe='')}/report.html",
+            lambda d: d.contains("FAIL", "$.label") and "FAIL" in d.text and "$.label" in d.text,
+            "the report served by the UI plugin, with FAIL and $.label",
+        ),
+        "replays": (
+            f"{base}/flink-replay/replays",
+            lambda d: d.contains("FAIL", "PASS") and "<svg" in d.html,
+            "the Replays page with both gate runs' verdicts and a chart",
         ),
     }
     with Browser(tmp_path / "chromium", width=1600, height=1000) as browser:
