@@ -11,9 +11,11 @@ test`` runs a unit session, then an integration session: tests/suite.py.)
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,8 @@ from tests.stack_start import StackStart
 
 ROOT = Path(__file__).resolve().parent.parent
 _AIRFLOW_HOME = Path(os.environ.get("FLINK_REPLAY_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="afr-airflow-"))
+if not os.environ.get("FLINK_REPLAY_TEST_AIRFLOW_HOME"):  # this process made it: removed when it ends
+    atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
