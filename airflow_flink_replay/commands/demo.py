@@ -154,6 +154,7 @@ def _serve(stack: Any, server: Any, setup: Any) -> None:
 
     print(f"serving Airflow on {server.base} (Ctrl-C to stop); trigger flink_agents_release_gate with conf "
           "{\"candidate\": \"%s\"}" % setup.v2, flush=True)
+    print(f"  the runs' verdicts, charts and reports: {server.base}/flink-replay/replays", flush=True)
     with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=40_000, rate=2):
         server.wait()
 
