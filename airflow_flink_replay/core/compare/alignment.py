@@ -102,6 +102,12 @@ def stage_key(stage: str, key: str) -> str:
     return f"{stage}:{key}"
 
 
+def output_key(obj: dict[str, Any], kv: Any) -> str:
+    """An output's key text: ``kv``'s, made its stage's (:func:`stage_key`) for an intermediate stage's output."""
+    stage = stage_of(obj)
+    return key_text(kv) if stage is None else stage_key(stage, key_text(kv))
+
+
 def keyed_output(
     obj: dict[str, Any], kv: Any, flattener: Flattener, source: str, lineno: int
 ) -> tuple[str, dict[str, Any]]:
@@ -143,18 +149,13 @@ def fill_run(
     by_key = run.by_key
     paths = run.paths
     source = run.source
-    flatten = flattener.flatten
     for lineno, obj in records:
         run.count += 1
         kv = key(obj)
         if kv is MISSING:
             run.note_unkeyed(lineno)
             continue
-        meta = obj.get("_replay")
-        if type(meta) is dict and meta.get("stage"):  # an intermediate stage's output (keyed_output checks)
-            k, flat = keyed_output(obj, kv, flattener, source, lineno)
-        else:
-            k, flat = key_text(kv), flatten_output(flatten, obj, source, lineno)
+        k, flat = keyed_output(obj, kv, flattener, source, lineno)
         paths.update(flat)
         entry = (flat, lineno, replay_order(obj))
         entries = by_key.get(k)
@@ -216,9 +217,7 @@ class KeyShape:
         for i, obj in enumerate(outputs):
             kv = getter(obj)
             if kv is not MISSING:
-                stage = stage_of(obj)
-                k = key_text(kv) if stage is None else stage_key(stage, key_text(kv))
-                by_key.setdefault(k, []).append(({}, i, replay_order(obj)))
+                by_key.setdefault(output_key(obj, kv), []).append(({}, i, replay_order(obj)))
         shape = cls()
         for entries in by_key.values():
             shape.add(entries)

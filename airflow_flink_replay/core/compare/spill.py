@@ -32,13 +32,12 @@ from airflow_flink_replay.core.compare.alignment import (
     Entry,
     Order,
     Run,
-    flatten_output,
     keyed_output,
     order_within_keys,
     replay_order,
 )
 from airflow_flink_replay.core.compare.loading import Source, iter_json_lines, source_name
-from airflow_flink_replay.core.compare.paths import MISSING, Flattener, compile_key, key_text
+from airflow_flink_replay.core.compare.paths import MISSING, Flattener, compile_key
 from airflow_flink_replay.exceptions import CompareInputError
 
 #: Flattened outputs kept per run to name the comparator of fields that never differ.
@@ -121,7 +120,6 @@ def partition_run(
     run = Run(name=name, source=source_name(source))
     files = [folder / f"{name}-{i:04d}.pickle" for i in range(parts)]
     writer = _Writer(files)
-    flatten = flattener.flatten
     paths = run.paths
     done = False
     try:
@@ -131,11 +129,7 @@ def partition_run(
             if kv is MISSING:
                 run.note_unkeyed(lineno)
                 continue
-            meta = obj.get("_replay")
-            if type(meta) is dict and meta.get("stage"):  # an intermediate stage's output (keyed_output checks)
-                k, flat = keyed_output(obj, kv, flattener, run.source, lineno)
-            else:
-                k, flat = key_text(kv), flatten_output(flatten, obj, run.source, lineno)
+            k, flat = keyed_output(obj, kv, flattener, run.source, lineno)
             paths.update(flat)
             if len(run.samples) < SAMPLES:
                 run.samples.append(flat)
