@@ -297,8 +297,7 @@ def inspect_definition(
         stage_jobs = [pipeline.stage_job(s) for s in pipeline.agent_stages()]
         agents = [j.build_agent() for j in stage_jobs]
         facts.agent_class = ", ".join(qualified(a) for a in agents)
-        key_type = pipeline.key_type if pipeline.key_selector is not None else stage_jobs[0].key_type
-        facts.key_serializer = "pickled" if key_type is None else str(key_type)  # None: as Flink Agents keys
+        facts.key_serializer = key_serializer(pipeline.input_key_type)
         facts.invisible = [f for a in agents for f in invisible_declarations(type(a))]
         facts.event_time, facts.watermark = pipeline.event_time, pipeline.watermark
         if isinstance(job, AgentPipeline):
@@ -316,8 +315,7 @@ def inspect_definition(
     except (Exception, SystemExit) as exc:  # a module that exits at import is reported like one that raises
         facts.error = python_error(exc)
         return facts
-    first = pipeline.stages[0]
-    if sample_runs > 0 and records and facts.input is not None and facts.input.error is None and first is not None:
+    if sample_runs > 0 and records and facts.input is not None and facts.input.error is None:
         sampled = sample_job(pipeline)
         if sampled is not None:
             facts.sample = run_sample(sampled, records[0].value, records[0].where, facts, policy or ReplayPolicy(),
@@ -342,7 +340,6 @@ def stage_facts(pipeline: Any) -> list[StageFact]:
     """Each stage of a pipeline as facts: kind, the uid its operator gets, its key selector's fingerprint and key
     type, and whether a window assigns by event time."""
     from airflow_flink_replay.flink.agent_pipeline import AgentStage, WindowStage
-    from airflow_flink_replay.flink.fingerprint import function_fingerprint
 
     out = []
     for stage, uid in pipeline.stage_uids(None):
@@ -350,18 +347,25 @@ def stage_facts(pipeline: Any) -> list[StageFact]:
         key_type = stage.job.key_type if isinstance(stage, AgentStage) else getattr(stage, "key_type", None)
         out.append(StageFact(
             name=stage.name, kind=stage.kind, uid=uid, stateful=stage.stateful,
-            key=_key_fingerprint(key, function_fingerprint) if key is not None else None,
-            key_type=None if key is None else "pickled" if key_type is None else str(key_type),
+            key=_key_fingerprint(key) if key is not None else None,
+            key_type=None if key is None else key_serializer(key_type),
             event_time=stage.is_event_time() if isinstance(stage, WindowStage) else None,
         ))  # fmt: skip
     return out
 
 
-def _key_fingerprint(key: Any, fingerprint: Any) -> str:
+def key_serializer(key_type: Any) -> str:
+    """How Flink serialises a key of ``key_type``: ``pickled`` for None (as Flink Agents keys), else its name."""
+    return "pickled" if key_type is None else str(key_type)
+
+
+def _key_fingerprint(key: Any) -> str:
     """A key selector's fingerprint: its code (a function) or its class and settings (an instance)."""
+    from airflow_flink_replay.flink.fingerprint import function_fingerprint
+
     try:
         if callable(key) and hasattr(key, "__code__"):
-            return str(fingerprint(key))
+            return str(function_fingerprint(key))
         return f"{qualified(key)}:{sorted(vars(key).items())!r}"
     except Exception:  # the user's object: a key that cannot be fingerprinted compares by its type
         return qualified(key)

@@ -319,12 +319,14 @@ class AgentPipeline:
         ``AgentPlan`` is built with)."""
         return dataclasses.replace(stage.job, env_resources=tuple(self.shared_resources()), config=self.shared_config())
 
-    def flink_key_type(self) -> Any:
-        """The PyFlink ``TypeInformation`` of the input's key."""
+    @property
+    def input_key_type(self) -> KeyTypeName | Any | None:
+        """The input's key type: ``key_type`` with the pipeline's own ``key_selector``, else the first stage's (an
+        agent, whose key the input is keyed by)."""
         first = self.stages[0]
-        if self.key_type is None and self.key_selector is None and isinstance(first, AgentStage):
-            return first.job.flink_key_type()
-        return flink_key_type_of(self.key_type)
+        if self.key_selector is None and isinstance(first, AgentStage):
+            return first.job.key_type
+        return self.key_type
 
     def stage_uids(self, first_agent_uid: str | None) -> Iterator[tuple[Stage, str | None]]:
         """Each stage with the uid its operator gets: the first agent ``first_agent_uid`` (the agent pin; None:
