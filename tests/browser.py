@@ -256,6 +256,17 @@ class Browser:
                 raise BrowserError(f"navigating to {url}: the old document was still there after {limit:.0f}s")
             time.sleep(0.1)
 
+    def evaluate(self, expression: str, *, timeout: float | None = None) -> Any:
+        """The value of the JavaScript ``expression`` in the page (a promise is awaited); a thrown error raises
+        :class:`BrowserError` with its description."""
+        result = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                 "awaitPromise": True}, timeout=timeout)
+        if "exceptionDetails" in result:
+            details = result["exceptionDetails"]
+            raise BrowserError(f"evaluating JavaScript failed: {details.get('exception', {}).get('description')}"
+                               f" ({details.get('text')})")
+        return result.get("result", {}).get("value")
+
     def dom(self) -> Dom:
         """The page's DOM and rendered text right now."""
         result = self._call("Runtime.evaluate", {"expression": _SNAPSHOT_JS, "returnByValue": True})

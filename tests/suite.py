@@ -50,7 +50,7 @@ def main(args: list[str]) -> int:
         except RuntimeError as err:
             print(err, file=sys.stderr)
             return 1
-        integration = _pytest("integration", args)
+        integration = _pytest("integration", args, "--durations=40")  # where the suite's time goes
     finally:
         start.abandon()
         if not start.already_up:

@@ -20,7 +20,9 @@ run; Mem0 never calls its LLM here): it is read where Mem0 is built, never writt
 window and the gate blocking changes of at least 10 points of outputs, v2 still FAILs and v1 PASSes.
 
 ``--ui`` keeps Airflow serving after the two runs (http://127.0.0.1:8080, no login) so a person can click
-through them and trigger more, while reviews keep flowing; Ctrl-C stops it.
+through them and trigger more, while reviews keep flowing; Ctrl-C stops it. With Airflow's
+``AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS`` set (``reviewer:admin,outsider:``) it asks for a login instead and
+prints where the users' passwords are (the demo's own REST calls log in as the first admin).
 
 Exit codes: 0 the demo ended as expected (v2 FAIL, v1 PASS); 1 it did not, or the stack could not be brought up
 (one line naming why and the fix); 64 a command line that does not parse (a port or window out of range).
@@ -150,11 +152,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(stack: Any, server: Any, setup: Any) -> None:
     """``--ui``: keep Airflow serving, while reviews keep flowing into production, until Ctrl-C."""
+    from airflow_flink_replay.local.airflow_server import passwords_file, users
     from airflow_flink_replay.local.demo import ReviewFeeder
 
     print(f"serving Airflow on {server.base} (Ctrl-C to stop); trigger flink_agents_release_gate with conf "
           "{\"candidate\": \"%s\"}" % setup.v2, flush=True)
     print(f"  the runs' verdicts, charts and reports: {server.base}/flink-replay/replays", flush=True)
+    if named := users(server.env):
+        print(f"  log in as one of {', '.join(name for name, _ in named)}: their passwords are in "
+              f"{passwords_file(server.env)}", flush=True)
     with ReviewFeeder(stack.kafka_bootstrap, setup.topics.reviews, start_index=40_000, rate=2):
         server.wait()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import secrets
 import signal
@@ -29,6 +30,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 TERMINAL_RUN_STATES = ("success", "failed")
+#: Airflow's option naming the simple auth manager's users (``name:role,...``); set, the standalone asks for a login
+USERS_OPTION = "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"
 _HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
 
@@ -53,12 +56,16 @@ def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> di
     execution API on that port, deferrable operators, DAG files parsed at start rather than every 30 s
     (each parse imports the provider: CPU the replays need on a small machine), and a scheduler that looks
     again after 0.2 s instead of 1 s when a loop found nothing to do (a gate run is ~28 tasks mostly one
-    after another: each waited up to a second for the next loop to see its predecessor finished)."""
+    after another: each waited up to a second for the next loop to see its predecessor finished).
+
+    With :data:`USERS_OPTION` in ``env`` (``reviewer:admin,outsider:viewer``) the UI and the REST API ask for a
+    login as one of those users (Airflow writes their passwords to :func:`passwords_file`); without it every
+    request is an admin's (``simple_auth_manager_all_admins``: no login)."""
     server = {
         **env,
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "8",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(not env.get(USERS_OPTION)),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__HOST": "127.0.0.1",
@@ -69,6 +76,23 @@ def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> di
     }
     server.pop("AIRFLOW__CORE__SQL_ALCHEMY_CONN", None)
     return server
+
+
+def users(env: dict[str, str]) -> list[tuple[str, str]]:
+    """The ``(name, role)`` of the users ``env`` names (:data:`USERS_OPTION`); empty: no login (all admins)."""
+    found = []
+    for entry in (env.get(USERS_OPTION) or "").split(","):
+        name, _, role = entry.strip().partition(":")
+        if name:
+            found.append((name, role.partition(":")[0]))
+    return found
+
+
+def passwords_file(env: dict[str, str]) -> Path:
+    """Where Airflow's simple auth manager writes the users' generated passwords (JSON: name to password)."""
+    configured = env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE")
+    default = Path(env["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated"
+    return Path(configured) if configured else default
 
 
 class AirflowServer:
@@ -165,12 +189,31 @@ class AirflowServer:
         timeout is retried; statuses in ``ok`` count as success (409: a resent trigger had created the run).
         """
         if self._token is None:
-            self._token = self._send("GET", f"{self.base}/auth/token").json()["access_token"]
+            self._token = self.token()
         r = self._send(method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self._token}"},
                        **kwargs)
         if not r.ok and r.status_code not in ok:
             raise RuntimeError(f"{method} /api/v2{path} -> HTTP {r.status_code}: {r.text[:1000]}")
         return r.json() if r.content and r.ok else None
+
+    def token(self, username: str | None = None) -> str:
+        """A JWT of the REST API: the user ``username``'s (its generated password from :func:`passwords_file`),
+        by default the first admin's; with no users configured, an admin's (``GET /auth/token``)."""
+        named = users(self.env)
+        if not named:
+            r = self._send("GET", f"{self.base}/auth/token")
+        else:
+            if username is None:
+                username = next((n for n, role in named if role.lower() == "admin"), named[0][0])
+            body = {"username": username, "password": self.password(username)}
+            r = self._send("POST", f"{self.base}/auth/token", json=body)
+        if not r.ok:
+            raise RuntimeError(f"POST /auth/token as {username or 'admin'} -> HTTP {r.status_code}: {r.text[:300]}")
+        return str(r.json()["access_token"])
+
+    def password(self, username: str) -> str:
+        """The generated password of ``username`` (one of the configured users)."""
+        return str(json.loads(passwords_file(self.env).read_text())[username])
 
     def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         return self._session.request(method, url, timeout=60, **kwargs)

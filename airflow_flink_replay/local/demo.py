@@ -249,9 +249,9 @@ def write_spec(
     mem0_config = stack.mem0_config()
     if mem0_llm_key_file is not None:  # never called: the demo's memories are stored as they are (no inference)
         llm = {"api_key": f"${{file:{mem0_llm_key_file}}}", "openai_base_url": "http://127.0.0.1:9/v1"}
-        for key, name in PLACEHOLDER_SECRETS.items():  # the other shapes of a secret, by reference alike
-            if (mem0_llm_key_file.parent / name).is_file():
-                llm[key] = f"${{file:{mem0_llm_key_file.parent / name}}}"
+        for key, file_name in PLACEHOLDER_SECRETS.items():  # the other shapes of a secret, by reference alike
+            if (mem0_llm_key_file.parent / file_name).is_file():
+                llm[key] = f"${{file:{mem0_llm_key_file.parent / file_name}}}"
         mem0_config["llm"] = {"provider": "openai", "config": llm}
     spec: dict[str, Any] = {
         "name": name,

@@ -47,6 +47,9 @@ pytestmark = pytest.mark.timeout(2400)
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GATE = "flink_agents_release_gate"
+#: the demo's Airflow asks for a login: a reviewer (admin) and an outsider (no role: no DAG is theirs to read)
+READER, OUTSIDER = "reviewer", "outsider"
+USERS = f"{READER}:admin,{OUTSIDER}:"
 WINDOW = 16
 MAX_CONSOLE_LINES = 60
 STEPS = ("preflight", "agent check", "savepoint", "production resumed", "capture window", "memory forks", "replays",
@@ -84,7 +87,7 @@ def demo(stack, tmp_path_factory) -> Any:
     """``make demo-ui`` run until it serves after its two gate runs; its console, Airflow and production.
     Production (with its topics, memories, savepoints) is removed afterwards when this module started it."""
     from airflow_flink_replay.local.airflow_runner import airflow_env
-    from airflow_flink_replay.local.airflow_server import AirflowServer, free_port
+    from airflow_flink_replay.local.airflow_server import USERS_OPTION, AirflowServer, free_port
     from airflow_flink_replay.local.demo import JOB_IDENTIFIER, PRODUCTION_JOB_NAME, DemoTopics
 
     demo_dir = Path(stack.workdir) / "demo"
@@ -97,8 +100,8 @@ def demo(stack, tmp_path_factory) -> Any:
     started = time.monotonic()
     with console.open("wb") as out:
         proc = subprocess.Popen([*recipe.split(), "--port", str(port), "--window", str(WINDOW)], cwd=ROOT,
-                                env=_clean_env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                env={**_clean_env(), USERS_OPTION: USERS}, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 1800
         while proc.poll() is None and time.monotonic() < deadline and "serving Airflow on" not in console.read_text():
@@ -108,8 +111,9 @@ def demo(stack, tmp_path_factory) -> Any:
             f"demo --ui did not get to serving (exit {proc.poll()}) after {time.monotonic() - started:.0f}s:\n{text}"
         log = re.search(r"full Airflow log: (\S+\.log)", text)
         assert log, text
-        server = AirflowServer(airflow_env(stack, demo_dir / "airflow", production["spec_path"]), port,
-                               Path(log.group(1)))
+        env = airflow_env(stack, demo_dir / "airflow", production["spec_path"],
+                          base={**os.environ, USERS_OPTION: USERS})
+        server = AirflowServer(env, port, Path(log.group(1)))
         print(f"the demo served after {time.monotonic() - started:.0f}s")
         yield {"console": text, "server": server, "production": production, "was_running": was_running,
                "demo_dir": demo_dir, "stop": lambda: _stop(proc)}
@@ -263,10 +267,57 @@ def test_gate_over_the_rest_api_fails_v2_then_passes_v1(stack, demo, gate_runs) 
     assert running_jobs(stack, production["job_name"]) == [v1["record"]["production_resumed"]["job_id"]]
 
 
+#: JavaScript: fill the simple auth manager's login form (a React form: the value is set through the input's own
+#: setter and announced with an ``input`` event, as typing would) and press "Sign in".
+_LOGIN_JS = """(async () => {
+  const set = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+  for (const [name, value] of [['username', %s], ['password', %s]]) {
+    const input = document.querySelector(`input[name="${name}"]`);
+    if (!input) return 'no ' + name + ' field';
+    set.call(input, value);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+  }
+  await new Promise(r => setTimeout(r, 200));
+  const button = [...document.querySelectorAll('button[type=submit]')].find(b => !b.disabled);
+  if (!button) return 'no enabled Sign in button';
+  button.click();
+  return 'submitted';
+})()"""
+#: JavaScript: the href of the link or button labelled "Replay Report" (the task's extra link), or null
+_EXTRA_LINK_JS = """(() => {
+  const link = [...document.querySelectorAll('a')].find(a => a.textContent.trim() === 'Replay Report');
+  return link ? link.href : null;
+})()"""
+
+#: JavaScript: click the "Replay Report" link as a person does; returns its target
+_FOLLOW_LINK_JS = """(() => {
+  const link = [...document.querySelectorAll('a')].find(a => a.textContent.trim() === 'Replay Report');
+  link.click();
+  return link.target;
+})()"""
+
+
+def _log_in(browser: Any, base: str, username: str, password: str) -> None:
+    """Log in through the UI's login page, as a person does; the UI sets its ``_token`` cookie."""
+    browser.goto(f"{base}/auth/login/")
+    browser.wait_for(lambda d: 'name="password"' in d.html, timeout=60, what="the login form")
+    assert browser.evaluate(_LOGIN_JS % (json.dumps(username), json.dumps(password))) == "submitted"
+    browser.wait_for(lambda d: "/auth/login" not in d.url and d.ready == "complete", timeout=60,
+                     what=f"the UI after {username}'s login")
+
+
+def _status(browser: Any, url: str) -> int:
+    """The HTTP status the page's own session (its cookie) gets for ``url``."""
+    return int(browser.evaluate(f"fetch({json.dumps(url)}, {{credentials: 'same-origin'}}).then(r => r.status)"))
+
+
 def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs, tmp_path) -> None:
-    """The Airflow UI of the demo's standalone renders the failed gate run's grid and its verdict, and the
-    HTML report renders too — each in headless Chromium, driven over CDP (tests/browser.py): each page is
-    polled in real time until it shows what is expected, then screenshotted."""
+    """In the demo's Airflow UI (logins on), in headless Chromium driven over CDP (tests/browser.py): a reviewer
+    logs in, sees the failed gate run's grid and its verdict, opens the compare task, follows its "Replay Report"
+    extra link to the report the provider's plugin serves, and opens the Replays page with both runs and a chart.
+    An outsider (a user without a role: no DAG of Airflow is theirs to read) logs in too and gets 403 for that
+    report. Each page is polled in real time until it shows what is expected, then screenshotted; with
+    ``FLINK_REPLAY_UPDATE_SCREENSHOTS=1`` the report and Replays screenshots replace docs/images' (quickstart)."""
     from urllib.parse import quote
 
     from tests.browser import CHROMIUM, Browser, Dom
@@ -274,12 +325,17 @@ def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs
     assert CHROMIUM.exists(), "Debian's chromium is missing: `make system-deps` installs it"
     v2 = gate_runs["v2"]
     run_id, report = v2["run_id"], str(Path(v2["record"]["report_dir"]) / "report.html")
-    base = demo["server"].base
+    server = demo["server"]
+    base = server.base
+    report_page = f"{base}/flink-replay/runs/{GATE}/{quote(run_id, safe='')}/report.html"
 
     def verdict_row_fails(dom: Dom) -> bool:
         """The XCom table's ``verdict`` row holds FAIL (key and value in the same row)."""
         rows = re.findall(r"<tr\b.*?</tr>", dom.html, re.S)
         return any(">verdict</td>" in row and ">FAIL<" in row for row in rows)
+
+    def report_shows_fail(dom: Dom) -> bool:
+        return dom.contains("FAIL", "$.label") and "FAIL" in dom.text and "$.label" in dom.text
 
     grid_texts = ("compare", "approve", "resume_production", "Failed", GATE)
     pages: dict[str, tuple[str, Any, str]] = {
@@ -293,31 +349,95 @@ def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs
             lambda d: verdict_row_fails(d) and "verdict" in d.text and "FAIL" in d.text,
             "run_record's XCom table with the row verdict = FAIL",
         ),
-        "report": (
-            Path(report).as_uri(),
-            lambda d: d.contains("FAIL", "$.label") and "FAIL" in d.text and "$.label" in d.text,
-            "the report with FAIL and $.label",
-        ),
-        # the provider's UI plugin serves it from the API server, behind the UI's login (the grid set its cookie)
-        "report_page": (
-            f"{base}/flink-replay/runs/{GATE}/{quote(run_id, safe='')}/report.html",
-            lambda d: d.contains("FAIL", "$.label") and "FAIL" in d.text and "$.label" in d.text,
-            "the report served by the UI plugin, with FAIL and $.label",
-        ),
-        "replays": (
-            f"{base}/flink-replay/replays",
-            lambda d: d.contains("FAIL", "PASS") and "<svg" in d.html,
-            "the Replays page with both gate runs' verdicts and a chart",
-        ),
+        "report_file": (Path(report).as_uri(), report_shows_fail, "the report file with FAIL and $.label"),
     }
+    shots: dict[str, Path] = {}
     with Browser(tmp_path / "chromium", width=1600, height=1000) as browser:
+        _log_in(browser, base, READER, server.password(READER))
         for name, (url, shows, what) in pages.items():
             started = time.monotonic()
             browser.goto(url)
             browser.wait_for(shows, timeout=90, what=f"{name}: {what}")
-            png = browser.screenshot(tmp_path / f"{name}.png")
-            assert png.stat().st_size > 20_000, (name, png.stat().st_size)
+            shots[name] = browser.screenshot(tmp_path / f"{name}.png")
             print(f"{name}: shown and screenshotted in {time.monotonic() - started:.1f}s")
+
+        # the compare task's details: its "Replay Report" extra link leads to the report the plugin serves
+        browser.goto(f"{base}/dags/{GATE}/runs/{run_id}/tasks/compare/details")
+        found: dict[str, str] = {}
+
+        def has_report_link(dom: Dom) -> bool:
+            found["href"] = browser.evaluate(_EXTRA_LINK_JS) or ""
+            return bool(found["href"])
+
+        browser.wait_for(has_report_link, timeout=90, what="the compare task's Replay Report extra link")
+        shots["compare_task"] = browser.screenshot(tmp_path / "compare_task.png")
+        assert found["href"] == report_page, found
+        assert browser.evaluate(_FOLLOW_LINK_JS) == "_self"  # on the UI's own origin: the same tab
+        browser.wait_for(report_shows_fail, timeout=90, what="the report behind the extra link, with FAIL")
+        shots["report_page"] = browser.screenshot(tmp_path / "report_page.png")
+
+        browser.goto(f"{base}/flink-replay/replays")
+        replays = browser.wait_for(lambda d: d.contains("FAIL", "PASS") and "<svg" in d.html, timeout=90,
+                                   what="the Replays page with both gate runs' verdicts and a chart")
+        for label in ("v2", "v1"):
+            assert gate_runs[label]["run_id"] in replays.html, label
+        shots["replays"] = browser.screenshot(tmp_path / "replays.png")
+        for name, png in shots.items():
+            assert png.stat().st_size > 20_000, (name, png.stat().st_size)
+
+    with Browser(tmp_path / "chromium-outsider", width=1200, height=700) as browser:
+        _log_in(browser, base, OUTSIDER, server.password(OUTSIDER))
+        # asked from the UI's page (the plugin's pages allow no script, hence no fetch, in them)
+        assert _status(browser, report_page) == 403
+        replays = _status(browser, f"{base}/flink-replay/replays")
+        browser.goto(report_page)
+        browser.wait_for(lambda d: "Forbidden" in d.text and "$.label" not in d.html, timeout=30,
+                         what="the outsider's 403 for the report")
+        browser.goto(f"{base}/flink-replay/replays")
+        shown = browser.wait_for(lambda d: d.ready == "complete", timeout=30, what="the outsider's Replays page")
+        assert replays == 200 and run_id not in shown.html, "the outsider's Replays page lists a run it may not read"
+
+    if os.environ.get("FLINK_REPLAY_UPDATE_SCREENSHOTS") == "1":
+        for name in ("report_page", "replays"):
+            target = ROOT / "docs" / "images" / f"ui-{name.replace('_', '-')}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(shots[name].read_bytes())
+
+
+def test_the_plugin_refuses_a_run_file_outside_the_runs_location(stack, demo, gate_runs, tmp_path) -> None:
+    """A run folder that XCom points outside ``[flink_replay] runs_locations`` is refused with 403: through ``..``,
+    on another scheme, or through a symlink planted inside the location. The XCom is changed over the REST API
+    (as a task of another DAG author could push it) and put back afterwards; the real record is served again."""
+    from urllib.parse import quote
+
+    server, v1 = demo["server"], gate_runs["v1"]
+    run_id = v1["run_id"]
+    url = f"{server.base}/flink-replay/runs/{GATE}/{quote(run_id, safe='')}/run_record.json"
+    xcom = f"/dags/{GATE}/dagRuns/{run_id}/taskInstances/resolve/xcomEntries/run_dir"
+    real = server.xcom(GATE, run_id, "resolve", "run_dir")
+    runs = Path(stack.workdir) / "runs"
+    secret = tmp_path / "outside" / "run_record.json"
+    secret.parent.mkdir()
+    secret.write_text(json.dumps({"dag_id": GATE, "run_id": run_id, "outside": True}))
+    planted = runs / "planted-by-test"
+    planted.mkdir(exist_ok=True)
+    (planted / "run_record.json").unlink(missing_ok=True)
+    (planted / "run_record.json").symlink_to(secret)
+    headers = {"Authorization": f"Bearer {server.token(READER)}"}
+    try:
+        assert requests.get(url, headers=headers, timeout=30).status_code == 200
+        climbing = "/".join([real.rstrip("/"), *[".."] * 40]) + str(secret.parent)  # to / and down to the file
+        for outside in (climbing, f"s3://elsewhere{secret.parent}", str(planted)):
+            server.api("PATCH", xcom, json={"value": outside, "map_index": -1})
+            got = requests.get(url, headers=headers, timeout=30)
+            assert got.status_code == 403 and "refused" in got.text, (outside, got.status_code, got.text[:300])
+            assert '"outside"' not in got.text, got.text
+    finally:
+        server.api("PATCH", xcom, json={"value": real, "map_index": -1})
+        (planted / "run_record.json").unlink(missing_ok=True)
+        planted.rmdir()
+    served = requests.get(url, headers=headers, timeout=30)
+    assert served.status_code == 200 and served.json()["run_id"] == run_id, served.text[:300]
 
 
 def test_a_secret_given_by_reference_is_nowhere_after_the_gate_runs(stack, demo, gate_runs) -> None:

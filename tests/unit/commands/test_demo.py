@@ -64,8 +64,9 @@ def test_the_demo_spec_references_mem0s_llm_key_and_never_holds_it(tmp_path: Pat
     key = placeholder_key_file(tmp_path / "demo")
     first = key.read_text()
     assert key.stat().st_mode & 0o777 == 0o600 and placeholder_key_file(tmp_path / "demo").read_text() != first
-    path = write_spec(stack, DemoSetup().topics, tmp_path / "spec.yaml", mem0_llm_key_file=key)
+    path = write_spec(stack, DemoSetup().topics, tmp_path / "spec.yaml", name="shop-reviews", mem0_llm_key_file=key)
     text = path.read_text()
+    assert yaml.safe_load(text)["name"] == "shop-reviews"  # not the last placeholder's file name
     llm = yaml.safe_load(text)["mem0_config"]["llm"]["config"]
     assert llm["api_key"] == f"${{file:{key}}}"
     assert key.read_text() not in text

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from airflow_flink_replay.local.airflow_server import AirflowServer, free_port, server_env
+from airflow_flink_replay.local.airflow_server import (
+    USERS_OPTION,
+    AirflowServer,
+    free_port,
+    passwords_file,
+    server_env,
+    users,
+)
 from tests.fake_flink import FakeFlink, serve
 
 
@@ -126,6 +133,40 @@ def test_calls_carry_a_bearer_token_fetched_once(api: tuple[FakeFlink, AirflowSe
     assert server.api("GET", "/dags/gate") == {"dag_id": "gate"}
     assert fake.calls[("GET", "/auth/token")] == 1
     assert [h.get("Authorization") for h in fake.headers[1:]] == ["Bearer tok-1", "Bearer tok-1"]
+
+
+def test_with_users_configured_the_server_asks_for_a_login() -> None:
+    assert server_env({}, 1)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] == "True"
+    given = {USERS_OPTION: "reviewer:admin,outsider:", "AIRFLOW_HOME": "/h"}
+    assert server_env(given, 1)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] == "False"
+    assert users(given) == [("reviewer", "admin"), ("outsider", "")]
+    assert users({USERS_OPTION: " a:viewer:team_x , "}) == [("a", "viewer")]  # a team is not part of the role
+    assert passwords_file(given) == Path("/h/simple_auth_manager_passwords.json.generated")
+    named = {**given, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": "/p.json"}
+    assert passwords_file(named) == Path("/p.json")
+
+
+def test_with_users_the_token_is_the_first_admin_s_logged_in_with_its_generated_password(
+    served: tuple[FakeFlink, int], tmp_path: Path
+) -> None:
+    state, port = served
+    for recorded in (state.routes, state.calls, state.bodies, state.headers):
+        recorded.clear()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "simple_auth_manager_passwords.json.generated").write_text('{"viewer": "pv", "boss": "pb"}')
+    server = AirflowServer({"AIRFLOW_HOME": str(home), USERS_OPTION: "viewer:viewer,boss:admin"}, port,
+                           tmp_path / "s.log")  # fmt: skip
+    state.on("POST", "/auth/token", (201, {"access_token": "tok-boss"}))
+    state.on("GET", "/api/v2/dags/gate", (200, {"dag_id": "gate"}))
+    assert server.api("GET", "/dags/gate") == {"dag_id": "gate"}
+    assert state.bodies[("POST", "/auth/token")] == [{"username": "boss", "password": "pb"}]
+    assert ("GET", "/auth/token") not in state.calls
+    assert state.headers[-1].get("Authorization") == "Bearer tok-boss"
+    state.on("POST", "/auth/token", (401, {"detail": "Invalid credentials"}))
+    with pytest.raises(RuntimeError, match="as viewer -> HTTP 401"):
+        server.token("viewer")
+    assert server.password("viewer") == "pv"
 
 
 def test_an_error_answer_names_the_call_and_status_with_the_start_of_the_body(
