@@ -32,7 +32,7 @@ import argparse
 import hashlib
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -547,10 +547,12 @@ class ReplayJobSpec(BaseModel):
             manifest_digest=manifest.digest if manifest is not None else None,
         )
 
-    def with_manifest_carried(self) -> ReplayJobSpec:
+    def with_manifest_carried(self, opener: Callable[[str], Any] | None = None) -> ReplayJobSpec:
         """This spec carrying its manifest's text (read and digest-checked here, on the submitting side), so the
         job on the Flink cluster reads no file: ``manifest`` may be a location only Airflow can read (a local
-        folder of the worker, ``s3://`` through fsspec). Unchanged without a manifest or when already carried.
+        folder of the worker, ``s3://<conn>@bucket`` through Airflow's object storage). Unchanged without a
+        manifest or when already carried. ``opener`` turns the location into what to open (the Airflow side passes
+        :func:`airflow_flink_replay.run_io.run_storage.location`, which knows its connections); none: fsspec.
 
         :raises ManifestError: the manifest cannot be read or is not valid; ManifestTamperedError when its
             digest does not match (checked again, with the signature when keyed, by the job).
@@ -560,7 +562,7 @@ class ReplayJobSpec(BaseModel):
         from airflow_flink_replay.core.manifest_io import load_manifest
 
         try:
-            manifest = load_manifest(self.manifest)
+            manifest = load_manifest(opener(self.manifest) if opener else self.manifest)
         except ManifestTamperedError as err:
             raise ManifestTamperedError(
                 err.problems, title=f"refusing to submit a replay of manifest {self.manifest}: digest check failed"

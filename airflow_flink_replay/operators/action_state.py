@@ -150,10 +150,11 @@ class IsolateActionStateOperator(BaseOperator):
         from airflow_flink_replay.core.manifest import ManifestError
         from airflow_flink_replay.core.manifest_io import record_isolation
         from airflow_flink_replay.operators.manifest import signing_key
+        from airflow_flink_replay.run_io import run_storage
 
         try:
             sealed = record_isolation(
-                manifest_uri, signing_key=signing_key(self.signing_conn_id),
+                run_storage.location(manifest_uri), signing_key=signing_key(self.signing_conn_id),
                 production_action_state_topic=self.production_topic, action_state_topics=names,
             )  # fmt: skip
         except ManifestError as err:

@@ -385,7 +385,7 @@ class CompareReplayOutputsOperator(BaseOperator):
 
         uri = str(self.manifest_uri)
         try:
-            return load_manifest(uri, signing_key=signing_key(self.signing_conn_id))
+            return load_manifest(run_storage.location(uri), signing_key=signing_key(self.signing_conn_id))
         except ManifestError as err:  # tampered, unsigned under a key, not found, not a manifest: a retry won't do
             raise AirflowFailException(
                 f"the run's manifest {uri} does not verify, so the comparison is refused (its provenance and "

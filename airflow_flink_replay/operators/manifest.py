@@ -46,6 +46,7 @@ from airflow_flink_replay.core.manifest_io import (
 from airflow_flink_replay.exceptions import ManifestError
 from airflow_flink_replay.hooks.kafka_offsets import KafkaOffsetsHook, Record
 from airflow_flink_replay.lifecycle.start_offsets import read_start_offsets
+from airflow_flink_replay.run_io import run_storage
 
 
 def signing_key(conn_id: str | None) -> str | None:
@@ -356,7 +357,9 @@ class CreateReplayManifestOperator(BaseOperator):
                 f"the capture window holds {count} records, expected {expected}: "
                 f"{ {w.partition: w.record_count for w in manifest.capture.partitions} }"
             )
-        sealed = save_manifest(manifest, self.manifest_uri, signing_key=signing_key(self.signing_conn_id))
+        # through Airflow's object storage: an s3://<conn>@bucket URI is written with that connection
+        target = run_storage.location(str(self.manifest_uri))
+        sealed = save_manifest(manifest, target, signing_key=signing_key(self.signing_conn_id))
         self.log.info("replay manifest written to %s\n%s", self.manifest_uri, sealed.summary())
         return {
             "uri": self.manifest_uri,
@@ -475,7 +478,7 @@ class ReuseManifestOperator(BaseOperator):
         if problems:
             raise AirflowFailException(f"existing_manifest {self.existing_manifest}: " + "; ".join(problems))
         run_id = self.run_id or str(context.get("run_id") or "manual")
-        sealed = save_manifest(earlier.for_reuse(run_id), self.manifest_uri, signing_key=key)
+        sealed = save_manifest(earlier.for_reuse(run_id), run_storage.location(str(self.manifest_uri)), signing_key=key)
         self.log.info("replaying %s again: %s\n%s", self.existing_manifest, self.manifest_uri, sealed.summary())
         return {
             "uri": self.manifest_uri,
@@ -503,7 +506,7 @@ class ReuseManifestOperator(BaseOperator):
             raise AirflowFailException("; ".join(err.problems)) from None
         key = signing_key(self.signing_conn_id)
         try:
-            return load_manifest(source, signing_key=key), key
+            return load_manifest(run_storage.location(source), signing_key=key), key
         except ManifestError as err:
             raise AirflowFailException(f"existing_manifest {self.existing_manifest}: {err}") from err
 

@@ -349,7 +349,7 @@ class SubmitReplayJobOperator(_ReplayJobOperator):
             )
         return pin_to_production(
             spec, _production(self.production_plan), self.production_agent_uid
-        ).with_manifest_carried()
+        ).with_manifest_carried(run_storage.location)
 
     def _program(self, spec: ReplayJobSpec) -> FlinkPythonProgram:
         return _replay_program(self.replay_program, [spec], job_name=spec.job_name)
@@ -814,7 +814,8 @@ def _pinned(specs: Sequence[ReplayJobSpec | dict[str, Any]], ti: Any, production
             agent_uid: str | None) -> list[ReplayJobSpec]:
     """The variants' specs as they are planned and submitted: named for this run, pinned to production, each
     carrying its manifest (the job side reads no file of Airflow's)."""
-    return [pin_to_production(_named(raw, ti), production, agent_uid).with_manifest_carried() for raw in specs]
+    return [pin_to_production(_named(raw, ti), production, agent_uid).with_manifest_carried(run_storage.location)
+            for raw in specs]
 
 
 #: The variant whose spec carries the changed resources (the baselines run production's own code).

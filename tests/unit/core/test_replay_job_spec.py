@@ -248,6 +248,22 @@ def test_the_submitting_side_carries_the_manifest_and_the_job_reads_no_file(tmp_
     assert "not found" in str(err.value)
 
 
+def test_the_manifest_is_opened_through_the_submitting_side_s_opener(tmp_path: Path) -> None:
+    """The Airflow side passes its opener (a URI naming a connection, ``s3://<conn>@bucket/...``, is opened with
+    that connection): the location the spec names goes through it, and what it opens is what is carried."""
+    path = _saved(tmp_path)
+    asked: list[str] = []
+
+    def opener(location: str) -> Path:
+        asked.append(location)
+        return path
+
+    carried = ReplayJobSpec(**BASE, manifest="s3://runs_conn@bucket/runs/m.json").with_manifest_carried(opener)
+    assert asked == ["s3://runs_conn@bucket/runs/m.json"]
+    assert carried.manifest_text and ReplayManifest.parse(carried.manifest_text).digest == json.loads(
+        path.read_text())["digest"]
+
+
 def test_a_manifest_edited_before_submission_is_refused_on_the_submitting_side(tmp_path: Path) -> None:
     path = _saved(tmp_path)
     doc = json.loads(path.read_text())
