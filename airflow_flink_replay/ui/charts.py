@@ -134,7 +134,9 @@ def line_chart(
         if values
     )
     y_ticks = tuple(Tick(y_of(y_top * i / 4), format_value(y_top * i / 4, unit)) for i in range(5))
-    x_ticks: tuple[Tick, ...] = (Tick(x_of(first), f"{first:%Y-%m-%d}"),)
+    # runs of one day: the ends by time (two ticks of the same date would say nothing)
+    same_day = first.date() == last.date()
+    x_ticks: tuple[Tick, ...] = (Tick(x_of(first), f"{first:%Y-%m-%d %H:%M}" if same_day else f"{first:%Y-%m-%d}"),)
     if span > 0:
-        x_ticks += (Tick(x_of(last), f"{last:%Y-%m-%d}"),)
+        x_ticks += (Tick(x_of(last), f"{last:%H:%M}" if same_day else f"{last:%Y-%m-%d}"),)
     return Chart(title, caption, width, height, left, top, right, bottom, lines, y_ticks, x_ticks)

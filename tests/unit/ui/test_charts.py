@@ -45,7 +45,14 @@ def test_rates_with_a_fixed_top_and_one_point_centred() -> None:
     point = chart.lines[0].points[0]
     assert point.x == pytest.approx((chart.left + chart.right) / 2)
     assert [t.label for t in chart.y_ticks] == ["0%", "25%", "50%", "75%", "100%"]
-    assert [t.label for t in chart.x_ticks] == ["2026-01-01"]
+    assert [t.label for t in chart.x_ticks] == ["2026-01-01 00:00"]
+
+
+def test_runs_of_one_day_are_told_apart_by_their_time() -> None:
+    series = {"d": [(T0 + timedelta(hours=4, minutes=28), 5.0, "r0"), (T0 + timedelta(hours=4, minutes=30), 4.0, "r1")]}
+    chart = line_chart("Downtime", series, unit="s")
+    assert chart is not None
+    assert [t.label for t in chart.x_ticks] == ["2026-01-01 04:28", "04:30"]
 
 
 def test_no_point_no_chart_and_zero_values_have_an_axis() -> None:
