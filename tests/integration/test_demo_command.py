@@ -404,7 +404,7 @@ def test_ui_shows_the_failed_gate_run_its_verdict_and_its_report(demo, gate_runs
             target.write_bytes(shots[name].read_bytes())
 
 
-def test_the_plugin_refuses_a_run_file_outside_the_runs_location(stack, demo, gate_runs, tmp_path) -> None:
+def test_the_plugin_refuses_a_run_file_outside_the_runs_location(demo, gate_runs, tmp_path) -> None:
     """A run folder that XCom points outside ``[flink_replay] runs_locations`` is refused with 403: through ``..``,
     on another scheme, or through a symlink planted inside the location. The XCom is changed over the REST API
     (as a task of another DAG author could push it) and put back afterwards; the real record is served again."""
@@ -415,11 +415,10 @@ def test_the_plugin_refuses_a_run_file_outside_the_runs_location(stack, demo, ga
     url = f"{server.base}/flink-replay/runs/{GATE}/{quote(run_id, safe='')}/run_record.json"
     xcom = f"/dags/{GATE}/dagRuns/{run_id}/taskInstances/resolve/xcomEntries/run_dir"
     real = server.xcom(GATE, run_id, "resolve", "run_dir")
-    runs = Path(stack.workdir) / "runs"
     secret = tmp_path / "outside" / "run_record.json"
     secret.parent.mkdir()
     secret.write_text(json.dumps({"dag_id": GATE, "run_id": run_id, "outside": True}))
-    planted = runs / "planted-by-test"
+    planted = Path(real).parent / "planted-by-test"  # beside the run's folder: inside the runs location
     planted.mkdir(exist_ok=True)
     (planted / "run_record.json").unlink(missing_ok=True)
     (planted / "run_record.json").symlink_to(secret)

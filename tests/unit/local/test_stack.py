@@ -74,7 +74,9 @@ def test_kafka_clients_load_once_per_jvm_and_replay_jobs_restart_at_once(tmp_pat
         assert {"pemja.", "org.apache.kafka.", "org.apache.flink.agents."} <= set(
             conf["classloader.parent-first-patterns.additional"])
     assert confs["production"]["restart-strategy.fixed-delay.delay"] == "2 s"
-    assert confs["replay"]["restart-strategy.fixed-delay.delay"] == "200 ms"
+    assert confs["replay"]["restart-strategy.type"] == "exponential-delay"
+    assert confs["replay"]["restart-strategy.exponential-delay.initial-backoff"] == "200 ms"
+    assert confs["replay"]["restart-strategy.exponential-delay.attempts-before-reset-backoff"] == 8
 
 
 def test_the_flink_agents_jar_for_this_flink_goes_to_lib_after_kafka_clients_and_log4j(tmp_path: Path) -> None:
