@@ -201,14 +201,14 @@ class AirflowServer:
         by default the first admin's; with no users configured, an admin's (``GET /auth/token``)."""
         named = users(self.env)
         if not named:
-            r = self._send("GET", f"{self.base}/auth/token")
+            method, body = "GET", None
         else:
             if username is None:
                 username = next((n for n, role in named if role.lower() == "admin"), named[0][0])
-            body = {"username": username, "password": self.password(username)}
-            r = self._send("POST", f"{self.base}/auth/token", json=body)
+            method, body = "POST", {"username": username, "password": self.password(username)}
+        r = self._send(method, f"{self.base}/auth/token", json=body)
         if not r.ok:
-            raise RuntimeError(f"POST /auth/token as {username or 'admin'} -> HTTP {r.status_code}: {r.text[:300]}")
+            raise RuntimeError(f"{method} /auth/token as {username or 'admin'} -> HTTP {r.status_code}: {r.text[:300]}")
         return str(r.json()["access_token"])
 
     def password(self, username: str) -> str:

@@ -307,8 +307,8 @@ class _Prepared(NamedTuple):
 
 
 def _restart_strategy(cluster: str) -> dict[str, Any]:
-    """How a cluster's jobs restart after a failure. Production: three attempts 2 s apart. A replay job: at once,
-    then backing off (0.2 s doubling to 3 s, eight attempts, about 15 s in all). Flink Agents' action-state store
+    """How a cluster's jobs restart after a failure. Production: three attempts 2 s apart. A replay job: eight
+    attempts backing off from 0.2 s, doubling to 3 s (about 15 s of waiting in all). Flink Agents' action-state store
     gives the broker 100 ms to list its topics when the agent operator starts; with a gate's three replays (or two
     runs' six) starting Python workers at once on two cores, three quick attempts were seen to fail in a row."""
     if cluster == "production":

@@ -283,18 +283,12 @@ _LOGIN_JS = """(async () => {
   button.click();
   return 'submitted';
 })()"""
-#: JavaScript: the href of the link or button labelled "Replay Report" (the task's extra link), or null
-_EXTRA_LINK_JS = """(() => {
-  const link = [...document.querySelectorAll('a')].find(a => a.textContent.trim() === 'Replay Report');
-  return link ? link.href : null;
-})()"""
-
-#: JavaScript: click the "Replay Report" link as a person does; returns its target
-_FOLLOW_LINK_JS = """(() => {
-  const link = [...document.querySelectorAll('a')].find(a => a.textContent.trim() === 'Replay Report');
-  link.click();
-  return link.target;
-})()"""
+#: JavaScript: the link labelled "Replay Report" (the task's extra link), or undefined
+_REPORT_LINK_JS = "[...document.querySelectorAll('a')].find(a => a.textContent.trim() === 'Replay Report')"
+#: JavaScript: that link's href, or null
+_EXTRA_LINK_JS = f"(() => {{ const link = {_REPORT_LINK_JS}; return link ? link.href : null; }})()"
+#: JavaScript: click that link as a person does; returns its target
+_FOLLOW_LINK_JS = f"(() => {{ const link = {_REPORT_LINK_JS}; link.click(); return link.target; }})()"
 
 
 def _log_in(browser: Any, base: str, username: str, password: str) -> None:
