@@ -83,6 +83,7 @@ class JobOverview(_FlinkModel):
     start_time: int = Field(alias="start-time")
     end_time: int = Field(-1, alias="end-time")
     duration: int = 0
+    tasks: dict[str, int] = Field(default_factory=dict, description="subtasks per state (lower-case state names)")
 
 
 class JobsOverview(_FlinkModel):
@@ -532,3 +533,6 @@ class SubmittedJob(BaseModel):
     savepoint_path: str | None = None
     allow_non_restored_state: bool = False
     seconds: float = 0.0
+    lock_wait_s: float = Field(default=0.0, description="seconds waited for the JobManager's submission lock")
+    capacity_wait_s: float = Field(default=0.0, description="seconds waited for free task slots before submitting")
+    slots: int = Field(default=0, description="task slots the submission asked for (0: not admitted by slots)")

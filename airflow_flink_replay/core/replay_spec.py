@@ -314,6 +314,12 @@ class ReplaySpec(BaseModel):
         description="minutes a run waits for production's lease while another replay run of the same production "
         "(another DAG of it) stops and resumes it; then it fails having touched nothing",
     )  # fmt: skip
+    capacity_wait_minutes: float = Field(
+        default=30, gt=0, le=24 * 60,
+        description="minutes the replays of a run wait for free task slots on the replay cluster (other runs' "
+        "replays hold them) before the submission fails having submitted nothing; the run record says how long "
+        "they waited",
+    )  # fmt: skip
 
     @field_validator("name")
     @classmethod

@@ -62,6 +62,12 @@ class VariantRecord(BaseModel):
         "that wrote files: the lines collected, read = kept)",
     )
     duration_s: float | None = None
+    capacity_wait_s: float | None = Field(
+        default=None, description="seconds the submission waited for free task slots on the replay cluster"
+    )
+    submit_lock_wait_s: float | None = Field(
+        default=None, description="seconds the submission waited for the JobManager's submission lock"
+    )
 
 
 class RunRecord(BaseModel):

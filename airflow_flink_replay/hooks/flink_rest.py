@@ -85,7 +85,9 @@ class FlinkRestHook(BaseFlinkRestHook):
     ``schema`` (http/https) and ``port``; ``login``/``password`` give basic auth; extra
     ``{"bearer_token": ..., "verify": true|false|"/ca.pem", "timeout": 30, "retries": 3,
     "backoff_factor": 0.5}``; for submitting Python jobs from this worker ``{"flink_home": ...,
-    "python_jar": ..., "flink_conf_dir": ..., "java_home": ..., "min_metaspace_headroom_mb": 96}``.
+    "python_jar": ..., "flink_conf_dir": ..., "java_home": ..., "min_metaspace_headroom_mb": 96}``; on several
+    Airflow hosts ``{"submission_lease_uri": "file:///shared/flink-replay-leases"}`` (a folder every worker reaches, or
+    ``s3://<aws_conn_id>@bucket/prefix``): one Python program at a time on this JobManager across hosts.
 
     :param flink_conn_id: the Airflow connection id.
     :param retries: retries on connection errors and 502/503/504 (overrides the connection's extra).

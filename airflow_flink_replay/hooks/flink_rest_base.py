@@ -129,6 +129,10 @@ class FlinkRestSettings:
     java_home: str | None = None
     #: Refuse a PythonDriver run while the JobManager's free metaspace is below this (MB; 0 = never).
     min_metaspace_headroom_mb: float = 96.0
+    #: A folder every Airflow worker that submits to this cluster reaches (``file:///shared/…``, ``s3://…``): the
+    #: submissions' lease lives there (:mod:`~airflow_flink_replay.hooks.submission_lease`). None: a lock on
+    #: the worker's host, enough for one Airflow host (LocalExecutor, standalone).
+    submission_lease_uri: str | None = None
 
 
 def _extra_or(extra: dict[str, Any], key: str, default: Any) -> Any:
@@ -163,6 +167,7 @@ def settings_from_connection(conn: Any, retries: int | None = None, timeout: flo
         flink_conf_dir=_extra_or(extra, "flink_conf_dir", None),
         java_home=_extra_or(extra, "java_home", None),
         min_metaspace_headroom_mb=float(_extra_or(extra, "min_metaspace_headroom_mb", 96.0)),
+        submission_lease_uri=_extra_or(extra, "submission_lease_uri", None),
     )
 
 

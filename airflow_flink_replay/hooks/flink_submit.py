@@ -46,6 +46,8 @@ from airflow_flink_replay.core.replay_plans import VariantPlan, decode_plans
 from airflow_flink_replay.exceptions import FlinkOutcomeUnknownError, FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import PYTHON_DRIVER, FlinkRestHook
 from airflow_flink_replay.hooks.flink_rest_base import flink_cause
+from airflow_flink_replay.hooks.slot_admission import DEFAULT_CAPACITY_WAIT_S, SlotAdmission
+from airflow_flink_replay.hooks.submission_lease import SharedSubmissionLease
 
 SubmitterKind = Literal["rest", "cli"]
 T = TypeVar("T")
@@ -93,8 +95,9 @@ class PythonDriverLock:
     ``/jars/{id}/run`` or ``/jars/{id}/plan`` calls at the same time fail, or worse, one request submits
     the other's job. Airflow runs the replay tasks in parallel (LocalExecutor: processes on one host), so
     the submitters take an exclusive ``flock`` on a file named after the REST URL before each call.
-    Submitters on other hosts are not covered: they fall back on the retries of
-    :meth:`RestPythonSubmitter._driver_call` (and on finding a job taken by another run by its name).
+    Submitters on other hosts are not covered: for several Airflow hosts the Flink connection names a shared
+    folder (``submission_lease_uri``) and :class:`~airflow_flink_replay.hooks.submission_lease.SharedSubmissionLease`
+    takes this lock's place.
 
     :param base_url: the JobManager's REST URL (the lock's key).
     :param lock_dir: where the lock files live (default ``$FLINK_REPLAY_LOCK_DIR`` or
@@ -175,6 +178,8 @@ class FlinkJobSubmitter(ABC):
         parallelism: int | None = None,
         job_name: str | None = None,
         timeout: float = 180.0,
+        slots: int = 0,
+        capacity_timeout: float = DEFAULT_CAPACITY_WAIT_S,
     ) -> SubmittedJob:
         """Submit ``program`` (detached) and return its job id.
 
@@ -184,6 +189,9 @@ class FlinkJobSubmitter(ABC):
         :param job_name: overrides ``program.job_name`` (``pipeline.name``; a name the program passes to
             ``env.execute()`` wins).
         :param timeout: seconds the submission itself may take.
+        :param slots: task slots the program's jobs take; >0 admits the submission only when that many are free
+            (:class:`~airflow_flink_replay.hooks.slot_admission.SlotAdmission`), waiting for them up to
+            ``capacity_timeout`` seconds.
         """
 
     def run_check(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> CheckFacts:
@@ -259,10 +267,12 @@ def _python_error_line(traceback_text: str) -> str:
 class RestPythonSubmitter(FlinkJobSubmitter):
     """Submits through ``/jars/{id}/run`` with the PythonDriver (the program runs on the JobManager host).
 
-    Every PythonDriver call (run and plan) holds a :class:`PythonDriverLock` for its JobManager, is refused
-    while the JobManager's free metaspace is below ``min_metaspace_headroom_mb`` (a full metaspace kills
-    the JobManager and every job on it), and is retried with jitter when a concurrent run from another
-    host collided with it.
+    Every PythonDriver call (run and plan) holds the JobManager's submission lock (:meth:`lock`: a lease in the
+    connection's ``submission_lease_uri`` when set, every host's; else a :class:`PythonDriverLock` on this
+    host), is refused while the JobManager's free metaspace is below ``min_metaspace_headroom_mb`` (a full
+    metaspace kills the JobManager and every job on it), and is retried with jitter when a concurrent run
+    collided with it all the same. A submission that asks for ``slots`` is admitted only when the cluster has
+    them free, and keeps the lock until its jobs hold them.
 
     :param hook: the Flink REST hook.
     :param python_jar: local path of ``flink-python-*.jar`` to upload when the cluster has none
@@ -296,6 +306,13 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         self.concurrent_retries = concurrent_retries
         self.lock_dir = lock_dir
         self.min_metaspace_headroom_mb = min_metaspace_headroom_mb
+
+    def lock(self) -> PythonDriverLock | SharedSubmissionLease:
+        """The JobManager's submission lock: the shared lease when the connection names ``submission_lease_uri``,
+        else this host's ``flock``."""
+        if uri := self.hook.settings.submission_lease_uri:
+            return SharedSubmissionLease(self.hook.base_url, uri)
+        return PythonDriverLock(self.hook.base_url, self.lock_dir)
 
     def _local_python_jar(self) -> Path:
         settings = self.hook.settings
@@ -335,6 +352,8 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         parallelism: int | None = None,
         job_name: str | None = None,
         timeout: float = 180.0,
+        slots: int = 0,
+        capacity_timeout: float = DEFAULT_CAPACITY_WAIT_S,
     ) -> SubmittedJob:
         """Submit through ``/jars/{id}/run``; see :meth:`FlinkJobSubmitter.submit`."""
         program = self._effective(program, parallelism, job_name)
@@ -345,6 +364,8 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             )
         started = time.monotonic()
         submitted_at = datetime.now(UTC)
+        admission = SlotAdmission(self.hook, slots, timeout=capacity_timeout)
+        waits: dict[str, float] = {}
         try:
             job_id = self._driver_call(
                 lambda jar_id: self.hook.run_jar(
@@ -359,6 +380,8 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                 ),
                 timeout,
                 taken_job=lambda: self._job_started_elsewhere(program.job_name, submitted_at),
+                admission=admission,
+                waits=waits,
             )
         except FlinkRestError as err:
             raise self._explain(err, program, savepoint_path) from err
@@ -369,6 +392,9 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             savepoint_path=savepoint_path,
             allow_non_restored_state=allow_non_restored_state,
             seconds=round(time.monotonic() - started, 3),
+            lock_wait_s=round(waits.get("lock", 0.0), 3),
+            capacity_wait_s=round(admission.waited_s, 3),
+            slots=slots,
         )
 
     def plan(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> JobPlan:
@@ -444,24 +470,41 @@ class RestPythonSubmitter(FlinkJobSubmitter):
             time.sleep(1.0)
 
     def _driver_call(
-        self, call: Callable[[str], T], timeout: float, taken_job: Callable[[], str | None] | None = None
+        self,
+        call: Callable[[str], T],
+        timeout: float,
+        taken_job: Callable[[], str | None] | None = None,
+        *,
+        admission: SlotAdmission | None = None,
+        waits: dict[str, float] | None = None,
     ) -> T:
         """Run a PythonDriver REST call with the uploaded flink-python jar's id.
 
-        Holds the JobManager's :class:`PythonDriverLock` and checks its metaspace first. Re-uploads once
-        when someone deleted the shared jar. When a run on another host collided with this one (one
-        PythonDriver at a time per JobManager), it waits with jitter and tries again until ``timeout`` —
-        but a ``/run`` whose job another request may have submitted is first looked up by its name
-        (``taken_job``) and reattached instead of submitted twice.
+        Holds the JobManager's submission lock (:meth:`lock`) and checks its metaspace first; with
+        ``admission``, calls only when the cluster has its slots free (else frees the lock, waits for them and
+        tries again) and keeps the lock until the new jobs hold their slots. Re-uploads once when someone
+        deleted the shared jar. When another run collided with this one all the same (one PythonDriver at a
+        time per JobManager), it waits with jitter and tries again until ``timeout`` — but a ``/run`` whose job
+        another request may have submitted is first looked up by its name (``taken_job``) and reattached
+        instead of submitted twice. ``waits["lock"]``: the seconds waited for the lock.
         """
         started = time.monotonic()
         jar_id = self.python_jar_id()
         attempt = refreshed = 0
+        waits = {} if waits is None else waits
         while True:
             try:
-                with PythonDriverLock(self.hook.base_url, self.lock_dir).hold(timeout):
+                with self.lock().hold(timeout) as waited:
+                    waits["lock"] = waits.get("lock", 0.0) + waited
                     self.check_metaspace()
-                    return call(jar_id)
+                    if admission is None or admission.room():
+                        result = call(jar_id)
+                        if admission is not None:
+                            admission.settle()
+                        return result
+                assert admission is not None
+                admission.wait_for_room()  # no room: wait outside the lock, then take it again
+                continue
             except FlinkOutcomeUnknownError:
                 raise  # sent, no answer: Flink may have started the job, never submit it again here
             except FlinkRestError as err:
@@ -519,6 +562,7 @@ class CliPythonSubmitter(FlinkJobSubmitter):
     :param flink_conf_dir: the client's configuration (REST address, python.client.executable).
     :param java_home: the JDK for the client JVM.
     :param env: extra environment for the client.
+    :param hook: the cluster's REST hook (slot admission), optional.
     """
 
     kind = "cli"
@@ -530,7 +574,9 @@ class CliPythonSubmitter(FlinkJobSubmitter):
         flink_conf_dir: str | None = None,
         java_home: str | None = None,
         env: dict[str, str] | None = None,
+        hook: FlinkRestHook | None = None,
     ) -> None:
+        self.hook = hook
         self.flink_home = flink_home
         self.flink_conf_dir = flink_conf_dir
         self.java_home = java_home
@@ -573,11 +619,18 @@ class CliPythonSubmitter(FlinkJobSubmitter):
         parallelism: int | None = None,
         job_name: str | None = None,
         timeout: float = 180.0,
+        slots: int = 0,
+        capacity_timeout: float = DEFAULT_CAPACITY_WAIT_S,
     ) -> SubmittedJob:
-        """Run ``flink run -d``; see :meth:`FlinkJobSubmitter.submit`."""
+        """Run ``flink run -d``; see :meth:`FlinkJobSubmitter.submit`. ``slots`` needs ``hook`` (the cluster's REST
+        API): the submission waits for that many free slots first (the CLI holds no lock: two hosts may both see
+        the same free slots)."""
         program = self._effective(program, parallelism, job_name)
         env = self._client_env(program)
         cmd = self.command(program, savepoint_path, allow_non_restored_state)
+        admission = SlotAdmission(self.hook, slots, timeout=capacity_timeout) if self.hook and slots else None
+        if admission is not None and not admission.room():
+            admission.wait_for_room()
         started = time.monotonic()
         submitted_at = datetime.now(UTC)
         try:
@@ -601,8 +654,9 @@ class CliPythonSubmitter(FlinkJobSubmitter):
             savepoint_path=savepoint_path,
             allow_non_restored_state=allow_non_restored_state,
             seconds=round(time.monotonic() - started, 3),
+            capacity_wait_s=round(admission.waited_s, 3) if admission else 0.0,
+            slots=slots if admission else 0,
         )
-
 
     def run_check(self, program: FlinkPythonProgram, *, timeout: float = 180.0) -> CheckFacts:
         """The facts of the agent check (``program`` run with ``--emit stdout``): ``flink run`` runs it on this
@@ -668,5 +722,6 @@ def get_submitter(
             home,
             flink_conf_dir=flink_conf_dir or settings.flink_conf_dir,
             java_home=java_home or settings.java_home,
+            hook=hook,
         )
     raise ValueError(f"submitter must be 'rest' or 'cli', got {kind!r}")

@@ -30,6 +30,7 @@ from airflow_flink_replay.core.window_coverage import Tie, WindowCoverage
 from airflow_flink_replay.exceptions import FlinkRestError, FlinkSubmissionError
 from airflow_flink_replay.hooks.flink_rest import FlinkRestHook
 from airflow_flink_replay.hooks.flink_submit import get_submitter
+from airflow_flink_replay.hooks.slot_admission import DEFAULT_CAPACITY_WAIT_S
 from airflow_flink_replay.ids import XCOM_CASSETTE_COVERAGE_KEY, XCOM_FLINK_JOB_ID_KEY
 from airflow_flink_replay.links.flink import FlinkJobLink
 from airflow_flink_replay.run_io import run_storage
@@ -558,6 +559,9 @@ class SubmitReplayJobsOperator(BaseOperator):
     :param replay_program: the replay program: a module run with ``-pym`` (default) or a ``.py`` path on the
         JobManager host.
     :param submit_timeout: seconds the submission (and each job's appearance on the cluster) may take.
+    :param capacity_timeout: seconds the submission waits, at most, for the task slots its jobs need (each job
+        takes its parallelism in slots) while other replays hold them; then it fails having submitted nothing.
+        What it waited is in each variant's result (``capacity_wait_s``, ``submit_lock_wait_s``).
     :param kafka_config_id: the Kafka connection, to read the end of production's cassette topic when the
         manifest links one: every variant of the submission is served the same recorded calls.
     :param window_wait: seconds to wait, at most, before reading the cassette's end, until production has
@@ -593,6 +597,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         submitter: str = "rest",
         replay_program: str = REPLAY_JOB_MODULE,
         submit_timeout: float = 300.0,
+        capacity_timeout: float = DEFAULT_CAPACITY_WAIT_S,
         kafka_config_id: str = "kafka_default",
         window_wait: float = DEFAULT_WINDOW_WAIT_S,
         compare_key: str | None = None,
@@ -614,6 +619,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         self.submitter = submitter
         self.replay_program = replay_program
         self.submit_timeout = float(submit_timeout)
+        self.capacity_timeout = float(capacity_timeout)
 
     @cached_property
     def hook(self) -> FlinkRestHook:
@@ -639,15 +645,22 @@ class SubmitReplayJobsOperator(BaseOperator):
         check = IdentityCheck(production=production, production_agent_uid=self.production_agent_uid)
         return program.model_copy(update={"program_args": [*program.program_args, *check.to_argv()]})
 
-    def _submit(self, hook: FlinkRestHook, specs: list[ReplayJobSpec], production: IdentityPlan | None) -> None:
-        """Run the submission program; a refusal of the identity preflight fails the task at once."""
+    def _submit(
+        self, hook: FlinkRestHook, specs: list[ReplayJobSpec], production: IdentityPlan | None
+    ) -> dict[str, Any]:
+        """Run the submission program once the replay cluster has the slots its jobs take (each its parallelism);
+        returns what the submission waited (``slots``, ``capacity_wait_s``, ``submit_lock_wait_s``). A refusal
+        of the identity preflight fails the task at once."""
         _make_output_folders(specs)
+        slots = sum(max(1, spec.parallelism) for spec in specs)
         try:
-            get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
+            done = get_submitter(self.submitter, hook).submit(  # type: ignore[arg-type]
                 self._program(specs, production),
                 savepoint_path=self.savepoint_path,
                 allow_non_restored_state=bool(self.savepoint_path),
                 timeout=self.submit_timeout,
+                slots=slots,
+                capacity_timeout=self.capacity_timeout,
             )
         except FlinkSubmissionError as err:
             text = f"{err}\n{err.output}"
@@ -655,6 +668,10 @@ class SubmitReplayJobsOperator(BaseOperator):
                 raise
             refusal = text[text.index(IDENTITY_REFUSED):]
             raise AirflowFailException(f"{refusal}\n(the replay program's output, JobManager log)") from err
+        if done.capacity_wait_s or done.lock_wait_s > 1:
+            self.log.info("the submission waited %.1f s for %d free task slots and %.1f s for the JobManager's "
+                          "submission lock", done.capacity_wait_s, slots, done.lock_wait_s)  # fmt: skip
+        return {"slots": done.slots, "capacity_wait_s": done.capacity_wait_s, "submit_lock_wait_s": done.lock_wait_s}
 
     def _running_report(
         self, hook: FlinkRestHook, spec: ReplayJobSpec, job_id: str, production: IdentityPlan
@@ -722,7 +739,7 @@ class SubmitReplayJobsOperator(BaseOperator):
         missing, coverage = with_cassette(missing, self.kafka_config_id, self.log, window_wait=self.window_wait,
                                           compare_key=self.compare_key, tie=self.window_tie)  # fmt: skip
         _push_coverage(context, coverage)
-        self._submit(hook, missing, production)
+        waited = self._submit(hook, missing, production)
         appeared = self._appeared(hook, missing)
         submitted: dict[str, dict[str, Any]] = {}
         refused: list[str] = []
@@ -733,7 +750,7 @@ class SubmitReplayJobsOperator(BaseOperator):
                 if not maps:
                     refused.append(f"replay {spec.variant}: {report}")
             self.log.info("submitted %s replay as Flink job %s\n%s", spec.variant, job_id, report)
-            submitted[spec.variant] = {"job_id": job_id, "preflight": report}
+            submitted[spec.variant] = {"job_id": job_id, "preflight": report, **waited}
         if refused:
             for job_id in appeared.values():
                 hook.cancel_job(job_id)

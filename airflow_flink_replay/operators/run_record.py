@@ -143,12 +143,13 @@ def _agent_ref(job_spec: dict[str, Any]) -> str:
 def _variant(variant: str, pull: Any) -> VariantRecord:
     task_id = ids.replay_task(variant)
     result = pull(task_id) or {}
+    submitted = (pull(ids.TASK_SUBMIT_REPLAYS) or {}).get(variant) or {}
     return VariantRecord(
         variant=variant,
         agent_factory=_agent_ref(pull(ids.TASK_RESOLVE, ids.job_spec_key(variant)) or {}),
         # the wait failed (or never started): the job its submission pushed
         job_id=result.get("job_id") or pull(task_id, ids.XCOM_FLINK_JOB_ID_KEY)
-        or ((pull(ids.TASK_SUBMIT_REPLAYS) or {}).get(variant) or {}).get("job_id"),
+        or submitted.get("job_id"),
         state=result.get("state"),
         fork_namespace=pull(ids.TASK_RESOLVE, ids.fork_key(variant)),
         action_state_topic=(pull(ids.TASK_RESOLVE, ids.XCOM_TOPICS_KEY) or {}).get(variant),
@@ -161,6 +162,8 @@ def _variant(variant: str, pull: Any) -> VariantRecord:
         cassette_calls=result.get("cassette_calls"),
         results=result.get("results"),
         duration_s=result.get("duration_s"),
+        capacity_wait_s=submitted.get("capacity_wait_s"),
+        submit_lock_wait_s=submitted.get("submit_lock_wait_s"),
     )
 
 

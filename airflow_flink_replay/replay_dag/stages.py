@@ -370,6 +370,7 @@ def replay(spec: ReplaySpec, run: Any, *, changed: Any = None) -> Replay:
         kafka_config_id=spec.kafka_conn_id,
         compare_key=spec.compare_key,
         window_tie=spec.window.outputs_tied_by,
+        capacity_timeout=spec.capacity_wait_minutes * 60,
     )
     replays = [
         AwaitReplayJobOperator(

@@ -384,7 +384,7 @@ def differing_paths(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
     """Best-effort inverse of :meth:`Flattener.flatten`, for rendering examples (indices become keys)."""
-    root: dict[str, Any] = {}
+    root: dict[str | int, Any] = {}
     for path, value in _expand_groups(flat):
         parts = _split(path)
         node = root
@@ -409,13 +409,14 @@ _SPLIT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]")
 _UNESCAPE = re.compile(r"\\(.)")
 
 
-def _split(path: str) -> list[str]:
-    parts: list[str] = []
+def _split(path: str) -> list[str | int]:
+    """The keys of ``path`` after its root; a list index as an ``int`` (an object's key ``'[0]'`` stays a string)."""
+    parts: list[str | int] = []
     for m in _SPLIT.finditer(path, path.find("$") + 1):  # after the root (``$`` or a stage's, ``analysis:$``)
         if m.group(1) is not None:
             parts.append(m.group(1))
         elif m.group(2) is not None:
-            parts.append(f"[{m.group(2)}]")
+            parts.append(int(m.group(2)))
         else:
             parts.append(_UNESCAPE.sub(r"\1", m.group(3)))
     return parts
@@ -424,7 +425,6 @@ def _split(path: str) -> list[str]:
 def _lists(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
-    if node and all(isinstance(k, str) and k.startswith("[") and k.endswith("]") for k in node):
-        items = sorted(node.items(), key=lambda kv: int(kv[0][1:-1]))
-        return [_lists(v) for _, v in items]
+    if node and all(isinstance(k, int) for k in node):
+        return [_lists(v) for _, v in sorted(node.items())]
     return {k: _lists(v) for k, v in node.items()}
