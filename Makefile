@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: test unit lint demo demo-ui stack-prepare stack-up stack-down system-deps clean
+.PHONY: test unit lint demo demo-ui stack-prepare stack-up stack-celery stack-down system-deps clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,14 +14,20 @@ $(BIN)/.installed: pyproject.toml
 
 system-deps:
 	@# Chromium renders the HTML report and the Airflow UI in screenshot tests (at /usr/bin/chromium, where
-	@# tests/browser.py looks); Java runs Flink. Installed when run as root; missing either fails the target,
-	@# as it fails those tests: a run without them is not green.
-	@test -x /usr/bin/chromium || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; \
-	  test -x /usr/bin/chromium || { echo "chromium missing at /usr/bin/chromium and not installed (run as root, or: sudo apt-get install chromium)" >&2; exit 1; }; }
-	@command -v java >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; fi; \
-	  command -v java >/dev/null 2>&1 || { echo "java missing and not installed (run as root, or: sudo apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }; }
+	@# tests/browser.py looks); Java runs Flink; PostgreSQL and Redis are the distributed Airflow's metadata DB and
+	@# Celery broker (stack-celery, tests/integration/test_celery_airflow.py). Installed when run as root (one
+	@# apt-get update for all); missing any fails the target, as it fails those tests: a run without them is not green.
+	@missing=""; \
+	  test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	  command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	  command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	  if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	  test -x /usr/bin/chromium || { echo "chromium missing at /usr/bin/chromium and not installed (run as root, or: sudo apt-get install chromium)" >&2; exit 1; }; \
+	  command -v java >/dev/null 2>&1 || { echo "java missing and not installed (run as root, or: sudo apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "PostgreSQL missing and not installed (run as root, or: sudo apt-get install postgresql)" >&2; exit 1; }; \
+	  command -v redis-server >/dev/null 2>&1 || { echo "redis-server missing and not installed (run as root, or: sudo apt-get install redis-server)" >&2; exit 1; }
 
 test: $(BIN)/.installed system-deps stack-prepare
 	@# tests/suite.py: the unit tests on two workers while the stack starts, then the integration tests on it; a
@@ -52,6 +58,11 @@ stack-prepare: $(BIN)/.installed
 
 stack-up: $(BIN)/.installed
 	$(BIN)/flink-replay stack up
+
+stack-celery: $(BIN)/.installed
+	@# The stack plus a distributed Airflow beside it: CeleryExecutor, PostgreSQL, Redis and two workers that act as
+	@# hosts of their own (PostgreSQL and Redis from the machine's packages: make system-deps). stack-down stops all.
+	$(BIN)/flink-replay stack up --airflow celery
 
 stack-down: $(BIN)/.installed
 	$(BIN)/flink-replay stack down

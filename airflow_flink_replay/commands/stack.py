@@ -1,5 +1,6 @@
 """``flink-replay stack prepare | up | down | status | restart-taskmanager | recycle-replay``: the embedded local
-stack.
+stack. ``up --airflow celery`` also starts a distributed Airflow beside it
+(:mod:`airflow_flink_replay.local.celery_airflow`), which ``status`` shows and ``down`` stops.
 
 Exit codes: 0 done (``status``: every part answers); 1 it failed or a part does not answer, or the stack folder's
 ``stack.json`` is not a stack record (one line naming it and the fix); 64 a command line that does not parse (a
@@ -10,13 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_flink_replay.commands.arguments import port, positive_int
 from airflow_flink_replay.commands.output import one_line
 from airflow_flink_replay.exceptions import StackSetupError
+
+if TYPE_CHECKING:
+    from airflow_flink_replay.local.stack import LocalStack, StackInfo
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +61,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run only production's Flink cluster (replays then share it: see docs/real-cluster.md)",
     )
     p.add_argument("--task-slots", type=positive_int, default=4)
+    p.add_argument(
+        "--airflow", choices=["celery"], default=None,
+        help="up: also start a distributed Airflow beside the stack (CeleryExecutor, PostgreSQL, Redis, workers that "
+        "act as hosts of their own) on the stack's connections and the default spec; down stops it",
+    )
+    p.add_argument("--airflow-workers", type=positive_int, default=2, help="--airflow celery: how many workers")
     p.add_argument("--json", action="store_true", help="print machine-readable output")
     p.set_defaults(func=run)
 
@@ -102,6 +114,13 @@ def _run(args: argparse.Namespace) -> int:
         except StackSetupError as err:
             print(f"stack up failed: {err}", file=sys.stderr)
             return 1
+        airflow = None
+        if args.airflow == "celery":
+            try:
+                info, airflow = _up_celery_airflow(stack, info, args.airflow_workers)
+            except (StackSetupError, RuntimeError) as err:
+                print(f"stack up: the Flink stack is up, the Celery Airflow failed: {err}", file=sys.stderr)
+                return 1
         if args.json:
             print(info.model_dump_json(indent=2))
         else:
@@ -113,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  Mem0 store   chroma http://{info.chroma_host}:{info.chroma_port}")
             print(f"  connections  {info.connections_file}")
             print(f"  stack file   {stack.stack_file}")
+            for line in airflow or ():
+                print(line)
         return 0
     if args.action in ("restart-taskmanager", "recycle-replay"):
         try:
@@ -137,6 +158,59 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if status.get("up") else 1
 
 
+def default_spec_path(info: StackInfo) -> Path:
+    """The spec the stack's Airflow runs the replay DAGs on: ``$FLINK_REPLAY_SPEC``, else the demo's spec in the
+    stack folder (``flink-replay demo setup`` writes it)."""
+    return Path(os.environ.get("FLINK_REPLAY_SPEC") or Path(info.workdir) / "demo" / "replay_spec.yaml")
+
+
+def start_celery_airflow(stack: LocalStack, info: StackInfo, *, workers: int = 2, timeout: float = 300.0) -> str:
+    """Start a :class:`~airflow_flink_replay.local.celery_airflow.CeleryAirflow` beside the stack (its home
+    ``<stack>/airflow-celery``) on the stack's connections and :func:`default_spec_path`, wait until it is healthy,
+    and record its parts in ``stack.json`` (``status`` shows them, ``down`` stops them); returns its URL. A start
+    that fails stops what it started."""
+    from airflow_flink_replay.local.airflow_runner import airflow_env
+    from airflow_flink_replay.local.airflow_server import free_port
+    from airflow_flink_replay.local.celery_airflow import CeleryAirflow
+    from airflow_flink_replay.local.stack import ProcessInfo
+
+    home = Path(info.workdir) / "airflow-celery"
+    server = CeleryAirflow(airflow_env(info, home, default_spec_path(info)), free_port(),
+                           Path(info.workdir) / "logs" / "airflow-celery.log", run_id_prefix="stack", workers=workers)
+    server.launch()
+    try:
+        server.wait_healthy(timeout)
+        parts = [ProcessInfo(name=p.name, pid=p.pid, log=p.log) for p in server.processes()]
+        stack.record_airflow(server.base, parts, server.postgres_dir)
+    except BaseException:
+        server.stop()
+        raise
+    return server.base
+
+
+def _up_celery_airflow(stack: LocalStack, info: StackInfo, workers: int) -> tuple[StackInfo, list[str]]:
+    """Start the distributed Airflow beside the stack, or keep the one that runs and answers; returns the stack's
+    record and the lines that tell a person where it is."""
+    from airflow_flink_replay.local.stack import _pid_alive, airflow_answers
+
+    running = info.airflow_url and info.airflow_processes and all(_pid_alive(p.pid) for p in info.airflow_processes)
+    if running and info.airflow_url and airflow_answers(info.airflow_url):
+        url, note = info.airflow_url, " (already running)"
+    else:
+        stack.stop_airflow()  # what is left of one that died
+        url, note = start_celery_airflow(stack, info, workers=workers), ""
+    info = stack.info() or info
+    parts = [p.name for p in info.airflow_processes]
+    lines = [f"  Airflow      {url}{note} (CeleryExecutor on PostgreSQL and Redis; workers "
+             f"{', '.join(n for n in parts if n.startswith('worker-'))})",
+             f"  Airflow logs {Path(info.workdir) / 'airflow-celery' / 'logs' / 'parts'}"]
+    spec = default_spec_path(info)
+    if not spec.exists():
+        lines.append(f"  note: no replay spec at {spec}: the replay DAGs show an import error until FLINK_REPLAY_SPEC "
+                     "names one or `flink-replay demo setup` writes the demo's")
+    return info, lines
+
+
 def _print_status(status: dict) -> None:
     if "flink" not in status:
         print(f"down: {status.get('reason')}")
@@ -148,5 +222,7 @@ def _print_status(status: dict) -> None:
         print(f"{mark[rp['taskmanagers'] >= 1]} Flink  {rp['rest_url']}  taskmanagers={rp['taskmanagers']}  (replays)")
     print(f"{mark[kf['answers']]} Kafka  {kf['bootstrap']}  (tansu metadata)")
     print(f"{mark[m0['answers']]} Mem0   {m0['chroma']}  (chroma heartbeat)")
+    if af := status.get("airflow"):
+        print(f"{mark[af['answers']]} Airflow {af['url']}  (CeleryExecutor; health)")
     for name, p in status["processes"].items():
         print(f"     {name:<18} pid {p['pid']:<8} {'alive' if p['alive'] else 'DEAD'}")

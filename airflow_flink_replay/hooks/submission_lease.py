@@ -35,6 +35,16 @@ POLL_S = 0.25
 KEEP = 20
 
 
+def _host() -> str:
+    """This worker's host name as Airflow reports it (its ``hostname_callable``), else the machine's."""
+    try:
+        from airflow.utils.net import get_hostname
+
+        return str(get_hostname())
+    except Exception:  # no Airflow config here (a script): the machine's name
+        return socket.gethostname()
+
+
 def _holder() -> LeaseHolder:
     """A holder of its own for this hold, naming the Airflow task it runs in (from Airflow's context variables)."""
     env = os.environ
@@ -43,7 +53,7 @@ def _holder() -> LeaseHolder:
     try_number = env.get("AIRFLOW_CTX_TRY_NUMBER")
     return LeaseHolder(dag_id=dag_id, run_id=run_id, task_id=env.get("AIRFLOW_CTX_TASK_ID") or "",
                        try_number=int(try_number) if try_number and try_number.isdigit() else None,
-                       host=socket.gethostname(), pid=os.getpid())  # fmt: skip
+                       host=_host(), pid=os.getpid())  # fmt: skip
 
 
 class SharedSubmissionLease:

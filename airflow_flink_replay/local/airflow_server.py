@@ -51,19 +51,19 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> dict[str, str]:
-    """``env`` (an :func:`airflow_env`) with what a standalone on ``port`` needs: the LocalExecutor, the
-    execution API on that port, deferrable operators, DAG files parsed at start rather than every 30 s
-    (each parse imports the provider: CPU the replays need on a small machine), and a scheduler that looks
-    again after 0.2 s instead of 1 s when a loop found nothing to do (a gate run is ~28 tasks mostly one
+def shared_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> dict[str, str]:
+    """``env`` (an :func:`airflow_env`) with what every Airflow part talking to the api-server on ``port`` needs,
+    whatever its executor and metadata DB (:func:`server_env` adds the standalone's, :mod:`.celery_airflow` the
+    Celery ones): the execution API on that port, deferrable operators, DAG files parsed at start rather than
+    every 30 s (each parse imports the provider: CPU the replays need on a small machine), and a scheduler that
+    looks again after 0.2 s instead of 1 s when a loop found nothing to do (a gate run is ~28 tasks mostly one
     after another: each waited up to a second for the next loop to see its predecessor finished).
 
     With :data:`USERS_OPTION` in ``env`` (``reviewer:admin,outsider:viewer``) the UI and the REST API ask for a
     login as one of those users (Airflow writes their passwords to :func:`passwords_file`); without it every
     request is an admin's (``simple_auth_manager_all_admins``: no login)."""
-    server = {
+    return {
         **env,
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "8",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(not env.get(USERS_OPTION)),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
@@ -74,6 +74,12 @@ def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> di
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
     }
+
+
+def server_env(env: dict[str, str], port: int, *, deferrable: bool = True) -> dict[str, str]:
+    """:func:`shared_env` for a standalone on ``port``: the LocalExecutor (tasks in parallel, each in a process of
+    its own) on the home's own sqlite DB (a SQL connection ``env`` names is dropped)."""
+    server = {**shared_env(env, port, deferrable=deferrable), "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
     server.pop("AIRFLOW__CORE__SQL_ALCHEMY_CONN", None)
     return server
 

@@ -160,6 +160,11 @@ class StackInfo(BaseModel):
     #: The replay cluster (None when the stack runs only production's).
     replay_flink_rest_url: str | None = None
     replay_flink_conf_dir: str | None = None
+    #: The distributed Airflow started beside the stack (``stack up --airflow celery``): its UI, its parts
+    #: (each the leader of a session of its own) and PostgreSQL's data folder (stopped with ``pg_ctl``).
+    airflow_url: str | None = None
+    airflow_processes: list[ProcessInfo] = Field(default_factory=list)
+    airflow_postgres_dir: str | None = None
 
     def rest_url(self, cluster: str = "production") -> str:
         """The REST URL of ``cluster`` (``production`` or ``replay``)."""
@@ -282,6 +287,17 @@ def kafka_answers(bootstrap: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def airflow_answers(url: str) -> bool:
+    """True when Airflow's health endpoint reports its metadatabase, scheduler, triggerer and DAG processor
+    healthy."""
+    try:
+        health = requests.get(f"{url}/api/v2/monitor/health", timeout=3).json()
+        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
+    except (requests.RequestException, ValueError, AttributeError):
+        return False
+
+
 def chroma_answers(host: str, port: int) -> bool:
     """True when the Chroma server's heartbeat answers."""
     try:
@@ -371,12 +387,16 @@ class LocalStack:
         info = self.info()
         if info is None:
             return {"up": False, "reason": f"no {STACK_FILE} in {self.workdir}"}
-        procs = {p.name: {"pid": p.pid, "alive": _pid_alive(p.pid)} for p in info.processes}
+        everything = info.processes + info.airflow_processes
+        procs = {p.name: {"pid": p.pid, "alive": _pid_alive(p.pid)} for p in everything}
         tms = flink_taskmanagers(info.flink_rest_url)
         replay_tms = flink_taskmanagers(info.replay_flink_rest_url) if info.replay_flink_rest_url else 1
         kafka = kafka_answers(info.kafka_bootstrap)
         chroma = chroma_answers(info.chroma_host, info.chroma_port)
         up = all(p["alive"] for p in procs.values()) and tms >= 1 and replay_tms >= 1 and kafka and chroma
+        airflow_up = airflow_answers(info.airflow_url) if info.airflow_url else True
+        airflow = {"url": info.airflow_url, "answers": airflow_up} if info.airflow_url else None
+        up = up and airflow_up
         replay = (
             {"rest_url": info.replay_flink_rest_url, "taskmanagers": max(replay_tms, 0), "answers": replay_tms >= 0}
             if info.replay_flink_rest_url
@@ -389,6 +409,7 @@ class LocalStack:
             "kafka": {"bootstrap": info.kafka_bootstrap, "answers": kafka},
             "mem0": {"chroma": f"http://{info.chroma_host}:{info.chroma_port}", "answers": chroma},
             "processes": procs,
+            "airflow": airflow,
             "stack_file": str(self.stack_file),
         }
 
@@ -798,8 +819,11 @@ class LocalStack:
 
     def _write_connections(self, info: StackInfo) -> None:
         """``connections.json``: the stack's addresses and, in the Flink connections' extra, where a
-        submitter on this host finds Flink (the provider reads connections, never the stack's files)."""
-        client = {"flink_home": info.flink_home, "java_home": info.java_home}
+        submitter on this host finds Flink (the provider reads connections, never the stack's files), and the
+        folder of the JobManagers' submission leases (shared by every Airflow worker of the stack: standalone's
+        processes and the Celery workers that act as hosts of their own)."""
+        leases = f"file://{Path(info.workdir) / 'submission-leases'}"
+        client = {"flink_home": info.flink_home, "java_home": info.java_home, "submission_lease_uri": leases}
         conns: dict[str, Any] = {
             "flink_default": {
                 "conn_type": "flink_rest",
@@ -820,6 +844,33 @@ class LocalStack:
             }
         Path(info.connections_file).write_text(json.dumps(conns, indent=2))
 
+    def record_airflow(self, url: str, processes: list[ProcessInfo], postgres_dir: Path) -> StackInfo:
+        """Record the distributed Airflow started beside the stack (:mod:`.celery_airflow`), so ``status`` shows
+        its parts and ``down`` stops them."""
+        with self._changing():
+            info = self.info()
+            if info is None:
+                raise StackSetupError(f"no stack in {self.workdir}: run `flink-replay stack up` first")
+            info.airflow_url, info.airflow_processes = url, processes
+            info.airflow_postgres_dir = str(postgres_dir)
+            self.stack_file.write_text(info.model_dump_json(indent=2))
+            return info
+
+    def stop_airflow(self, timeout: float = 20.0) -> list[str]:
+        """Stop the recorded distributed Airflow, if any, and forget it; return the names of its parts that
+        were alive."""
+        with self._changing():
+            info = self.info()
+            if info is None or not (info.airflow_processes or info.airflow_postgres_dir):
+                return []
+            from airflow_flink_replay.local.celery_airflow import stop_parts
+
+            pg_dir = Path(info.airflow_postgres_dir) if info.airflow_postgres_dir else None
+            stopped = stop_parts(info.airflow_processes, pg_dir, timeout)
+            info.airflow_url, info.airflow_processes, info.airflow_postgres_dir = None, [], None
+            self.stack_file.write_text(info.model_dump_json(indent=2))
+            return stopped
+
     # -- stopping
     def down(self, timeout: float = 20.0) -> list[str]:
         """Stop the processes ``up`` started (SIGTERM, then SIGKILL); return their names."""
@@ -827,10 +878,10 @@ class LocalStack:
             return self._down_locked(timeout)
 
     def _down_locked(self, timeout: float) -> list[str]:
+        stopped = self.stop_airflow(timeout)
         info = self.info()
         if info is None:
-            return []
-        stopped = []
+            return stopped
         for proc in info.processes:
             if _terminate(proc.pid, timeout):
                 stopped.append(proc.name)
