@@ -137,6 +137,19 @@ class PythonDriverLock:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _several_hosts_executor() -> str | None:
+    """The configured executor(s) when one of them runs tasks on several hosts (Celery, Kubernetes, Edge), else
+    None (the LocalExecutor; no Airflow configuration at all)."""
+    try:
+        from airflow.configuration import conf
+
+        executors = str(conf.get("core", "executor", fallback="") or "")
+    except Exception:  # a script without Airflow's configuration
+        return None
+    spread = [e.strip() for e in executors.split(",") if any(k in e for k in ("Celery", "Kubernetes", "Edge"))]
+    return ", ".join(spread) or None
+
+
 def _private_folder(folder: Path) -> Path:
     """``folder`` created 0700 if missing; refused (:class:`FlinkSubmissionError`) unless it is a directory of
     this user that group and others cannot write."""
@@ -312,6 +325,14 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         else this host's ``flock``."""
         if uri := self.hook.settings.submission_lease_uri:
             return SharedSubmissionLease(self.hook.base_url, uri)
+        if executor := _several_hosts_executor():
+            self.hook.log.warning(
+                "Airflow runs the %s, whose workers may be on several hosts, but connection %r names no "
+                "submission_lease_uri: this host's lock does not keep other hosts' Python programs off the "
+                "JobManager at %s (two at once collide, and can leave it unable to run any until it restarts). "
+                "Fix: set submission_lease_uri in the connection's extra to a folder every worker reaches; see "
+                "docs/real-cluster.md#several-airflow-hosts-celery-kubernetes-executors",
+                executor, self.hook.flink_conn_id, self.hook.base_url)  # fmt: skip
         return PythonDriverLock(self.hook.base_url, self.lock_dir)
 
     def _local_python_jar(self) -> Path:

@@ -101,3 +101,18 @@ def test_the_rest_submitter_takes_the_shared_lease_when_the_connection_names_one
     shared = RestPythonSubmitter(make_hook(JM, submission_lease_uri=f"file://{tmp_path}"))
     assert isinstance(shared.lock(), SharedSubmissionLease)
     assert isinstance(RestPythonSubmitter(make_hook(JM), lock_dir=tmp_path / "l").lock(), PythonDriverLock)
+
+
+@pytest.mark.parametrize(("executor", "warned"), [("CeleryExecutor", True), ("LocalExecutor", False),
+                                                  ("LocalExecutor,KubernetesExecutor", True)])
+def test_a_host_lock_under_an_executor_of_several_hosts_warns_naming_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, executor: str, warned: bool
+) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
+    hook = make_hook(JM)
+    seen: list[str] = []
+    monkeypatch.setattr(hook.log, "warning", lambda msg, *args: seen.append(msg % args))
+    assert isinstance(RestPythonSubmitter(hook, lock_dir=tmp_path / "l").lock(), PythonDriverLock)
+    assert bool(seen) is warned, seen
+    if warned:
+        assert "submission_lease_uri" in seen[0] and "Fix:" in seen[0] and JM in seen[0]
