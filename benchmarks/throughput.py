@@ -315,40 +315,15 @@ class SlotSampler:
         return self.samples
 
 
-class FeedOnResume:
-    """Feeds a production ``count`` reviews (4 a second) once it runs as a job other than the ones running when
-    this was made: its gate run has stopped and resumed it, and the window is what arrives next."""
+def feed_on_resume(stack: Any, production: dict[str, Any], count: int, start_index: int) -> Any:
+    """Feeds a production ``count`` reviews (4 a second) once it runs as a job other than the ones running now: its
+    gate run has stopped and resumed it, and the window is what arrives next."""
+    from airflow_flink_replay.local.demo import ReviewFeeder
+    from tests.dag_testing import AfterResume
 
-    def __init__(self, stack: Any, production: dict[str, Any], count: int, start_index: int) -> None:
-        from tests.dag_testing import running_jobs
-
-        self.stack, self.production, self.count, self.start_index = stack, production, count, start_index
-        self.before = set(running_jobs(stack, production["job_name"]))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"feed-{production['job_name']}")
-
-    def _run(self) -> None:
-        from airflow_flink_replay.local.demo import ReviewFeeder
-        from tests.dag_testing import running_jobs
-
-        while not self._stop.wait(1.0):
-            with contextlib.suppress(Exception):  # Flink answers slowly while a job starts: look again
-                if set(running_jobs(self.stack, self.production["job_name"])) - self.before:
-                    break
-        else:
-            return
-        feeder = ReviewFeeder(self.stack.kafka_bootstrap, self.production["topics"].reviews,
-                              start_index=self.start_index, count=self.count)  # fmt: skip
-        while feeder.send_one() and not self._stop.wait(0.25):  # 4 a second
-            pass
-
-    def __enter__(self) -> FeedOnResume:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(15)
+    feeder = ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=start_index, rate=4,
+                          count=count)  # fmt: skip
+    return AfterResume(feeder, stack, production["job_name"])
 
 
 def make_airflow(kind: str, stack: Any, work: Path, specs: list[Path], workers: int) -> Any:
@@ -421,7 +396,7 @@ def run_batch(server: Any, stack: Any, productions: list[dict[str, Any]], n: int
     from tests.dag_testing import run_record_of
 
     _ready_replay_cluster(stack)
-    feeders = [FeedOnResume(stack, p, 3 * args.window, 100_000 * (index + 1) + 10_000 * i)
+    feeders = [feed_on_resume(stack, p, 3 * args.window, 100_000 * (index + 1) + 10_000 * i)
                for i, p in enumerate(productions[:n])]  # fmt: skip
     sampler = SlotSampler(stack.replay_flink_rest_url).start()
     with contextlib.ExitStack() as feeding:

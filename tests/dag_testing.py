@@ -155,7 +155,7 @@ def run_replay_dag(
     register_dag(dag, "replay-e2e")
     feeder = feeder or ReviewFeeder(stack.kafka_bootstrap, production["topics"].reviews, start_index=feed_from, rate=5)
     if feed_after_resume:
-        feeder = _AfterResume(feeder, stack, production["job_name"])  # type: ignore[assignment]
+        feeder = AfterResume(feeder, stack, production["job_name"])  # type: ignore[assignment]
     elif feed_after_savepoint:
         feeder = _AfterSavepoint(feeder, stack, production["job_name"])  # type: ignore[assignment]
     with feeder:
@@ -265,7 +265,7 @@ def assert_no_replay_leftovers(stack: Any, record: dict[str, Any]) -> None:
         assert not [j.name for j in jobs if record["run_id"] in j.name and j.state == "RUNNING"], url
 
 
-class _AfterResume:
+class AfterResume:
     """Runs ``feeder`` only once production runs as a job other than the ones running now (resumed)."""
 
     def __init__(self, feeder: Any, stack: Any, job_name: str) -> None:
@@ -282,13 +282,16 @@ class _AfterResume:
         return bool(set(running_jobs(self.stack, self.job_name)) - self.before)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            if self.ready():
-                self.feeder.__enter__()
-                self._started = True
-                return
+        import contextlib
 
-    def __enter__(self) -> _AfterResume:
+        while not self._stop.wait(0.5):
+            with contextlib.suppress(Exception):  # Flink answers slowly while a job starts: look again
+                if self.ready():
+                    self.feeder.__enter__()
+                    self._started = True
+                    return
+
+    def __enter__(self) -> AfterResume:
         self._thread.start()
         return self
 
@@ -299,7 +302,7 @@ class _AfterResume:
             self.feeder.__exit__(*exc)
 
 
-class _AfterSavepoint(_AfterResume):
+class _AfterSavepoint(AfterResume):
     """Runs ``feeder`` only once production's running job has a completed savepoint taken after now."""
 
     def __init__(self, feeder: Any, stack: Any, job_name: str) -> None:

@@ -319,12 +319,22 @@ class RestPythonSubmitter(FlinkJobSubmitter):
         self.concurrent_retries = concurrent_retries
         self.lock_dir = lock_dir
         self.min_metaspace_headroom_mb = min_metaspace_headroom_mb
+        self._lease_warning_checked = False
 
     def lock(self) -> PythonDriverLock | SharedSubmissionLease:
         """The JobManager's submission lock: the shared lease when the connection names ``submission_lease_uri``,
-        else this host's ``flock``."""
+        else this host's ``flock`` (made for each call: its folder is checked each time)."""
         if uri := self.hook.settings.submission_lease_uri:
             return SharedSubmissionLease(self.hook.base_url, uri)
+        self._warn_once_without_lease()
+        return PythonDriverLock(self.hook.base_url, self.lock_dir)
+
+    def _warn_once_without_lease(self) -> None:
+        """Log, once per submitter (not at every call and retry), that this host's lock does not cover other hosts
+        when Airflow's executor spreads tasks over several."""
+        if self._lease_warning_checked:
+            return
+        self._lease_warning_checked = True
         if executor := _several_hosts_executor():
             self.hook.log.warning(
                 "Airflow runs the %s, whose workers may be on several hosts, but connection %r names no "
@@ -333,7 +343,6 @@ class RestPythonSubmitter(FlinkJobSubmitter):
                 "Fix: set submission_lease_uri in the connection's extra to a folder every worker reaches; see "
                 "docs/real-cluster.md#several-airflow-hosts-celery-kubernetes-executors",
                 executor, self.hook.flink_conn_id, self.hook.base_url)  # fmt: skip
-        return PythonDriverLock(self.hook.base_url, self.lock_dir)
 
     def _local_python_jar(self) -> Path:
         settings = self.hook.settings

@@ -82,7 +82,7 @@ class SlotAdmission:
         try:
             while True:
                 overview = self.hook.get_overview()
-                if overview.slots_available >= self.slots and not never_fits(overview, self.slots):
+                if overview.slots_available >= self.slots:
                     return
                 if not announced:
                     log.info("waiting for %d free task slots on %s (%d of %d free)", self.slots, self.hook.base_url,

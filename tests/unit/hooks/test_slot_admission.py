@@ -36,6 +36,12 @@ def jobs(*pending: str) -> tuple[int, dict[str, Any]]:
     return 200, {"jobs": listed}
 
 
+def _a_jobmanager(state: FakeFlink) -> None:
+    """The flink-python jar uploaded, the JobManager's metrics without a metaspace limit."""
+    state.on("GET", "/jars", JARS)
+    state.on("GET", "/jobmanager/metrics", (200, []))
+
+
 def test_pure_decisions_of_the_admission() -> None:
     assert never_fits(ClusterOverview.model_validate(overview(4, 4)[1]), 5)
     assert not never_fits(ClusterOverview.model_validate(overview(0, 0)[1]), 5)  # a TaskManager coming back
@@ -51,8 +57,7 @@ def test_a_submission_waits_for_free_slots_outside_the_lock_and_records_the_wait
     fake: tuple[FakeFlink, str], tmp_path: Path
 ) -> None:
     state, url = fake
-    state.on("GET", "/jars", JARS)
-    state.on("GET", "/jobmanager/metrics", (200, []))
+    _a_jobmanager(state)
     # 1 of 4 slots free twice, then 3: the submission of 3 slots waits, then runs once
     state.on("GET", "/overview", overview(4, 1), overview(4, 1), overview(4, 1), overview(4, 3))
     state.on("POST", RUN, (200, {"jobid": "f" * 32}))
@@ -72,8 +77,7 @@ def test_a_submission_that_never_fits_fails_at_once_having_submitted_nothing(
     fake: tuple[FakeFlink, str], tmp_path: Path
 ) -> None:
     state, url = fake
-    state.on("GET", "/jars", JARS)
-    state.on("GET", "/jobmanager/metrics", (200, []))
+    _a_jobmanager(state)
     state.on("GET", "/overview", overview(2, 2))
     with pytest.raises(FlinkSubmissionError) as info:
         RestPythonSubmitter(make_hook(url), lock_dir=tmp_path).submit(PROGRAM, slots=3)
@@ -85,8 +89,7 @@ def test_a_submission_that_finds_no_room_in_time_fails_having_submitted_nothing(
     fake: tuple[FakeFlink, str], tmp_path: Path
 ) -> None:
     state, url = fake
-    state.on("GET", "/jars", JARS)
-    state.on("GET", "/jobmanager/metrics", (200, []))
+    _a_jobmanager(state)
     state.on("GET", "/overview", overview(4, 0))
     with pytest.raises(FlinkSubmissionError) as info:
         RestPythonSubmitter(make_hook(url), lock_dir=tmp_path).submit(PROGRAM, slots=1, capacity_timeout=0.5)
