@@ -15,7 +15,7 @@ $(BIN)/.installed: pyproject.toml
 system-deps:
 	@# Chromium renders the HTML report and the Airflow UI in screenshot tests (at /usr/bin/chromium, where
 	@# tests/browser.py looks); Java runs Flink; PostgreSQL and Redis are the distributed Airflow's metadata DB and
-	@# Celery broker (stack-celery, tests/integration/test_celery_airflow.py). Installed when run as root (one
+	@# Celery broker (stack-celery, tests/integration/test_celery_gate.py). Installed when run as root (one
 	@# apt-get update for all); missing any fails the target, as it fails those tests: a run without them is not green.
 	@missing=""; \
 	  test -x /usr/bin/chromium || missing="$$missing chromium"; \

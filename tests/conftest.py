@@ -82,15 +82,15 @@ def stack() -> Iterator:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests under tests/integration are integration tests, the rest unit tests, unless marked; unit tests
-    run first (in their collected order), while the stack starts; the distributed Airflow's modules
-    (``test_celery_*``: each starts PostgreSQL, Redis and an Airflow of its own) run last."""
+    run first (in their collected order), while the stack starts; the distributed Airflow's tests (marked
+    ``distributed``: PostgreSQL, Redis and a Celery Airflow of their own) run last."""
     for item in items:
         if "integration" in item.path.parts and not item.get_closest_marker("integration"):
             item.add_marker(pytest.mark.integration)
         elif not item.get_closest_marker("integration") and not item.get_closest_marker("unit"):
             item.add_marker(pytest.mark.unit)
     items.sort(key=lambda item: (item.get_closest_marker("integration") is not None,
-                                 item.path.name.startswith("test_celery_")))  # stable
+                                 item.get_closest_marker("distributed") is not None))  # stable
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -1,6 +1,7 @@
-"""``make test``: the unit tests on two workers while the stack starts, then the integration tests on it.
+"""``make test``: the unit tests on two workers while the stack starts, then the integration tests on it, then
+the distributed Airflow's tests.
 
-Two pytest sessions with the same arguments (``PYTEST_ARGS``), one after the other:
+Three pytest sessions with the same arguments (``PYTEST_ARGS``), one after the other:
 
 1. ``-m unit -n 2``: the unit tests over two workers (pytest-xdist) — they need no service. Meanwhile
    ``flink-replay stack up`` starts the stack in a process of its own (its parts were installed before:
@@ -11,7 +12,7 @@ Two pytest sessions with the same arguments (``PYTEST_ARGS``), one after the oth
    the lowest priority took the demo's module from 345 s to 569 s).
 
 A stack that was up before is reused and left running; one this command started is taken down at the end.
-pytest exits 5 when it collected nothing: that fails the suite only when neither session collected a test.
+pytest exits 5 when it collected nothing: that fails the suite only when no session collected a test.
 Run as ``python -m tests.suite [pytest arguments]``.
 """
 
@@ -30,36 +31,48 @@ NO_TESTS = 5
 UNIT_WORKERS = 2
 
 
-def _pytest(marker: str, args: list[str], *extra: str) -> int:
-    print(f"\n===== {marker} tests: pytest -m {marker} {' '.join([*extra, *args])}", flush=True)
+#: session name -> its marker expression
+SESSIONS = {"unit": "unit", "integration": "integration and not distributed", "distributed": "distributed"}
+
+
+def _pytest(name: str, args: list[str], *extra: str) -> tuple[int, float]:
+    """Run one session; its exit code and wall time."""
+    marker = SESSIONS[name]
+    print(f"\n===== {name} tests: pytest -m '{marker}' {' '.join([*extra, *args])}", flush=True)
     started = time.monotonic()
     code = subprocess.call([sys.executable, "-m", "pytest", "-m", marker, *extra, *args], cwd=ROOT)
-    print(f"===== {marker} tests: exit {code} in {time.monotonic() - started:.0f}s", flush=True)
-    return code
+    took = time.monotonic() - started
+    print(f"===== {name} tests: exit {code} in {took:.0f}s", flush=True)
+    return code, took
 
 
 def main(args: list[str]) -> int:
-    """Run both sessions; the exit code is the first failure's, 0 when both passed."""
+    """Run the three sessions; the exit code is the first failure's, 0 when all passed."""
     os.environ.setdefault("FLINK_REPLAY_STACK_DIR", str(ROOT / ".stack"))
     started = time.monotonic()
     start = StackStart()
+    results: dict[str, tuple[int, float]] = {}
     try:
-        unit = _pytest("unit", args, "-n", str(UNIT_WORKERS))
+        results["unit"] = _pytest("unit", args, "-n", str(UNIT_WORKERS))
         try:
             start.wait()
         except RuntimeError as err:
             print(err, file=sys.stderr)
             return 1
-        integration = _pytest("integration", args, "--durations=40")  # where the suite's time goes
+        results["integration"] = _pytest("integration", args, "--durations=40")  # where the suite's time goes
+        budgeted = time.monotonic() - started
+        results["distributed"] = _pytest("distributed", args, "--durations=10")
     finally:
         start.abandon()
         if not start.already_up:
             start.local.down()
-    print(f"===== suite: unit exit {unit}, integration exit {integration}, {time.monotonic() - started:.0f}s")
-    if unit == integration == NO_TESTS:
+    codes = ", ".join(f"{name} exit {code}" for name, (code, _) in results.items())
+    print(f"===== suite: {codes}; unit + integration {budgeted:.0f}s, distributed {results['distributed'][1]:.0f}s, "
+          f"all {time.monotonic() - started:.0f}s")
+    if all(code == NO_TESTS for code, _ in results.values()):
         print("pytest collected no tests", file=sys.stderr)
         return 1
-    failed = [code for code in (unit, integration) if code not in (0, NO_TESTS)]
+    failed = [code for code, _ in results.values() if code not in (0, NO_TESTS)]
     return failed[0] if failed else 0
 
 

@@ -14,14 +14,20 @@ replay cluster (4 task slots; a run's three replays take 3).
   slots instead of failing (their waits are in the run records).
 - Afterwards both productions run as exactly one job each, and no replay job, topic or memory fork is left.
 
-Cost (2 cores): Airflow's start (~60 s, the two reference runs meanwhile: ~200 s), the four runs (~300 s: two
-runs of one production follow each other through its lease).
+The same Airflow first shows that its workers act as two hosts, on a DAG of this module's own (``celery_hosts``:
+nine tasks side by side, each sleeping 3 s and answering where it ran): its tasks land on both workers, each with
+its own host name, temp folder and lock folder, and the API server reads their logs. Last, stopping the Airflow
+leaves no process behind and frees every port.
+
+Cost (2 cores): Airflow's start (~20 s, the two reference runs meanwhile: ~200 s), the hosts DAG (~15 s), the four
+runs (~300 s: two runs of one production follow each other through its lease), the stop (~6 s).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import shutil
 import time
 from datetime import datetime
@@ -41,7 +47,35 @@ from tests.dag_testing import (
     stop_production,
 )
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.distributed, pytest.mark.timeout(1800)]
+HOSTS_DAG_ID = "celery_hosts"
+#: more than one worker runs at once (two workers, four tasks each): both workers take some
+HOSTS_TASKS = 9
+HOSTS_DAG_FILE = f'''
+import os
+import socket
+import tempfile
+import time
+
+import pendulum
+from airflow.sdk import dag, task
+
+
+@dag(dag_id="{HOSTS_DAG_ID}", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False)
+def celery_hosts():
+    @task
+    def where(index: int) -> dict:
+        time.sleep(3)
+        print(f"where_{{index}} ran on {{os.environ['FLINK_REPLAY_WORKER_HOSTNAME']}}")
+        return {{"hostname": socket.gethostname(), "tmpdir": os.environ["TMPDIR"],
+                "gettempdir": tempfile.gettempdir(), "lock_dir": os.environ["FLINK_REPLAY_LOCK_DIR"]}}
+
+    for index in range({HOSTS_TASKS}):
+        where.override(task_id=f"where_{{index}}")(index)
+
+
+celery_hosts()
+'''
 V1, V2 = "examples.review_agent.v1.job:job", "examples.review_agent.v2.job:job"
 #: production -> the candidate its two gate runs carry
 CANDIDATES = {"a": V2, "b": V1}
@@ -75,10 +109,12 @@ def celery(stack, airflow_db, tmp_path_factory) -> Any:
     dags = work / "dags"
     dags.mkdir()
     (dags / "celery_gates.py").write_text(_dag_file({n: Path(p["spec_path"]) for n, p in planned.items()}))
+    (dags / "celery_hosts.py").write_text(HOSTS_DAG_FILE)
     env = airflow_env(stack, base / "airflow", Path(planned["a"]["spec_path"]))
     env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dags)
     server = CeleryAirflow(env, free_port(), base / "airflow.log", workers=2, run_id_prefix="celery")
     productions: dict[str, dict[str, Any]] = {}
+    started = time.monotonic()
     server.launch()
     try:
         for name, plan in planned.items():
@@ -88,14 +124,55 @@ def celery(stack, airflow_db, tmp_path_factory) -> Any:
             _, run = run_replay_dag(stack, productions[name], {"candidate": candidate}, kind="gate")
             reference[name] = run["record"]["verdict"]
         server.wait_healthy()
-        for name in CANDIDATES:
-            server.wait_for_dag(f"celery_gate_{name}")
+        server.start_seconds = time.monotonic() - started  # type: ignore[attr-defined]  # the references ran meanwhile
+        for dag_id in [*(f"celery_gate_{name}" for name in CANDIDATES), HOSTS_DAG_ID]:
+            server.wait_for_dag(dag_id)
         yield {"server": server, "productions": productions, "reference": reference}
     finally:
         server.stop()
         for production in productions.values():
             stop_production(stack, production)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def hosts_run(celery) -> dict[str, Any]:
+    """One run of the hosts DAG: its state, task instances and each task's answer."""
+    server = celery["server"]
+    run_id = server.trigger(HOSTS_DAG_ID, {})
+    state = server.wait_for_run(HOSTS_DAG_ID, run_id, timeout=240)
+    tis = server.task_instances(HOSTS_DAG_ID, run_id)
+    answers = {task_id: server.xcom(HOSTS_DAG_ID, run_id, task_id) for task_id in tis}
+    return {"run_id": run_id, "state": state, "tis": tis, "answers": answers}
+
+
+def test_the_workers_act_as_two_hosts(celery, hosts_run) -> None:
+    """A run's tasks land on both workers, each with its own host name, temp folder and lock folder (private)."""
+    server, run = celery["server"], hosts_run
+    assert run["state"] == "success", run["tis"]
+    assert len(run["tis"]) == HOSTS_TASKS and {ti["state"] for ti in run["tis"].values()} == {"success"}
+    assert {ti["hostname"] for ti in run["tis"].values()} == set(server.worker_hostnames()) == {"worker-a", "worker-b"}
+    assert len({answer["hostname"] for answer in run["answers"].values()}) == 1, "two workers, one machine"
+    folders: dict[str, set[tuple[str, str, str]]] = {}
+    for task_id, ti in run["tis"].items():
+        answer = run["answers"][task_id]
+        folders.setdefault(ti["hostname"], set()).add((answer["tmpdir"], answer["gettempdir"], answer["lock_dir"]))
+    for host in server.hosts:
+        assert folders[host.name] == {(str(host.tmp), str(host.tmp), str(host.locks))}, "one host, one set of folders"
+    tmps, locks = zip(*[(h.tmp, h.locks) for h in server.hosts], strict=True)
+    assert len(set(tmps)) == len(set(locks)) == 2, "the hosts share neither folder"
+    for host in server.hosts:
+        assert (host.locks.stat().st_mode & 0o077) == 0, "private: the provider refuses a lock folder others can write"
+
+
+def test_the_api_server_reads_the_task_logs_of_both_workers(celery, hosts_run) -> None:
+    server, run = celery["server"], hosts_run
+    one_per_host = {ti["hostname"]: task_id for task_id, ti in run["tis"].items()}
+    for host, task_id in one_per_host.items():
+        try_number = run["tis"][task_id]["try_number"]
+        path = f"/dags/{HOSTS_DAG_ID}/dagRuns/{run['run_id']}/taskInstances/{task_id}/logs/{try_number}"
+        logs = server.api("GET", path)
+        assert f"{task_id} ran on {host}" in json.dumps(logs["content"]), f"{task_id}'s log ({host}): {logs}"
 
 
 def _at(value: str | None) -> datetime:
@@ -166,3 +243,39 @@ def test_two_productions_gated_twice_at_once_on_two_workers(stack, celery) -> No
         while len(running_jobs(stack, production["job_name"])) != 1 and time.monotonic() < deadline:
             time.sleep(2)
         assert len(running_jobs(stack, production["job_name"])) == 1, production["job_name"]
+
+
+def test_stop_leaves_no_process_behind_and_frees_every_port(celery) -> None:
+    """Last in the module: stopping the Airflow ends every part's session and frees its ports (twice is fine)."""
+    from airflow_flink_replay.local.celery_airflow import session_members
+    from airflow_flink_replay.local.stack import port_free
+
+    server = celery["server"]
+    parts = server.processes()
+    assert {p.name for p in parts} == {"postgres", "redis", "api-server", "scheduler", "dag-processor", "triggerer",
+                                       "worker-a", "worker-b"}
+    sessions = [p.pid for p in parts]
+    listening = [server.port, server.ports.postgres, server.ports.redis]
+    assert not any(port_free(port) for port in listening), "each part listens before the stop"
+    started = time.monotonic()
+    server.stop()
+    took = time.monotonic() - started
+    assert session_members(sessions) == [], "no process of any part's session is left"
+    assert _processes_naming(server.home) == [], "nothing runs with its home on its command line"
+    assert all(port_free(port) for port in listening)
+    assert took < 60, f"stopped in {took:.1f}s"
+    server.stop()  # twice is fine
+    print(f"celery airflow: healthy {server.start_seconds:.1f}s after launch, stopped in {took:.1f}s")  # type: ignore[attr-defined]
+
+
+def _processes_naming(home: Path) -> list[str]:
+    """The command lines of live processes that name ``home``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(home) in text:
+            found.append(text)
+    return found

@@ -3,7 +3,7 @@ metadata DB, the broker; each worker's own host name, temp and lock folders), it
 never on a command line), the programs it needs and the errors naming the fix when they are missing, the sessions
 it stops, and how the stack records, shows and stops it.
 
-Nothing here starts PostgreSQL, Redis or Airflow (tests/integration/test_celery_airflow.py does); the process tests
+Nothing here starts PostgreSQL, Redis or Airflow (tests/integration/test_celery_gate.py does); the process tests
 start ``sleep``.
 """
 
