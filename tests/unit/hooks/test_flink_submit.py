@@ -152,7 +152,10 @@ def test_no_jobs_included_and_no_job_of_that_name_is_submitted_again(
     state.on("GET", "/jars", JARS)
     state.on("POST", RUN, (400, NO_JOBS), (200, {"jobid": "j2"}))
     state.on("GET", "/jobs/overview", (200, {"jobs": []}))
-    monkeypatch.setattr(time, "sleep", lambda s: None)  # the name look-up waits for a submission in flight
+    # the name look-up waits (up to 10 s) for a submission in flight: the waits pass on a clock of the test's own
+    real_monotonic, waited = time.monotonic, [0.0]
+    monkeypatch.setattr(time, "sleep", lambda s: waited.__setitem__(0, waited[0] + s))
+    monkeypatch.setattr(time, "monotonic", lambda: real_monotonic() + waited[0])
     assert submitter(url, tmp_path).submit(PROGRAM).job_id == "j2"
     assert state.calls[("POST", RUN)] == 2
 
