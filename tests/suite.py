@@ -31,16 +31,24 @@ NO_TESTS = 5
 UNIT_WORKERS = 2
 
 
-#: session name -> its marker expression
-SESSIONS = {"unit": "unit", "integration": "integration and not distributed", "distributed": "distributed"}
+#: session name -> its marker expression and the folder it collects when the arguments name none (collecting
+#: the unit tests only to deselect them costs the later sessions ~10 s each)
+SESSIONS = {"unit": ("unit", "tests/unit"), "integration": ("integration and not distributed", "tests/integration"),
+            "distributed": ("distributed", "tests/integration")}
+
+
+def _names_a_path(args: list[str]) -> bool:
+    """Whether the pytest arguments name a test file or folder (then each session collects just those)."""
+    return any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in args)
 
 
 def _pytest(name: str, args: list[str], *extra: str) -> tuple[int, float]:
     """Run one session; its exit code and wall time."""
-    marker = SESSIONS[name]
-    print(f"\n===== {name} tests: pytest -m '{marker}' {' '.join([*extra, *args])}", flush=True)
+    marker, folder = SESSIONS[name]
+    paths = [] if _names_a_path(args) else [folder]
+    print(f"\n===== {name} tests: pytest -m '{marker}' {' '.join([*extra, *args, *paths])}", flush=True)
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "pytest", "-m", marker, *extra, *args], cwd=ROOT)
+    code = subprocess.call([sys.executable, "-m", "pytest", "-m", marker, *extra, *args, *paths], cwd=ROOT)
     took = time.monotonic() - started
     print(f"===== {name} tests: exit {code} in {took:.0f}s", flush=True)
     return code, took
@@ -54,11 +62,13 @@ def main(args: list[str]) -> int:
     results: dict[str, tuple[int, float]] = {}
     try:
         results["unit"] = _pytest("unit", args, "-n", str(UNIT_WORKERS))
+        waited = time.monotonic()
         try:
             start.wait()
         except RuntimeError as err:
             print(err, file=sys.stderr)
             return 1
+        print(f"===== the stack was up {time.monotonic() - waited:.0f}s after the unit tests ended", flush=True)
         results["integration"] = _pytest("integration", args, "--durations=40")  # where the suite's time goes
         budgeted = time.monotonic() - started
         results["distributed"] = _pytest("distributed", args, "--durations=10")
