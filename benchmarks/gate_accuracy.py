@@ -16,7 +16,9 @@ and the mutators that inject one kind of difference). To add a case, write (or r
 ``Case``. Windows are 100 to 2,000 outputs (a few realistic replay windows); differences are injected into an
 exact number of outputs, so a label does not depend on the luck of a draw. The kinds: ``suite`` (what the
 comparison covered before issue 41), ``type``, ``direction``, ``magnitude``, ``meaning``, ``missing``,
-``volatile``, ``list-count``, ``mean`` (issue 41) and ``audit-*`` (content audits, issue 49).
+``volatile``, ``list-count``, ``mean`` (issue 41), ``audit-*`` (content audits, issue 49) and ``shape`` (shapes
+of output none of the others has: types and text inside lists, JSON held as a string, dates, key order; labelled
+before they were first run).
 """
 
 from __future__ import annotations
@@ -319,6 +321,21 @@ def wide_range(i: int, rng: random.Random) -> Row:
     return row
 
 
+def order_record(i: int, rng: random.Random) -> Row:
+    """A ticket as an order system keeps it: the decision again inside a JSON string (``payload``), the amount as
+    text, a creation time derived from the input, line items (objects in a list) with a deeply nested quantity."""
+    row = ticket(i, rng)
+    row["payload"] = json.dumps({"decision": row["decision"], "amount": row["amount"], "label": row["label"]})
+    row["amount_text"] = f"{row['amount']:.2f}"
+    row["created"] = f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"
+    row["lines"] = [
+        {"sku": f"S{i:05d}-{k}", "decision": rng.choice(("approve", "reject")),
+         "meta": {"stock": {"bin": {"count": {"qty": rng.randrange(1, 9)}}}}}
+        for k in range(3)
+    ]
+    return row
+
+
 # -------------------------------------------------------------------------------------------- mutators
 def approved(row: Row) -> bool:
     """The ticket's refund was approved (its summary says 'eligible' and 'approved')."""
@@ -438,6 +455,42 @@ def set_field(path: tuple[str, ...], value: Callable[[Any], Any]) -> Mutator:
         target[path[-1]] = value(target[path[-1]])
 
     return fn
+
+
+def shuffle_keys(row: Row, rng: random.Random) -> None:
+    """The same object with its keys in another order (JSON objects are unordered)."""
+    items = list(row.items())
+    rng.shuffle(items)
+    row.clear()
+    row.update(items)
+
+
+def pad_whitespace(row: Row, rng: random.Random) -> None:
+    row["summary"] = "  " + row["summary"].replace(". ", ".  ") + "\n"
+
+
+def reject_in_payload(row: Row, rng: random.Random) -> None:
+    payload = json.loads(row["payload"])
+    payload["decision"] = "reject"
+    row["payload"] = json.dumps(payload)
+
+
+def day_first_date(row: Row, rng: random.Random) -> None:
+    """``2026-11-03T04:05:00Z`` -> ``03/11/2026 04:05``."""
+    d = row["created"]
+    row["created"] = f"{d[8:10]}/{d[5:7]}/{d[0:4]} {d[11:16]}"
+
+
+def reject_one_line(row: Row, rng: random.Random) -> None:
+    next(line for line in row["lines"] if line["decision"] == "approve")["decision"] = "reject"
+
+
+def has_approved_line(row: Row) -> bool:
+    return any(line["decision"] == "approve" for line in row["lines"])
+
+
+def reject(row: Row, rng: random.Random) -> None:
+    row["decision"] = "reject"
 
 
 # ---------------------------------------------------------------------------------- generators per case
@@ -607,6 +660,15 @@ def map_runs(noise: float, change: float) -> Callable[[random.Random], Runs]:
         return scenario(
             rng, 800, make=sku_decisions, noise=flip_all, noise_frac=noise, change=flip_all, change_frac=change
         )
+
+    return gen
+
+
+def orders(change: Mutator, frac: float, where: Callable[[Row], bool] | None = None) -> Callable[[random.Random], Runs]:
+    """1,000 order records (:func:`order_record`), deterministic: B applies ``change`` to ``frac`` of them."""
+
+    def gen(rng: random.Random) -> Runs:
+        return scenario(rng, 1000, make=order_record, change=change, change_frac=frac, where=where)
 
     return gen
 
@@ -1086,6 +1148,116 @@ CASES: list[Case] = [
         "FAIL",
         "1% of B's summaries are empty or whitespace; the baselines' never: a customer gets a blank reply.",
         audit(empty, 0.01),
+    ),
+    # --- shapes of output the cases above do not have (kind "shape"): labelled before they were first run
+    Case(
+        "shape_enum_case_change",
+        "shape",
+        "FAIL",
+        "B writes every label in capitals (POSITIVE for positive): a consumer that switches on the exact value no "
+        "longer matches any of them.",
+        every_output(set_field(("label",), str.upper)),
+    ),
+    Case(
+        "shape_string_becomes_list",
+        "shape",
+        "FAIL",
+        "B writes the order number as a one-item list ([\"A-123\"] for \"A-123\") in every output: a schema change.",
+        every_output(set_field(("order",), lambda v: [v])),
+    ),
+    Case(
+        "shape_bool_becomes_string",
+        "shape",
+        "FAIL",
+        "B writes escalate as the text 'true' / 'false' instead of a boolean: 'false' is truthy in most consumers.",
+        every_output(set_field(("escalate",), lambda v: "true" if v else "false")),
+    ),
+    Case(
+        "shape_list_item_type_change",
+        "shape",
+        "FAIL",
+        "B cites knowledge-base articles by number (17) instead of by id ('kb-17') in every output.",
+        every_output(set_field(("citations",), lambda v: [int(c.split("-")[1]) for c in v])),
+    ),
+    Case(
+        "shape_key_order_only",
+        "shape",
+        "PASS",
+        "B writes every output's keys in another order and nothing else: JSON objects are unordered, same content.",
+        every_output(shuffle_keys),
+    ),
+    Case(
+        "shape_whitespace_only",
+        "shape",
+        "PASS",
+        "B pads every summary with extra spaces and a final newline; the words are the same: nothing a reader or a "
+        "consumer would notice.",
+        every_output(pad_whitespace),
+    ),
+    Case(
+        "shape_decision_flip_inside_json_string",
+        "shape",
+        "FAIL",
+        "The baselines agree; B rejects 8% of the approved refunds inside the payload field, a JSON document held "
+        "as a string: one-way, the decision a downstream system parses.",
+        orders(reject_in_payload, 0.08, where=approved),
+    ),
+    Case(
+        "shape_amount_as_text_doubled",
+        "shape",
+        "FAIL",
+        "B doubles the amount written as text ('120.50' -> '241.00') in 10% of the outputs; the baselines agree.",
+        orders(set_field(("amount_text",), lambda v: f"{float(v) * 2:.2f}"), 0.10),
+    ),
+    Case(
+        "shape_date_format_change",
+        "shape",
+        "FAIL",
+        "B writes the creation time day-first without a zone (03/11/2026 04:05) in every output: the same instant, "
+        "but a parser of ISO 8601 fails on all of them.",
+        orders(day_first_date, 1.0),
+    ),
+    Case(
+        "shape_line_item_decision_flip",
+        "shape",
+        "FAIL",
+        "B rejects one approved line item (an object inside a list) in 8% of the outputs; the baselines agree.",
+        orders(reject_one_line, 0.08, where=has_approved_line),
+    ),
+    Case(
+        "shape_deeply_nested_quantity",
+        "shape",
+        "FAIL",
+        "B adds 5 to a quantity five objects deep in the first line item of 10% of the outputs; the baselines "
+        "agree.",
+        orders(set_field(("lines",), lambda v: [{**v[0], "meta": {"stock": {"bin": {"count": {
+            "qty": v[0]["meta"]["stock"]["bin"]["count"]["qty"] + 5}}}}}, *v[1:]]), 0.10),
+    ),
+    Case(
+        "shape_refusal_appended_to_text",
+        "shape",
+        "FAIL",
+        "B appends 'Note: the refund will not be paid out.' to 10% of the summaries, which keep saying approved: "
+        "the reply now contradicts itself.",
+        lambda rng: scenario(rng, 1000, change=append(lambda row, r: "Note: the refund will not be paid out."),
+                             change_frac=0.10),
+    ),
+    Case(
+        "shape_one_way_decisions_above_margin",
+        "shape",
+        "FAIL",
+        "The baselines agree on all 1,000 decisions; B turns 3% of them from approve to reject, all one way: "
+        "beyond the default 2-point margin.",
+        lambda rng: scenario(rng, 1000, change=reject, change_frac=0.03, where=approved),
+    ),
+    Case(
+        "shape_one_way_decisions_at_a_tighter_margin",
+        "shape",
+        "FAIL",
+        "As above with 2% (20 refunds), which the default margin (abs_threshold 0.02: a change must exceed 2 points) "
+        "lets pass; a team gating refunds sets the margin to 1 point, and then it blocks.",
+        lambda rng: scenario(rng, 1000, change=reject, change_frac=0.02, where=approved),
+        config={"abs_threshold": 0.01},
     ),
 ]
 

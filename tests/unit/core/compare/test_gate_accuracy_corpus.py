@@ -21,13 +21,15 @@ ISSUE_41_KINDS = {"type", "direction", "magnitude", "meaning", "missing", "volat
 
 
 def test_corpus_is_well_formed() -> None:
-    """At least 30 cases with unique names, a label and a reason each; every kind of issue 41 and five audits."""
+    """At least 30 cases with unique names, a label and a reason each; every kind of issue 41, five audits and ten
+    shapes of output."""
     cases = gate_accuracy.CASES
     assert len(cases) >= 30
     assert len({c.name for c in cases}) == len(cases)
     assert all(c.expected in ("PASS", "FAIL", "INCONCLUSIVE") and len(c.why) > 20 for c in cases)
     assert {c.kind for c in cases} >= ISSUE_41_KINDS
     assert sum(c.kind.startswith("audit-") for c in cases) >= 5
+    assert sum(c.kind == "shape" for c in cases) >= 10  # shapes of output unlike the others (types in lists, ...)
     assert {c.expected for c in cases} == {"PASS", "FAIL", "INCONCLUSIVE"}
 
 
