@@ -122,6 +122,8 @@ FLINK_PYTHON = Path(os.environ.get("FLINK_REPLAY_STACK_DIR") or ROOT / ".stack")
 PAIRS = {
     # the quickstart's candidate changed its prompt, nothing else (docs/your-agent.md)
     "quickstart": ("tests.jobs.quickstart_job.job:production", "tests.jobs.quickstart_job.job:candidate"),
+    # the wheel's built-in ReActAgent: the candidate's prompt is a resource the framework names (tests/jobs/react_job)
+    "react": ("tests.jobs.react_job.job:production", "tests.jobs.react_job.job:candidate"),
     **{name: ("tests.jobs.agent_check.definitions:healthy", f"tests.jobs.agent_check.definitions:{candidate}")
        for name, candidate in (("redeclared", "redeclared_subclass"), ("changed_tool", "changed_tool"),
                                ("commented_tool", "commented_tool"))},
@@ -153,6 +155,7 @@ def test_real_plans_are_fingerprinted_and_only_what_the_candidate_changed_differ
     assert all(f["errors"] == [] and f["fingerprinted"] for f in found.values()), found
     assert {name: f["changed"] for name, f in found.items()} == {
         "quickstart": {"review_analysis_prompt": "changed"},
+        "react": {"_default_user_prompt": "changed"},
         "redeclared": {},
         "changed_tool": {"notify_support": "changed"},
         "commented_tool": {},
@@ -196,3 +199,40 @@ def test_what_fails_only_in_flink_s_python_worker_or_when_the_agent_runs_is_foun
     uuid_sample = found["tool_ids:uuid_ids"]["sample"]
     assert uuid_sample["outputs"] == 1 and uuid_sample["error"] is None
     assert "review_memory" in found["definitions:healthy"]["sample"]["skipped"]
+
+
+REACT_SCRIPT = """
+import json
+from airflow_flink_replay.flink.agent_check import CapturedRecord, inspect_definition
+
+review = {"id": "B000TEST", "review": "The box arrived crushed and the shoes were wet. Love the colour.", "ts": 1}
+facts = inspect_definition("production", "tests.jobs.react_job.job:production", "job",
+                           [CapturedRecord("capture", 0, 4, json.dumps(review).encode())])
+print(facts.model_dump_json())
+"""
+
+
+@pytest.mark.skipif(not FLINK_PYTHON.exists(), reason="no Flink-side venv (flink-replay stack up writes it)")
+def test_the_built_in_react_agent_is_checked_like_a_declared_one() -> None:
+    """The wheel's ``ReActAgent`` (an instance configured by arguments, its first action added to the instance, its
+    prompts named by the framework, a pydantic output schema, the tool and the connection on the environment),
+    checked in the Flink-side venv (no cluster): both actions and all five resources are seen and fingerprinted,
+    the chat model setup and the tool are mediated, and the sample run on a shipping complaint gives one output
+    with the tool call recorded, not executed."""
+    proc = subprocess.run([str(FLINK_PYTHON), "-c", REACT_SCRIPT], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["stage"] == "done" and facts["error"] is None, facts["error"]
+    assert facts["agent_class"] == "flink_agents.api.agents.react_agent.ReActAgent"
+    assert {a["name"] for a in facts["actions"]} == {"start_action", "stop_action"}
+    resources = {r["name"]: r for r in facts["resources"]}
+    assert set(resources) == {"_default_chat_model", "_default_user_prompt", "_default_schema_prompt",
+                              "ollama_server", "notify_shipping_manager"}  # fmt: skip
+    assert all(r["fingerprint"] for r in resources.values()), resources
+    assert resources["_default_chat_model"]["mediated"] and resources["notify_shipping_manager"]["mediated"]
+    assert resources["notify_shipping_manager"]["level"] == "env"
+    sample = facts["sample"]
+    assert sample["error"] is None and sample["outputs"] == 1, sample
+    assert sample["calls"] == ["chat_model _default_chat_model.chat: allow (ok)",
+                               "tool notify_shipping_manager.call: record (recorded)"]  # fmt: skip
