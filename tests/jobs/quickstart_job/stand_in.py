@@ -1,7 +1,7 @@
 """A stand-in for the quickstart's Ollama server, which is not reachable here: same connection interface,
 deterministic answers.
 
-It plays the part of the LLM the quickstart's prompt talks to. It reads the scale the system prompt asks
+It plays the part of the LLM the quickstart's prompt talks to. It reads the scale the system messages ask
 for ("a satisfaction score (1-5)"), finds the positive and negative words of the review in the user
 message, and answers ``{"id", "score", "reasons"}`` as the prompt's example format says. A review that
 complains about shipping first gets a call of the ``notify_shipping_manager`` tool (the prompt asks for
@@ -36,7 +36,7 @@ class StandInChatModelConnection(BaseChatModelConnection):
 
     def chat(self, messages: Sequence[ChatMessage], tools: list[Tool] | None = None, **kwargs: Any) -> ChatMessage:
         """The prompt's answer for the review in the messages (a tool call first for a shipping complaint)."""
-        system = next((m.content for m in messages if m.role == MessageRole.SYSTEM), "")
+        system = "\n".join(m.content for m in messages if m.role == MessageRole.SYSTEM)  # ReActAgent sends two
         user = next((m.content for m in messages if m.role == MessageRole.USER), "")
         match, text = _ID.search(user), _REVIEW.search(user)
         review_id = match.group(1) if match else ""

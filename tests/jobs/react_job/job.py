@@ -11,17 +11,14 @@ Labelled before it was first run: an agent shaped unlike the others this project
 - The connection and the tool are registered on the environment, as the example does.
 
 ``candidate`` is the same agent with a system prompt that asks for a 1-10 score instead of 1-5: only the prompt
-resource changes. The chat model is the quickstart's deterministic stand-in (``tests/jobs/quickstart_job``),
-which reads the scale from the system prompt; ``ReActAgent`` puts its schema instruction before the prompt's
-own system message, so the subclass here reads every system message.
+resource changes. The chat model and the key selector are the quickstart's (``tests/jobs/quickstart_job``): the
+deterministic stand-in reads the scale from every system message (``ReActAgent`` puts its schema instruction
+before the prompt's own), and products key the stream.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Sequence
-from typing import Any
 
 from flink_agents.api.agents.react_agent import ReActAgent
 from flink_agents.api.chat_message import ChatMessage, MessageRole
@@ -37,22 +34,8 @@ from flink_agents.examples.quickstart.agents.custom_types_and_resources import (
 )
 
 from airflow_flink_replay.flink.agent_job import AgentJob, EnvResource
-from tests.jobs.quickstart_job.stand_in import StandInChatModelConnection, answer
-
-
-class EverySystemMessageStandIn(StandInChatModelConnection):
-    """The quickstart's stand-in, reading the score's scale from every system message."""
-
-    def chat(self, messages: Sequence[ChatMessage], tools: list[Tool] | None = None, **kwargs: Any) -> ChatMessage:
-        """The stand-in's tool call, or its answer on the scale the system messages ask for."""
-        reply = super().chat(messages, tools, **kwargs)
-        if reply.tool_calls:
-            return reply
-        system = "\n".join(m.content for m in messages if m.role == MessageRole.SYSTEM)
-        user = next((m.content for m in messages if m.role == MessageRole.USER), "")
-        return ChatMessage(role=MessageRole.ASSISTANT,
-                           content=json.dumps(answer(system, json.loads(reply.content)["id"], user.lower())))
-
+from tests.jobs.quickstart_job.job import product_id
+from tests.jobs.quickstart_job.stand_in import stand_in_descriptor
 
 #: The example's prompt with the 1-10 scale.
 RESCALED_PROMPT = Prompt.from_messages(
@@ -82,18 +65,12 @@ def rescaled_agent() -> ReActAgent:
     return _react_agent(RESCALED_PROMPT)
 
 
-def product_id(review: ProductReview) -> str:
-    """The agent's key: the reviewed product (as the example keys its stream)."""
-    return review.id
-
-
 production = AgentJob(
     agent=production_agent,
     key_selector=product_id,
     deserializer=ProductReview.model_validate_json,
     env_resources=[
-        EnvResource("ollama_server", ResourceType.CHAT_MODEL_CONNECTION,
-                    ResourceDescriptor(clazz=f"{__name__}.{EverySystemMessageStandIn.__qualname__}")),
+        EnvResource("ollama_server", ResourceType.CHAT_MODEL_CONNECTION, stand_in_descriptor()),
         EnvResource("notify_shipping_manager", ResourceType.TOOL, Tool.from_callable(notify_shipping_manager)),
     ],
 )
