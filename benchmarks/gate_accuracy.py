@@ -489,10 +489,6 @@ def has_approved_line(row: Row) -> bool:
     return any(line["decision"] == "approve" for line in row["lines"])
 
 
-def reject(row: Row, rng: random.Random) -> None:
-    row["decision"] = "reject"
-
-
 # ---------------------------------------------------------------------------------- generators per case
 def identical(rng: random.Random) -> Runs:
     return scenario(rng, 1000)
@@ -1248,7 +1244,7 @@ CASES: list[Case] = [
         "FAIL",
         "The baselines agree on all 1,000 decisions; B turns 3% of them from approve to reject, all one way: "
         "beyond the default 2-point margin.",
-        lambda rng: scenario(rng, 1000, change=reject, change_frac=0.03, where=approved),
+        lambda rng: scenario(rng, 1000, change=flip_decision, change_frac=0.03, where=approved),
     ),
     Case(
         "shape_one_way_decisions_at_a_tighter_margin",
@@ -1256,7 +1252,7 @@ CASES: list[Case] = [
         "FAIL",
         "As above with 2% (20 refunds), which the default margin (abs_threshold 0.02: a change must exceed 2 points) "
         "lets pass; a team gating refunds sets the margin to 1 point, and then it blocks.",
-        lambda rng: scenario(rng, 1000, change=reject, change_frac=0.02, where=approved),
+        lambda rng: scenario(rng, 1000, change=flip_decision, change_frac=0.02, where=approved),
         config={"abs_threshold": 0.01},
     ),
 ]
