@@ -63,6 +63,7 @@ def deploy(folder: Path, *, window: int, name: str | None = None, candidate: str
            first: int = 10) -> Production:
     """Deploy production from the counter agent's definition, write its spec, feed it ``first`` records."""
     prod = Production(name=name or f"aa-{uuid.uuid4().hex[:6]}", folder=folder, window=window)
+    folder.mkdir(parents=True, exist_ok=True)
     done = cli("deploy", "--agent-job", f"{JOB}:production", "--name", prod.name, "--candidate", candidate,
                "--window", str(window), "--spec-out", str(prod.spec), timeout=400)
     if done.returncode:

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STACK_DIR = Path(os.environ.get("FLINK_REPLAY_STACK_DIR") or ROOT / ".stack")
+#: Where the stack keeps its Flink-side venv and jars: its cache (a second stack shares the first's), else its folder.
+STACK_DIR = Path(os.environ.get("FLINK_REPLAY_CACHE_DIR") or os.environ.get("FLINK_REPLAY_STACK_DIR")
+                 or ROOT / ".stack")
 FLINK_PYTHON = STACK_DIR / "flink-venv" / "bin" / "python"
 #: The Kafka connector jars the stack downloaded (flink-connector-kafka, kafka-clients).
 CONNECTOR_JARS = sorted(str(p) for p in (STACK_DIR / "jars").glob("*.jar"))
