@@ -161,8 +161,11 @@ def _prepared_stack(args: argparse.Namespace, agent: AgentRef) -> StackInfo:
     stack = running_stack()
     linked = [p for p in python_path if p.resolve() != ROOT]  # the checkout is linked by the stack itself
     if linked:
-        pth = link_python_path(stack, linked)
-        print(f"Flink side imports your package from {', '.join(str(p) for p in linked)} ({pth})")
+        link = link_python_path(stack, linked)
+        print(f"Flink side imports your package from {', '.join(str(p) for p in linked)} ({link.pth})")
+        for package in link.shadowed:
+            print(f"warning: a folder linked by an earlier deploy holds {package}; a production deployed from "
+                  "there imports the new one when it restarts", file=sys.stderr)
     return stack
 
 

@@ -21,7 +21,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from airflow_flink_replay.exceptions import FlinkJobFailedError, FlinkRestError, OwnJobError
 from airflow_flink_replay.local.demo import AgentRef, PacedFeeder
@@ -66,18 +66,44 @@ def check_reference(option: str, reference: str, python_path: list[Path], checko
         )
 
 
-def link_python_path(stack: StackInfo, folders: list[Path]) -> Path:
-    """Add ``folders`` to the stack's Flink-side Python (a ``.pth`` file in its venv; lines already there stay).
+class LinkedPaths(NamedTuple):
+    """What :func:`link_python_path` did: the ``.pth`` file it wrote, and the packages another linked folder also
+    holds (``"<package> in <folder>"``), which the Flink side no longer imports from there."""
 
-    Python workers start afresh for every job, so production and replays started afterwards import from them."""
+    pth: Path
+    shadowed: list[str]
+
+
+def link_python_path(stack: StackInfo, folders: list[Path]) -> LinkedPaths:
+    """Put ``folders`` first in the stack's Flink-side Python (a ``.pth`` file in its venv).
+
+    Python workers start afresh for every job, so production and replays started afterwards import from them.
+    The latest deploy wins: its folders come before those linked earlier, which stay (other productions on the
+    stack may import from them) unless they no longer exist. A package that an earlier folder holds too is
+    imported from the new folder from now on, also by a production deployed from the earlier one when it
+    restarts: those are returned in ``shadowed``."""
     from airflow_flink_replay.local.components import venv_site_packages
 
     pth = venv_site_packages(Path(stack.flink_python).parent.parent) / USER_PATHS_PTH
+    new = list(dict.fromkeys(str(f.resolve()) for f in folders))
     lines = pth.read_text().splitlines() if pth.exists() else []
-    wanted = lines + [str(f.resolve()) for f in folders if str(f.resolve()) not in lines]
-    if wanted != lines:
-        pth.write_text("\n".join(wanted) + "\n")
-    return pth
+    kept = [line for line in lines if line and line not in new and Path(line).is_dir()]
+    if new + kept != lines:
+        pth.write_text("\n".join(new + kept) + "\n")
+    ours = {name: folder for folder in new for name in _packages(Path(folder))}
+    shadowed = [f"{name} in {folder} (now imported from {ours[name]})"
+                for folder in kept for name in _packages(Path(folder)) if name in ours]
+    return LinkedPaths(pth, shadowed)
+
+
+def _packages(folder: Path) -> set[str]:
+    """The top-level packages and modules importable from ``folder``."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return set()
+    return {e.name for e in entries if e.is_dir() and (e / "__init__.py").exists()} | {
+        e.stem for e in entries if e.suffix == ".py" and e.is_file()}
 
 
 #: How long ``deploy``'s agent check may take in the Flink-side Python (imports Flink Agents, plans the agent, imports

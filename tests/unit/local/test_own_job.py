@@ -36,10 +36,33 @@ def test_folders_are_linked_into_the_flink_side_venv_once(tmp_path: Path) -> Non
     site = venv_site_packages(venv)
     site.mkdir(parents=True)
     stack = type("S", (), {"flink_python": str(venv / "bin" / "python")})()
-    pth = link_python_path(stack, [tmp_path / "a"])  # type: ignore[arg-type]
+    link = link_python_path(stack, [tmp_path / "a"])  # type: ignore[arg-type]
     link_python_path(stack, [tmp_path / "a", tmp_path / "b"])  # type: ignore[arg-type]
-    assert pth == site / USER_PATHS_PTH
-    assert pth.read_text().splitlines() == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert link.pth == site / USER_PATHS_PTH
+    assert link.pth.read_text().splitlines() == [str(tmp_path / "a"), str(tmp_path / "b")]
+
+
+def test_the_latest_deploy_s_folder_comes_first_and_vanished_folders_are_dropped(tmp_path: Path) -> None:
+    from airflow_flink_replay.local.components import venv_site_packages
+
+    venv = tmp_path / "flink-venv"
+    venv_site_packages(venv).mkdir(parents=True)
+    stack = type("S", (), {"flink_python": str(venv / "bin" / "python")})()
+    old, gone, new = tmp_path / "v1", tmp_path / "scratch", tmp_path / "v2"
+    for folder in (old, gone, new):
+        (folder / "my_agents").mkdir(parents=True)
+        (folder / "my_agents" / "__init__.py").write_text("")
+    (old / "helpers.py").write_text("")
+    link_python_path(stack, [old])  # type: ignore[arg-type]
+    link_python_path(stack, [gone])  # type: ignore[arg-type]
+    (gone / "my_agents" / "__init__.py").unlink()
+    (gone / "my_agents").rmdir()
+    gone.rmdir()
+    linked = link_python_path(stack, [new])  # type: ignore[arg-type]
+    # v2's my_agents is imported, not v1's that an earlier deploy linked; the deleted scratch folder is gone
+    assert linked.pth.read_text().splitlines() == [str(new), str(old)]
+    assert linked.shadowed == [f"my_agents in {old} (now imported from {new})"]
+    assert link_python_path(stack, [new]).pth.read_text().splitlines() == [str(new), str(old)]  # once
 
 
 def test_jsonl_lines_are_sent_unchanged_with_their_key(tmp_path: Path) -> None:
