@@ -86,6 +86,11 @@ def link_python_path(stack: StackInfo, folders: list[Path]) -> LinkedPaths:
 
     pth = venv_site_packages(Path(stack.flink_python).parent.parent) / USER_PATHS_PTH
     new = list(dict.fromkeys(str(f.resolve()) for f in folders))
+    for folder in new:  # a .pth holds one path a line, and runs a line that starts with "import"
+        if "\n" in folder or "\r" in folder or not folder.isprintable() or not _encodable(folder):
+            raise OwnJobError(f"--python-path {folder!r}: the Flink side cannot import from a folder whose path has "
+                              "a line break, a control character or bytes that are not UTF-8.\nFix: move your "
+                              "package to a folder with a plain name")
     lines = pth.read_text().splitlines() if pth.exists() else []
     kept = [line for line in lines if line and line not in new and Path(line).is_dir()]
     if new + kept != lines:
@@ -94,6 +99,14 @@ def link_python_path(stack: StackInfo, folders: list[Path]) -> LinkedPaths:
     shadowed = [f"{name} in {folder} (now imported from {ours[name]})"
                 for folder in kept for name in _packages(Path(folder)) if name in ours]
     return LinkedPaths(pth, shadowed)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _packages(folder: Path) -> set[str]:

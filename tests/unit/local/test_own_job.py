@@ -3,6 +3,7 @@ sample input sent byte for byte, and errors that name the field or file and the 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -29,25 +30,27 @@ def test_a_reference_must_be_module_attr_and_importable_from_a_given_folder(tmp_
         check_reference("--candidate", "other.job:job", [tmp_path / "mine"], tmp_path / "checkout")
 
 
-def test_folders_are_linked_into_the_flink_side_venv_once(tmp_path: Path) -> None:
-    from airflow_flink_replay.local.components import venv_site_packages
-
-    venv = tmp_path / "flink-venv"
-    site = venv_site_packages(venv)
-    site.mkdir(parents=True)
-    stack = type("S", (), {"flink_python": str(venv / "bin" / "python")})()
-    link = link_python_path(stack, [tmp_path / "a"])  # type: ignore[arg-type]
-    link_python_path(stack, [tmp_path / "a", tmp_path / "b"])  # type: ignore[arg-type]
-    assert link.pth == site / USER_PATHS_PTH
-    assert link.pth.read_text().splitlines() == [str(tmp_path / "a"), str(tmp_path / "b")]
-
-
-def test_the_latest_deploy_s_folder_comes_first_and_vanished_folders_are_dropped(tmp_path: Path) -> None:
+def _venv_stack(tmp_path: Path) -> object:
+    """A stack whose Flink-side venv is an empty site-packages folder under ``tmp_path``."""
     from airflow_flink_replay.local.components import venv_site_packages
 
     venv = tmp_path / "flink-venv"
     venv_site_packages(venv).mkdir(parents=True)
-    stack = type("S", (), {"flink_python": str(venv / "bin" / "python")})()
+    return type("S", (), {"flink_python": str(venv / "bin" / "python")})()
+
+
+def test_folders_are_linked_into_the_flink_side_venv_once(tmp_path: Path) -> None:
+    from airflow_flink_replay.local.components import venv_site_packages
+
+    stack = _venv_stack(tmp_path)
+    link = link_python_path(stack, [tmp_path / "a"])  # type: ignore[arg-type]
+    link_python_path(stack, [tmp_path / "a", tmp_path / "b"])  # type: ignore[arg-type]
+    assert link.pth == venv_site_packages(tmp_path / "flink-venv") / USER_PATHS_PTH
+    assert link.pth.read_text().splitlines() == [str(tmp_path / "a"), str(tmp_path / "b")]
+
+
+def test_the_latest_deploy_s_folder_comes_first_and_vanished_folders_are_dropped(tmp_path: Path) -> None:
+    stack = _venv_stack(tmp_path)
     old, gone, new = tmp_path / "v1", tmp_path / "scratch", tmp_path / "v2"
     for folder in (old, gone, new):
         (folder / "my_agents").mkdir(parents=True)
@@ -63,6 +66,16 @@ def test_the_latest_deploy_s_folder_comes_first_and_vanished_folders_are_dropped
     assert linked.pth.read_text().splitlines() == [str(new), str(old)]
     assert linked.shadowed == [f"my_agents in {old} (now imported from {new})"]
     assert link_python_path(stack, [new]).pth.read_text().splitlines() == [str(new), str(old)]  # once
+
+
+@pytest.mark.parametrize("name", ["bad\nimport os", "tab\there", os.fsdecode(b"caf\xe9")])
+def test_a_folder_the_pth_cannot_hold_is_refused_and_the_pth_is_kept(tmp_path: Path, name: str) -> None:
+    stack = _venv_stack(tmp_path)
+    pth = link_python_path(stack, [tmp_path / "ok"]).pth  # type: ignore[arg-type]
+    with pytest.raises(OwnJobError, match=r"--python-path .*line break, a control character or bytes that are not "
+                                          r"UTF-8\.\nFix: move your package"):
+        link_python_path(stack, [tmp_path / name])  # type: ignore[arg-type]
+    assert pth.read_text().splitlines() == [str(tmp_path / "ok")]
 
 
 def test_jsonl_lines_are_sent_unchanged_with_their_key(tmp_path: Path) -> None:
